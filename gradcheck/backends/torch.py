@@ -1,0 +1,80 @@
+"""The torch witness: the formula rebuilt in PyTorch through the rule table's ``torch``
+column, then ``y.backward(v)`` (``y.backward()`` for a scalar case), ``retain_grad()`` on
+the named intermediates, and the ``grad_fn`` graph walked through ``next_functions``."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..evaluation import Evaluation
+from ..rules import REDUCTION, RULES
+from ..tree import fold
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+# Operators accept Python numbers as they are; functions get 0-d tensors of the run dtype.
+_OPERATORS = {"add", "sub", "mul", "div", "pow", "neg", "lt", "le", "gt", "ge"}
+
+
+def build(case, point: dict[str, np.ndarray], dtype: str):
+    """Forward in torch: (output, leaves by name, retained lets by name)."""
+    tdtype = DTYPES[dtype]
+    leaves = {s.name: torch.tensor(point[s.name], dtype=tdtype,
+                                   requires_grad=s.requires_grad) for s in case.inputs}
+    retained: dict[str, torch.Tensor] = {}
+
+    def visit(node, args):
+        if node.op == "input":
+            return leaves[node.name]
+        if node.op == "const":
+            return node.const
+        if node.op == "let":
+            value = args[0]
+            if node.name in case.retain_grad:
+                if isinstance(value, torch.Tensor) and value.requires_grad:
+                    value.retain_grad()
+                retained[node.name] = value
+            return value
+        rule = RULES[node.op]
+        if node.op not in _OPERATORS:
+            args = [a if isinstance(a, torch.Tensor) else torch.tensor(a, dtype=tdtype)
+                    for a in args]
+        if rule.kind == REDUCTION:
+            return rule.torch(args[0], node.axis, node.keepdims)
+        return rule.torch(*args)
+
+    out = fold(case.output, visit)
+    return out, leaves, retained
+
+
+def grad_fn_chain(y: torch.Tensor) -> tuple[str, ...]:
+    """Names of the nodes of ``y``'s backward graph, depth first from ``y.grad_fn``."""
+    names: list[str] = []
+    seen: set[int] = set()
+    stack = [y.grad_fn] if y.grad_fn is not None else []
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        names.append(type(fn).__name__)
+        stack.extend(f for f, _ in reversed(fn.next_functions) if f is not None)
+    return tuple(names)
+
+
+def _numpy(t) -> np.ndarray | None:
+    return None if t is None else t.detach().to(torch.float64).numpy().copy()
+
+
+def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evaluation:
+    y, leaves, retained = build(case, point, dtype)
+    if case.gradient == "scalar":
+        y.backward()
+    else:
+        y.backward(torch.tensor(np.asarray(v), dtype=DTYPES[dtype]))
+    return Evaluation(
+        value=_numpy(y),
+        grads={s.name: _numpy(leaves[s.name].grad) for s in case.inputs if s.requires_grad},
+        retained={n: _numpy(getattr(retained[n], "grad", None)) for n in case.retain_grad},
+        grad_fn=grad_fn_chain(y),
+    )

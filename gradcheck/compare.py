@@ -1,0 +1,106 @@
+"""Comparison of a witness with the symbolic reference: tolerances, error metrics and
+the worst element.
+
+Tolerances are one table, keyed by witness and dtype (section 6 of DESIGN.md). An element
+passes when ``|obtained - expected| <= atol * scale + rtol * |expected|``, where
+``scale = max(1, max |expected|)`` over that quantity, so elements that cancel to
+near zero inside a large gradient are judged against the gradient's magnitude. A witness
+that bounds its own error (finite differences) is allowed ``SAFETY`` times that bound
+plus :data:`FLOOR` times ``scale``; a user's ``atol``/``rtol`` only ever loosen that.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .evaluation import Evaluation
+from .result import FAILED, PASSED, Worst, WitnessResult
+
+#: (rtol, atol) by witness and dtype; float32 runs are compared with the float64
+#: reference evaluated at the float32-rounded point, so only arithmetic error counts.
+TOLERANCES: dict[tuple[str, str], tuple[float, float]] = {
+    ("torch", "float64"): (1e-7, 1e-10),
+    ("torch", "float32"): (1e-4, 1e-5),
+    ("engine", "float64"): (1e-7, 1e-10),
+    ("engine", "float32"): (1e-4, 1e-5),
+    ("numeric", "float64"): (0.0, 0.0),
+    ("numeric", "float32"): (0.0, 0.0),
+}
+SAFETY = 4.0
+FLOOR = 1e-9
+
+
+class Tally:
+    """Accumulates one witness's comparisons over all points into a WitnessResult."""
+
+    def __init__(self, witness: str, dtype: str, atol: float | None, rtol: float | None):
+        self.witness = witness
+        self.rtol, self.atol = TOLERANCES.get((witness, dtype), (1e-7, 1e-10))
+        if rtol is not None:
+            self.rtol = max(self.rtol, rtol) if witness == "numeric" else rtol
+        if atol is not None:
+            self.atol = max(self.atol, atol) if witness == "numeric" else atol
+        self.max_abs = self.max_rel = 0.0
+        self.checked = self.mismatched = 0
+        self.worst: Worst | None = None
+        self.worst_ratio = -1.0
+        self.problems: list[str] = []
+        self.grad_fn: tuple[str, ...] | None = None
+
+    def add(self, got: Evaluation, ref: Evaluation, point: int) -> None:
+        if got.grad_fn is not None and self.grad_fn is None:
+            self.grad_fn = got.grad_fn
+        obtained = got.quantities()
+        for quantity, expected in ref.quantities().items():
+            value = obtained.get(quantity)
+            if value is None:
+                if quantity != "value":
+                    self.mismatched += 1
+                    self.problems.append(f"{quantity} is None")
+                continue
+            self._compare(quantity, np.asarray(value, dtype=float),
+                          np.asarray(expected, dtype=float),
+                          None if got.error is None else got.error.get(quantity), point)
+
+    def _compare(self, quantity, value, expected, bound, point) -> None:
+        if value.shape != expected.shape:
+            self.mismatched += 1
+            self.problems.append(f"{quantity} has shape {list(value.shape)}, expected "
+                                 f"{list(expected.shape)}")
+            return
+        if expected.size == 0:
+            return
+        scale = max(1.0, float(np.max(np.abs(expected))))
+        tol = self.atol * scale + self.rtol * np.abs(expected)
+        if bound is not None:
+            tol = tol + SAFETY * np.asarray(bound, dtype=float) + FLOOR * scale
+        with np.errstate(all="ignore"):
+            diff = np.abs(value - expected)
+            diff = np.where(np.isnan(diff) & ~(np.isnan(value) & np.isnan(expected)),
+                            np.inf, np.nan_to_num(diff, nan=0.0))
+            rel = diff / np.maximum(np.abs(expected), np.finfo(float).tiny)
+            ratio = np.where(tol > 0, diff / tol, np.where(diff > 0, np.inf, 0.0))
+        bad = ratio > 1
+        self.checked += expected.size
+        self.mismatched += int(bad.sum())
+        self.max_abs = max(self.max_abs, float(diff.max()))
+        self.max_rel = max(self.max_rel, float(rel.max()))
+        k = int(np.argmax(ratio))
+        if float(ratio.flat[k]) > self.worst_ratio:
+            self.worst_ratio = float(ratio.flat[k])
+            idx = np.unravel_index(k, expected.shape)
+            self.worst = Worst(quantity, tuple(int(i) for i in idx), float(value.flat[k]),
+                               float(expected.flat[k]), float(np.broadcast_to(tol, expected.shape).flat[k]),
+                               point)
+
+    def result(self) -> WitnessResult:
+        status = FAILED if self.mismatched else PASSED
+        message = "; ".join(dict.fromkeys(self.problems))
+        if self.mismatched and not message:
+            w = self.worst
+            message = (f"{self.mismatched} / {self.checked} elements differ; worst "
+                       f"{w.quantity}[{','.join(map(str, w.index))}] at point {w.point}: "
+                       f"got {w.obtained:.10g}, expected {w.expected:.10g} "
+                       f"(|diff| {abs(w.obtained - w.expected):.3g} > tol {w.tolerance:.3g})")
+        return WitnessResult(self.witness, status, self.max_abs, self.max_rel, self.worst,
+                             self.checked, self.mismatched, self.grad_fn, message)

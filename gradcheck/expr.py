@@ -1,0 +1,284 @@
+"""Safe parser: expression text -> formula DAG (:class:`gradcheck.tree.Node`).
+
+The text is parsed by Python's ``ast`` and the tree is walked under a whitelist; nothing
+is ever evaluated (no ``eval``, ``exec`` or ``sympify`` on user text). Size, nesting,
+literal magnitude and constant exponents are bounded *before* any work grows with them,
+so hostile text fails fast with a :class:`CaseFileError`.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Mapping
+
+import sympy
+
+from .errors import CaseFileError
+from .rules import COMPARISON, FUNCTIONS, REDUCTION, RULES, sympy_scalar_constant
+from .tree import Node, ShapeError, normalize_axis, result_shape
+
+MAX_CHARS = 20_000        # characters in one expression
+MAX_NODES = 5_000         # syntax nodes in one expression
+MAX_DEPTH = 64            # nesting of parentheses and calls
+MAX_TREE_DEPTH = 200      # depth of the syntax tree (long operator chains, unary minus)
+MAX_LITERAL = 1e15        # magnitude of a number literal
+MAX_LITERAL_DIGITS = 40   # characters of a number literal
+MAX_EXPONENT = 64         # magnitude of a constant exponent
+MAX_CONSTANT = 1e300      # magnitude of any constant subexpression
+
+CONSTANTS = {"pi": (sympy.pi, math.pi), "E": (sympy.E, math.e)}
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
+           ast.Pow: "pow", ast.MatMult: "matmul"}
+_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+_FLOAT_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b,
+              "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+              "pow": lambda a, b: a ** b, "neg": lambda a: -a}
+
+
+class _Fail(Exception):
+    """Raised inside the walk with the offending syntax node, located by the caller."""
+
+    def __init__(self, message: str, node: ast.AST | None = None):
+        super().__init__(message)
+        self.node = node
+
+
+def _nesting_depth(text: str) -> int:
+    depth = best = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in ")]}":
+            depth -= 1
+    return best
+
+
+def _number_literal_too_long(text: str) -> bool:
+    run = 0
+    for ch in text:
+        if ch.isdigit() or ch in "._":
+            run += 1
+            if run > MAX_LITERAL_DIGITS:
+                return True
+        else:
+            run = 0
+    return False
+
+
+def parse(text: str, names: Mapping[str, Node], *, file: str | None = None,
+          case: str | None = None, line: int | None = None) -> Node:
+    """Parse ``text`` into a formula over the nodes in ``names`` (inputs and ``let``s).
+
+    Args:
+        text: the expression, e.g. ``"sum(tanh(x @ W + b)**2, axis=1)"``.
+        names: the names the expression may use, each bound to its node.
+        file, case, line: where the expression comes from, for error messages
+            (``line`` is the line of the expression's first character).
+
+    Raises:
+        CaseFileError: the text is not a valid, bounded expression over ``names``.
+    """
+
+    def fail(message: str, lineno: int | None = None) -> CaseFileError:
+        at = line if lineno is None or line is None else line + lineno - 1
+        return CaseFileError(message, file=file, case=case, line=at)
+
+    if not isinstance(text, str):
+        raise fail(f"an expression must be a string, not {type(text).__name__}")
+    if len(text) > MAX_CHARS:
+        raise fail(f"expression is {len(text)} characters long; the limit is {MAX_CHARS}")
+    if not text.strip():
+        raise fail("expression is empty")
+    if _nesting_depth(text) > MAX_DEPTH:
+        raise fail(f"expression nests deeper than {MAX_DEPTH} levels")
+    if _number_literal_too_long(text):
+        raise fail(f"a number literal is longer than {MAX_LITERAL_DIGITS} characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise fail(f"invalid syntax: {exc.msg}", exc.lineno) from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise fail(f"expression cannot be parsed: {exc}") from None
+    count = 0
+    stack = [(tree.body, 1)]
+    while stack:  # iterative: the bound must hold before anything recurses
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise fail(f"expression has more than {MAX_NODES} syntax nodes")
+        if depth > MAX_TREE_DEPTH:
+            raise fail(f"expression nests deeper than {MAX_TREE_DEPTH} operations; "
+                       "split it with let names")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    try:
+        return _Builder(names).build(tree.body)
+    except _Fail as exc:
+        raise fail(str(exc), getattr(exc.node, "lineno", None)) from None
+
+
+class _Builder:
+    """Turns whitelisted syntax into nodes. Depth is bounded above, so recursion is safe."""
+
+    def __init__(self, names: Mapping[str, Node]):
+        self.names = names
+
+    # ------------------------------------------------------------------ node making
+    def apply(self, op: str, args: list[Node], syntax: ast.AST, axis=None,
+              keepdims: bool = False) -> Node:
+        try:
+            if RULES[op].kind == REDUCTION:
+                axis = normalize_axis(axis, len(args[0].shape))
+            shape = result_shape(op, [a.shape for a in args], axis, keepdims)
+        except ShapeError as exc:
+            raise _Fail(f"{op}: {exc}", syntax) from None
+        const = None
+        if all(a.const is not None for a in args) and op in _FLOAT_OPS:
+            const = self.fold_constant(op, [a.const for a in args], syntax)
+        if op == "pow" and args[1].const is not None and abs(args[1].const) > MAX_EXPONENT:
+            raise _Fail(f"constant exponent {args[1].const:g} exceeds {MAX_EXPONENT} in "
+                        "magnitude", syntax)
+        return Node(op, tuple(args), shape, axis=axis, keepdims=keepdims, const=const)
+
+    @staticmethod
+    def fold_constant(op: str, values: list[float], syntax: ast.AST) -> float:
+        if op == "pow" and abs(values[1]) > MAX_EXPONENT:
+            raise _Fail(f"constant exponent {values[1]:g} exceeds {MAX_EXPONENT} in "
+                        "magnitude", syntax)
+        try:
+            value = _FLOAT_OPS[op](*values)
+        except (OverflowError, ZeroDivisionError) as exc:
+            raise _Fail(f"constant subexpression fails: {exc}", syntax) from None
+        if isinstance(value, complex) or not math.isfinite(value) or abs(value) > MAX_CONSTANT:
+            raise _Fail("constant subexpression is out of range", syntax)
+        return float(value)
+
+    # ------------------------------------------------------------------ the walk
+    def build(self, node: ast.AST) -> Node:
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is None:
+            raise _Fail(f"{_describe(node)} is not allowed in an expression", node)
+        return method(node)
+
+    def visit_Constant(self, node: ast.Constant) -> Node:
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _Fail(f"literal {value!r} is not a number", node)
+        if not math.isfinite(value) or abs(value) > MAX_LITERAL:
+            raise _Fail(f"number literal exceeds {MAX_LITERAL:g} in magnitude", node)
+        text = repr(value) if isinstance(value, float) else str(value)
+        return Node("const", value=sympy_scalar_constant(text), const=float(value))
+
+    def visit_Name(self, node: ast.Name) -> Node:
+        if node.id in self.names:
+            return self.names[node.id]
+        if node.id in CONSTANTS:
+            exact, approx = CONSTANTS[node.id]
+            return Node("const", value=exact, const=approx)
+        if node.id in FUNCTIONS:
+            raise _Fail(f"{node.id} is a function; call it as {node.id}(...)", node)
+        known = ", ".join(sorted(self.names)) or "none"
+        raise _Fail(f"unknown name {node.id!r} (declared inputs and let names: {known})",
+                    node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> Node:
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise _Fail(f"operator {_describe(node.op)} is not allowed", node)
+        return self.apply(op, [self.build(node.left), self.build(node.right)], node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> Node:
+        if isinstance(node.op, ast.UAdd):
+            return self.build(node.operand)
+        if isinstance(node.op, ast.USub):
+            operand = self.build(node.operand)
+            if operand.op == "const":
+                return Node("const", value=-operand.value, const=-operand.const)
+            return self.apply("neg", [operand], node)
+        raise _Fail(f"operator {_describe(node.op)} is not allowed", node)
+
+    def visit_Compare(self, node: ast.Compare) -> Node:
+        raise _Fail("a comparison may only be the condition of where(cond, a, b)", node)
+
+    def condition(self, node: ast.AST) -> Node:
+        if not isinstance(node, ast.Compare):
+            raise _Fail("the first argument of where() must be a comparison such as x > 0",
+                        node)
+        if len(node.ops) != 1:
+            raise _Fail("chained comparisons are not allowed; use one comparison", node)
+        op = _CMPOPS.get(type(node.ops[0]))
+        if op is None:
+            raise _Fail(f"comparison {_describe(node.ops[0])} is not allowed; use < <= > >=",
+                        node)
+        return self.apply(op, [self.build(node.left), self.build(node.comparators[0])], node)
+
+    def visit_Call(self, node: ast.Call) -> Node:
+        if not isinstance(node.func, ast.Name):
+            raise _Fail(f"only functions of the rule table can be called, not "
+                        f"{_describe(node.func)}", node)
+        fname = node.func.id
+        if fname not in FUNCTIONS:
+            raise _Fail(f"unknown function {fname!r}", node)
+        rule = RULES[fname]
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(
+                k.arg is None for k in node.keywords):
+            raise _Fail("* and ** arguments are not allowed", node)
+        if len(node.args) != rule.arity:
+            raise _Fail(f"{fname}() takes {rule.arity} argument"
+                        f"{'s' if rule.arity != 1 else ''}, got {len(node.args)}", node)
+        if fname == "where":
+            args = [self.condition(node.args[0])] + [self.build(a) for a in node.args[1:]]
+        else:
+            args = [self.build(a) for a in node.args]
+        if any(a.op in RULES and RULES[a.op].kind == COMPARISON for a in args[1:]):
+            raise _Fail("a comparison may only be the condition of where()", node)
+        kwargs = {}
+        for kw in node.keywords:
+            if rule.kind != REDUCTION or kw.arg not in ("axis", "keepdims"):
+                allowed = "axis= and keepdims=" if rule.kind == REDUCTION else "none"
+                raise _Fail(f"{fname}() got an unexpected keyword {kw.arg!r} "
+                            f"(keywords allowed: {allowed})", kw.value)
+            if kw.arg in kwargs:
+                raise _Fail(f"{fname}() got {kw.arg}= twice", kw.value)
+            kwargs[kw.arg] = (_axis_literal(kw.value) if kw.arg == "axis"
+                              else _bool_literal(kw.value))
+        return self.apply(fname, args, node, kwargs.get("axis"), kwargs.get("keepdims", False))
+
+
+def _axis_literal(node: ast.AST):
+    def one(n: ast.AST) -> int:
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -one(n.operand)
+        if isinstance(n, ast.Constant) and type(n.value) is int and abs(n.value) < 64:
+            return n.value
+        raise _Fail("axis= must be an integer or a tuple of integers", node)
+
+    if isinstance(node, ast.Constant) and node.value is None:
+        return None
+    if isinstance(node, (ast.Tuple, ast.List)):
+        if len(node.elts) > 16:
+            raise _Fail("axis= names too many dimensions", node)
+        return tuple(one(e) for e in node.elts)
+    return one(node)
+
+
+def _bool_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        return node.value
+    raise _Fail("keepdims= must be True or False", node)
+
+
+def _describe(node: ast.AST) -> str:
+    names = {ast.Attribute: "attribute access", ast.Lambda: "a lambda",
+             ast.ListComp: "a comprehension", ast.SetComp: "a comprehension",
+             ast.DictComp: "a comprehension", ast.GeneratorExp: "a generator expression",
+             ast.Subscript: "indexing", ast.IfExp: "an if-expression",
+             ast.BoolOp: "and/or", ast.NamedExpr: "assignment (:=)",
+             ast.JoinedStr: "an f-string", ast.Mod: "%", ast.FloorDiv: "//",
+             ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+             ast.RShift: ">>", ast.Not: "not", ast.Invert: "~", ast.Eq: "==",
+             ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not", ast.In: "in",
+             ast.NotIn: "not in", ast.Await: "await", ast.Yield: "yield"}
+    return names.get(type(node), type(node).__name__)

@@ -1,0 +1,187 @@
+"""Runs cases: samples points, evaluates the reference and every witness, and tallies
+the comparisons into results. One case that raises becomes an ``error`` result and the
+run goes on."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .backends import witness
+from .cases import Case, read_paths
+from .compare import Tally
+from .errors import CaseFileError, GradcheckError
+from .result import ERROR, FAILED, PASSED, CaseResult, RunResult
+from .sampling import case_rng, sample
+
+DEFAULT_TIMEOUT = 300.0  # seconds one case (one dtype) may take
+
+
+class CaseTimeout(GradcheckError):
+    """A case ran past its time limit."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    usable = (seconds and hasattr(signal, "SIGALRM")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise CaseTimeout(f"the case ran past its time limit of {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def cotangent(case: Case, dtype: str, index: int) -> np.ndarray:
+    """The v of ``y.backward(v)`` at point ``index`` (1 for a scalar case)."""
+    shape = case.output.shape
+    if isinstance(case.gradient, np.ndarray):
+        v = case.gradient
+    elif case.gradient == "random":
+        v = case_rng(case, dtype, index, "gradient").standard_normal(shape)
+    else:  # "scalar" or "ones"
+        v = np.ones(shape)
+    return np.asarray(v, dtype=dtype).astype(np.float64)
+
+
+def _reference(case: Case, cache: dict):
+    from .symbolic import Reference
+
+    if id(case) not in cache:
+        cache[id(case)] = Reference(case)
+    return cache[id(case)]
+
+
+def run_case(case: Case, dtype: str, *, cache: dict | None = None,
+             timeout: float | None = DEFAULT_TIMEOUT) -> CaseResult:
+    """Check ``case`` in ``dtype``: every witness against the symbolic reference."""
+    start = time.perf_counter()
+    base = dict(name=case.name, file=case.file, line=case.line, dtype=dtype,
+                expect=case.expect, points=case.points, seed=case.seed)
+    cache = {} if cache is None else cache
+    witnesses = [w for w in case.witnesses if w != "symbolic"]
+    tallies = {w: Tally(w, dtype, case.atol, case.rtol) for w in witnesses}
+    errors: dict[str, str] = {}
+    notes: list[str] = []
+    try:
+        with _time_limit(timeout):
+            ref = _reference(case, cache)
+            for i in range(case.points):
+                point = sample(case, dtype, i)
+                notes.extend(point.notes)
+                v = cotangent(case, dtype, i)
+                expected = ref.evaluate(point.values, v)
+                for w in witnesses:
+                    if w in errors:
+                        continue
+                    try:
+                        got = witness(w)(case, point.values, v, dtype)
+                    except CaseTimeout:
+                        raise
+                    except Exception as exc:  # a witness that raises is that witness's error
+                        errors[w] = f"{type(exc).__name__}: {exc}"
+                        continue
+                    tallies[w].add(got, expected, i)
+    except GradcheckError as exc:
+        return CaseResult(**base, status=ERROR, message=str(exc), error_kind="case",
+                          seconds=time.perf_counter() - start)
+    except Exception as exc:
+        tb = traceback.format_exc(limit=-3)
+        return CaseResult(**base, status=ERROR, error_kind="internal",
+                          message=f"{type(exc).__name__}: {exc}\n{tb}",
+                          seconds=time.perf_counter() - start)
+    results = []
+    for w in witnesses:
+        r = tallies[w].result()
+        if w in errors:
+            r = dataclasses.replace(r, status=ERROR, message=errors[w])
+        results.append(r)
+    status, message, kind = _verdict(case, results)
+    return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
+                      seconds=time.perf_counter() - start, mode=ref.mode,
+                      notes=tuple(dict.fromkeys(notes)), error_kind=kind)
+
+
+def _verdict(case: Case, results) -> tuple[str, str, str]:
+    errored = [r for r in results if r.status == ERROR]
+    failed = [r for r in results if r.status == FAILED]
+    if errored:
+        return ERROR, "; ".join(f"{r.witness}: {r.message}" for r in errored), "internal"
+    if case.expect == "fail":
+        if failed:
+            return PASSED, "caught as expected: " + ", ".join(r.witness for r in failed), ""
+        return FAILED, "expected a mismatch (expect = \"fail\"), but every witness agreed", ""
+    if failed:
+        return FAILED, "; ".join(f"{r.witness}: {r.message}" for r in failed), ""
+    return PASSED, "", ""
+
+
+def file_error(exc: CaseFileError) -> CaseResult:
+    """A case-file problem as a result, so the report keeps it."""
+    return CaseResult(name=exc.case or Path(exc.file or "?").name, file=exc.file or "",
+                      line=exc.line, dtype="-", status=ERROR, message=str(exc),
+                      error_kind="case")
+
+
+def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None = None,
+           seed: int | None = None, points: int | None = None,
+           witnesses: Iterable[str] | None = None) -> list[tuple[Case, str]]:
+    """Apply command-line overrides: the (case, dtype) runs to do, in order."""
+    runs = []
+    for case in cases:
+        if keyword and keyword not in case.name:
+            continue
+        changes = {}
+        if seed is not None:
+            changes["seed"] = seed
+        if points is not None:
+            changes["points"] = points
+        if witnesses:
+            wanted = set(witnesses)
+            changes["witnesses"] = tuple(w for w in case.witnesses if w in wanted)
+        if changes:
+            case = dataclasses.replace(case, **changes)
+        for d in ([dtype] if dtype else case.dtypes):
+            runs.append((case, d))
+    return runs
+
+
+def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str | None = None,
+        seed: int | None = None, points: int | None = None,
+        witnesses: Iterable[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT,
+        progress: Callable[[int, int, CaseResult], None] | None = None) -> RunResult:
+    """Run every case under ``paths``.
+
+    Raises:
+        CaseFileError: a path does not exist or is not a case file.
+    """
+    start = time.perf_counter()
+    cases, errors = read_paths(paths)
+    results = [file_error(e) for e in errors
+               if not keyword or keyword in (e.case or "")]
+    runs = select(cases, keyword=keyword, dtype=dtype, seed=seed, points=points,
+                  witnesses=witnesses)
+    cache: dict = {}
+    for n, (case, d) in enumerate(runs, 1):
+        result = run_case(case, d, cache=cache, timeout=timeout)
+        results.append(result)
+        if progress is not None:
+            progress(n, len(runs), result)
+    return RunResult(tuple(results), time.perf_counter() - start)

@@ -1,0 +1,218 @@
+"""The symbolic reference: the formula as a SymPy tree, differentiated by SymPy, compiled
+once per case with ``lambdify`` (with common-subexpression elimination).
+
+Two shapes of formula:
+
+- **elementwise** (possibly under one final ``sum``/``mean``): every input is a single
+  scalar symbol and the formula one scalar SymPy expression. Its partial derivatives are
+  the Jacobian's diagonal; the compiled kernel runs on whole arrays, so a check is O(n)
+  and works for millions of elements.
+- **expanded** (matmul, inner reductions, ...): every input element is its own symbol
+  and the formula an array of scalar expressions. SymPy differentiates each output
+  element with respect to the symbols it actually contains (the Jacobian's sparsity),
+  which gives the exact Jacobian; vᵀJ is then a sum over its entries.
+
+A ``let`` name listed in ``retain_grad`` becomes a symbol of its own (the other paths
+from the inputs stay as they are), which is exactly what PyTorch's ``h.grad`` means.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from .errors import UnsupportedOpError
+from .evaluation import Evaluation
+from .rules import REDUCTION, RULES
+from .tree import Node, elementwise_split, fold, top_cotangent, unbroadcast
+
+EXPANSION_LIMIT = 4096  # input elements a formula that mixes elements may have
+
+_MODULES = [{"sign": np.sign, "Heaviside": lambda x, h=0.5: np.heaviside(x, h)},
+            "scipy", "numpy"]
+
+
+def _lower(root: Node, symbols: dict[str, object], scalar: bool) -> object:
+    """Build the SymPy meaning of ``root`` through the table's ``sympy`` column.
+
+    ``symbols`` maps input (and retained ``let``) names to a scalar symbol (``scalar``)
+    or to an object array of element symbols.
+    """
+
+    def visit(node: Node, args: list):
+        if node.op == "input":
+            return symbols[node.name]
+        if node.op == "const":
+            return node.value if scalar else np.asarray(node.value, dtype=object)
+        if node.op == "let":
+            return args[0]
+        rule = RULES[node.op]
+        if scalar:
+            return rule.sympy(*args)
+        if rule.kind == REDUCTION:
+            return np.asarray(rule.sympy(args[0], node.axis, node.keepdims), dtype=object)
+        if rule.kind in ("elementwise", "comparison"):
+            return np.asarray(np.frompyfunc(rule.sympy, rule.arity, 1)(*args), dtype=object)
+        return np.asarray(rule.sympy(*args), dtype=object)
+
+    return fold(root, visit, symbols)
+
+
+def _clean(expr: sympy.Expr) -> sympy.Expr:
+    # Away from kinks the derivative of sign/Heaviside is 0; SymPy says DiracDelta.
+    if expr.has(sympy.DiracDelta):
+        expr = expr.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
+    return expr
+
+
+def _compile(args, exprs):
+    return sympy.lambdify(args, exprs, modules=_MODULES, cse=True)
+
+
+class Reference:
+    """The compiled symbolic reference of one case.
+
+    Raises:
+        UnsupportedOpError: the formula mixes elements and is too large to expand.
+    """
+
+    def __init__(self, case):
+        self.case = case
+        self.wrt = [s.name for s in case.inputs if s.requires_grad]
+        split = elementwise_split(case.output)
+        if split is not None:
+            self.mode = "elementwise"
+            self.body, self.top = split
+            self._build_elementwise()
+        else:
+            self.mode = "expanded"
+            size = sum(int(np.prod(s.shape, dtype=np.int64)) for s in case.inputs)
+            if size > EXPANSION_LIMIT:
+                raise UnsupportedOpError(
+                    f"the formula mixes elements (matmul or an inner reduction) and its "
+                    f"inputs have {size} elements; the symbolic reference expands such "
+                    f"formulas element by element up to {EXPANSION_LIMIT} elements. "
+                    "Use smaller shapes, or write it elementwise under a final sum/mean.")
+            self._build_expanded()
+
+    # ------------------------------------------------------------------ elementwise
+    def _build_elementwise(self) -> None:
+        case = self.case
+        syms = {s.name: sympy.Symbol(s.name, real=True) for s in case.inputs}
+        args = [syms[s.name] for s in case.inputs]
+        body = _lower(self.body, syms, scalar=True)
+        exprs = [body] + [_clean(sympy.diff(body, syms[n])) for n in self.wrt]
+        for name in case.retain_grad:
+            h = sympy.Symbol(name, real=True)
+            local = dict(syms, **{name: h})
+            partial = _clean(sympy.diff(_lower(self.body, local, scalar=True), h))
+            exprs.append(partial.subs(h, _lower(case.nodes[name].args[0], syms, True)))
+        self.tree = body
+        self._kernel = _compile(args, exprs)
+
+    def _evaluate_elementwise(self, point, v) -> Evaluation:
+        case = self.case
+        shape = self.body.shape
+        out = [np.broadcast_to(np.asarray(r, dtype=float), shape)
+               for r in self._kernel(*[point[s.name] for s in case.inputs])]
+        body_value, partials = out[0], out[1:]
+        top = self.top
+        value = np.array(body_value) if top is None else np.asarray(
+            RULES[top.op].numpy(body_value, top.axis, top.keepdims))
+        v_body = top_cotangent(top, v, shape)
+        grads = {n: unbroadcast(v_body * d, case.input[n].shape)
+                 for n, d in zip(self.wrt, partials)}
+        retained = {n: unbroadcast(v_body * d, case.nodes[n].shape)
+                    for n, d in zip(case.retain_grad, partials[len(self.wrt):])}
+        return Evaluation(value, grads, retained)
+
+    # ------------------------------------------------------------------ expanded
+    def _build_expanded(self) -> None:
+        case = self.case
+        self.symbols = {s.name: _element_symbols(s.name, s.shape) for s in case.inputs}
+        self.args = [list(self.symbols[s.name].flat) for s in case.inputs]
+        self.index = {sym: (name, k) for name, arr in self.symbols.items()
+                      for k, sym in enumerate(arr.flat)}
+        out = _lower(case.output, self.symbols, scalar=False)
+        self.tree = out
+        wrt = {s for n in self.wrt for s in self.symbols[n].flat}
+        self._forward = _compile(self.args, list(out.flat))
+        self._jac = self._jacobian(out, wrt, self.args)
+        self._retained = []
+        for name in case.retain_grad:
+            let = case.nodes[name]
+            h = _element_symbols(name, let.shape)
+            local = dict(self.symbols, **{name: h})
+            out_h = _lower(case.output, local, scalar=False)
+            h_value = _lower(let.args[0], self.symbols, scalar=False)
+            args = self.args + [list(h.flat)]
+            self._retained.append((name, _compile(self.args, list(h_value.flat)),
+                                   self._jacobian(out_h, set(h.flat), args, h)))
+
+    def _jacobian(self, out: np.ndarray, wrt: set, args: list, target=None):
+        """Compiled non-zero Jacobian entries of ``out`` w.r.t. the symbols ``wrt``."""
+        index = self.index if target is None else {
+            s: (None, k) for k, s in enumerate(target.flat)}
+        rows, cols, names, exprs = [], [], [], []
+        for k, y in enumerate(out.flat):
+            y = sympy.sympify(y)
+            for sym in sorted(y.free_symbols & wrt, key=lambda s: index[s][1]):
+                name, j = index[sym]
+                rows.append(k)
+                cols.append(j)
+                names.append(name)
+                exprs.append(_clean(sympy.diff(y, sym)))
+        return (np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64),
+                np.array(names, dtype=object), _compile(args, exprs) if exprs else None)
+
+    @staticmethod
+    def _vjp(jac, args, v_flat, sizes: dict) -> dict:
+        rows, cols, names, fn = jac
+        out = {name: np.zeros(size) for name, size in sizes.items()}
+        if fn is None:
+            return out
+        values = np.asarray(fn(*args), dtype=float).reshape(-1)
+        for name in out:
+            mask = names == name
+            np.add.at(out[name], cols[mask], v_flat[rows[mask]] * values[mask])
+        return out
+
+    def _evaluate_expanded(self, point, v) -> Evaluation:
+        case = self.case
+        args = [np.asarray(point[s.name], dtype=float).reshape(-1) for s in case.inputs]
+        value = np.asarray(self._forward(*args), dtype=float).reshape(case.output.shape)
+        v_flat = np.broadcast_to(v, case.output.shape).reshape(-1)
+        sizes = {n: case.input[n].shape for n in self.wrt}
+        flat = self._vjp(self._jac, args, v_flat,
+                         {n: int(np.prod(s, dtype=np.int64)) for n, s in sizes.items()})
+        grads = {n: flat[n].reshape(sizes[n]) for n in self.wrt}
+        retained = {}
+        for name, h_fn, jac in self._retained:
+            shape = case.nodes[name].shape
+            h_args = args + [np.asarray(h_fn(*args), dtype=float).reshape(-1)]
+            size = int(np.prod(shape, dtype=np.int64))
+            retained[name] = self._vjp(jac, h_args, v_flat, {None: size})[None].reshape(shape)
+        return Evaluation(value, grads, retained)
+
+    # ------------------------------------------------------------------ public
+    def evaluate(self, point: dict[str, np.ndarray], v: np.ndarray) -> Evaluation:
+        """Output value and exact vᵀJ at ``point`` (float64 arrays by input name)."""
+        with np.errstate(all="ignore"):
+            if self.mode == "elementwise":
+                return self._evaluate_elementwise(point, np.asarray(v, dtype=float))
+            return self._evaluate_expanded(point, np.asarray(v, dtype=float))
+
+    def derivative_text(self) -> dict[str, str]:
+        """Human-readable derivatives (elementwise mode), for ``explain`` and reports."""
+        if self.mode != "elementwise":
+            return {}
+        syms = {s: sympy.Symbol(s, real=True) for s in self.wrt}
+        return {n: str(_clean(sympy.diff(self.tree, syms[n]))) for n in self.wrt}
+
+
+def _element_symbols(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.empty(shape, dtype=object)
+    for idx in np.ndindex(*shape):
+        label = f"{name}[{','.join(map(str, idx))}]" if shape else name
+        out[idx] = sympy.Dummy(label, real=True)
+    return out
