@@ -1,0 +1,156 @@
+"""The command line: argparse wiring only. Heavy modules (torch, SymPy) are imported by
+the commands that need them, so ``--help`` stays instant."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from enum import IntEnum
+from pathlib import Path
+
+
+class ExitCode(IntEnum):
+    OK = 0          # every case passed (or failed as expect = "fail" said)
+    MISMATCH = 1    # a gradient mismatch
+    USAGE = 2       # a usage or case-file error
+    INTERNAL = 3    # an internal error
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = argparse.ArgumentParser(
+        prog="gradcheck",
+        description="Check gradients against the exact symbolic derivative.")
+    p.add_argument("--version", action="version", version=f"gradcheck {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run case files and print a report",
+                         description="Run case files (or folders of them) and report, for "
+                                     "every case, whether each witness agrees with the "
+                                     "symbolic reference. Exit codes: 0 all passed, "
+                                     "1 a gradient mismatch, 2 a usage or case-file error, "
+                                     "3 an internal error.")
+    run.add_argument("paths", nargs="+", metavar="PATH", help="case file or folder")
+    run.add_argument("-k", dest="keyword", metavar="SUBSTRING",
+                     help="only cases whose name contains SUBSTRING")
+    run.add_argument("--dtype", choices=["float64", "float32"],
+                     help="run every case in this dtype only")
+    run.add_argument("--seed", type=int, help="override every case's seed")
+    run.add_argument("--points", type=int, help="override the number of points per case")
+    run.add_argument("--witness", action="append", choices=["torch", "numeric"],
+                     help="only these witnesses (repeatable)")
+    run.add_argument("--format", default="text", choices=["text", "json"])
+    run.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                     help="time limit per case and dtype (default 300)")
+    run.add_argument("--exit-zero", action="store_true",
+                     help="exit 0 even when cases fail (the report still says so)")
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="show grad_fn chains and notes for every case")
+
+    ls = sub.add_parser("list", help="list the cases without running them")
+    ls.add_argument("paths", nargs="+", metavar="PATH")
+    return p
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def exit_code(result) -> ExitCode:
+    """The exit code a run earns (see :class:`ExitCode`)."""
+    kinds = {c.error_kind for c in result.cases if c.status == "error"}
+    if "internal" in kinds:
+        return ExitCode.INTERNAL
+    if "case" in kinds:
+        return ExitCode.USAGE
+    if any(c.status == "failed" for c in result.cases):
+        return ExitCode.MISMATCH
+    return ExitCode.OK
+
+
+def _cmd_run(args) -> int:
+    from .report import render
+    from .runner import run
+
+    if args.points is not None and not 1 <= args.points <= 1000:
+        print("gradcheck: error: --points must be from 1 to 1000", file=sys.stderr)
+        return ExitCode.USAGE
+    tty = sys.stderr.isatty()
+
+    def progress(n: int, total: int, result) -> None:
+        if tty:
+            print(f"\r\033[K[{n}/{total}] {result.name} ({result.dtype})", end="",
+                  file=sys.stderr, flush=True)
+
+    result = run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
+                 points=args.points, witnesses=args.witness, timeout=args.timeout,
+                 progress=progress)
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+    color = (args.output is None and sys.stdout.isatty()
+             and "NO_COLOR" not in os.environ)
+    text = render(result, args.format, color=color, verbose=args.verbose)
+    if args.output:
+        write_atomic(args.output, text)
+        s = result.summary
+        print(f"{s['passed']} passed, {s['failed']} failed, {s['errored']} errored, "
+              f"{s['skipped']} skipped; report written to {args.output}")
+    else:
+        sys.stdout.write(text)
+    code = exit_code(result)
+    if args.exit_zero and code == ExitCode.MISMATCH:
+        return ExitCode.OK
+    return code
+
+
+def _cmd_list(args) -> int:
+    from .cases import read_paths
+
+    cases, errors = read_paths(args.paths)
+    for c in cases:
+        inputs = ", ".join(f"{s.name}{list(s.shape)}" for s in c.inputs)
+        print(f"{c.where}: {c.name}  [{', '.join(c.dtypes)}]  ({inputs})  {c.expr}")
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)
+    print(f"{len(cases)} cases" + (f", {len(errors)} invalid" if errors else ""))
+    return ExitCode.USAGE if errors else ExitCode.OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gradcheck`` command; returns the exit code."""
+    from .errors import CaseFileError
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return ExitCode.USAGE
+    try:
+        return int({"run": _cmd_run, "list": _cmd_list}[args.command](args))
+    except CaseFileError as exc:
+        print(f"gradcheck: error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except KeyboardInterrupt:
+        print("gradcheck: interrupted", file=sys.stderr)
+        return ExitCode.INTERNAL
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        print("gradcheck: internal error (a bug in gradcheck; please report it)",
+              file=sys.stderr)
+        return ExitCode.INTERNAL

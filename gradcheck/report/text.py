@@ -1,0 +1,68 @@
+"""Text report: one aligned line per case, details under the ones that did not pass."""
+
+from __future__ import annotations
+
+from ..result import ERROR, FAILED, PASSED, SKIPPED
+
+_LABEL = {PASSED: "PASS", FAILED: "FAIL", ERROR: "ERROR", SKIPPED: "SKIP"}
+_COLOR = {PASSED: "32", FAILED: "31", ERROR: "35", SKIPPED: "33"}
+
+
+def _paint(text: str, status: str, color: bool) -> str:
+    return f"\033[{_COLOR[status]}m{text}\033[0m" if color else text
+
+
+def _clean(text: str) -> str:
+    # Names and messages come from case files: never let them drive the terminal.
+    return "".join(ch if ch.isprintable() or ch == "\n" else "?" for ch in str(text))
+
+
+def _errs(case) -> str:
+    parts = []
+    for w in case.witnesses:
+        err = "error" if w.status == ERROR else f"{w.max_rel_err:.1e}"
+        parts.append(f"{w.witness} {err}")
+    return "  ".join(parts)
+
+
+def chain(names) -> str:
+    return " <- ".join(names) if names else "-"
+
+
+def render_text(result, *, color: bool = False, verbose: bool = False) -> str:
+    cases = result.cases
+    lines = []
+    if cases:
+        name_w = min(40, max(len(_clean(c.name)) for c in cases))
+        for c in cases:
+            label = _paint(f"{_LABEL[c.status]:<5}", c.status, color)
+            expect = " (expect fail)" if c.expect == "fail" else ""
+            lines.append(f"{label} {_clean(c.name):<{name_w}}  {c.dtype:<7}  {c.mode or '-':<11}"
+                         f"  {_errs(c):<34} {c.seconds:6.2f}s{expect}")
+            if c.status != PASSED or verbose:
+                lines += _details(c, verbose)
+    s = result.summary
+    lines.append("")
+    lines.append(f"{s['passed']} passed, {s['failed']} failed, {s['errored']} errored, "
+                 f"{s['skipped']} skipped in {s['seconds']:.2f}s "
+                 f"(max rel err per witness against the symbolic reference)")
+    return "\n".join(lines) + "\n"
+
+
+def _details(c, verbose: bool) -> list[str]:
+    out = []
+    where = f"{c.file}:{c.line}" if c.line else c.file
+    if c.status != PASSED:
+        out.append(f"      at {_clean(where)}")
+    if c.message:
+        out += [f"      {_clean(line)}" for line in c.message.splitlines()]
+    for w in c.witnesses:
+        if w.status != PASSED and w.worst is not None:
+            wr = w.worst
+            out.append(f"      {w.witness}: worst {w.worst_index} at point {wr.point}: "
+                       f"obtained {wr.obtained:.10g}  expected {wr.expected:.10g}  "
+                       f"tol {wr.tolerance:.2g}")
+        if w.grad_fn is not None and (verbose or c.status != PASSED):
+            out.append(f"      {w.witness} grad_fn: {chain(w.grad_fn)}")
+    out += [f"      note: {_clean(n)}" for n in c.notes]
+    return out
