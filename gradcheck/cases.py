@@ -16,7 +16,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .errors import CaseFileError
-from .expr import CONSTANTS, parse
+from .expr import CONSTANTS, MAX_ELEMENTS, parse
 from .rules import FUNCTIONS
 from .tree import Node
 
@@ -25,7 +25,6 @@ WITNESSES = ("symbolic", "torch", "numeric")
 DOMAINS = ("real", "positive", "nonnegative", "nonzero", "unit")
 GRADIENTS = ("scalar", "ones", "random")
 SUFFIXES = (".toml", ".yaml", ".yml")
-MAX_ELEMENTS = 10_000_000   # elements of one input
 MAX_POINTS = 1000
 
 _DEFAULT_KEYS = {"dtype", "points", "seed", "atol", "rtol", "witnesses"}
@@ -96,17 +95,51 @@ def _read(path: Path) -> tuple[Any, "_Lines"]:
             m = re.search(r"line (\d+)", str(exc))
             raise CaseFileError(f"invalid TOML: {exc}", file=str(path),
                                 line=int(m.group(1)) if m else None) from None
+        except RecursionError:
+            raise CaseFileError("invalid TOML: nested too deeply", file=str(path)) from None
         return data, _TomlLines(text)
     import yaml
 
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        _yaml_check(text, node, str(path))
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise CaseFileError(f"invalid YAML: {exc}", file=str(path),
                             line=mark.line + 1 if mark else None) from None
+    except RecursionError:
+        raise CaseFileError("invalid YAML: nested too deeply", file=str(path)) from None
     return ({} if data is None else data), _YamlLines(node)
+
+
+def _yaml_check(text: str, root, file: str) -> None:
+    """Reject what YAML allows but a case file must not hold: aliases (their expansion
+    can grow exponentially) and a key repeated in one mapping (YAML silently keeps the
+    last; TOML rejects it)."""
+    import yaml
+
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise CaseFileError("invalid YAML: aliases (*name) are not allowed in case files",
+                                file=file, line=event.start_mark.line + 1)
+    repeated = []
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            keys = set()
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode):
+                    if k.value in keys:
+                        repeated.append((k.start_mark.line + 1, k.value))
+                    keys.add(k.value)
+                stack.extend((k, v))
+    if repeated:
+        line, key = min(repeated)
+        raise CaseFileError(f"invalid YAML: duplicate key {key!r}", file=file, line=line)
 
 
 class _Lines:
@@ -117,6 +150,10 @@ class _Lines:
 
     def key(self, index: int, dotted: str) -> int | None:
         return self.case(index)
+
+    def text(self, index: int, dotted: str) -> int | None:
+        """The line of the first character of the string value of ``dotted``."""
+        return self.key(index, dotted)
 
 
 class _TomlLines(_Lines):
@@ -129,8 +166,9 @@ class _TomlLines(_Lines):
     def __init__(self, text: str):
         self.cases: list[int] = []
         self.keys: list[dict[str, int]] = []
+        self.source = text.splitlines()
         prefix = ""
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(self.source, 1):
             if self._header.match(line):
                 self.cases.append(number)
                 self.keys.append({})
@@ -158,6 +196,14 @@ class _TomlLines(_Lines):
                 return keys[".".join(parts[:i])]
         return self.case(index)
 
+    def text(self, index: int, dotted: str) -> int | None:
+        line = self.key(index, dotted)
+        if line is not None:  # a multi-line string drops the newline after its opening
+            src = self.source[line - 1].rstrip()
+            if any(src.endswith(q) and src.count(q) == 1 for q in ('"""', "'''")):
+                return line + 1
+        return line
+
 
 class _YamlLines(_Lines):
     def __init__(self, root):
@@ -173,21 +219,32 @@ class _YamlLines(_Lines):
         return self.cases[index].start_mark.line + 1 if index < len(self.cases) else None
 
     def key(self, index: int, dotted: str) -> int | None:
+        return self._find(index, dotted)[0]
+
+    def text(self, index: int, dotted: str) -> int | None:
+        line, value = self._find(index, dotted)
+        if value is None:
+            return line
+        # a block scalar (| or >) starts on the line after its indicator
+        return value.start_mark.line + 1 + (getattr(value, "style", None) in ("|", ">"))
+
+    def _find(self, index: int, dotted: str):
+        """(line of the deepest key of ``dotted`` found, its value node if all found)."""
         import yaml
 
         if index >= len(self.cases):
-            return None
+            return None, None
         node, best = self.cases[index], self.case(index)
         for part in dotted.split("."):
             if not isinstance(node, yaml.MappingNode):
-                break
+                return best, None
             for k, v in node.value:
                 if k.value == part:
-                    node, best = v, v.start_mark.line + 1
+                    node, best = v, k.start_mark.line + 1
                     break
             else:
-                break
-        return best
+                return best, None
+        return best, node
 
 
 # --------------------------------------------------------------------------- validation
@@ -223,7 +280,7 @@ class _CaseReader:
         if "expr" not in raw:
             raise self.fail("a case needs expr, the formula to check")
         output = parse(raw["expr"], nodes, file=self.file, case=name,
-                       line=self.lines.key(self.index, "expr"))
+                       line=self.lines.text(self.index, "expr"))
         retain = self.read_retain(nodes)
         return Case(
             name=name, file=self.file, line=self.lines.case(self.index), expr=raw["expr"],
@@ -248,7 +305,8 @@ class _CaseReader:
             spec = {"shape": spec}
         if not isinstance(spec, dict):
             raise self.fail(f"input {name!r} must be a table such as {{ shape = [3] }}", key)
-        _unknown(spec, _INPUT_KEYS, f"input {name!r}", lambda m: self.fail(m, key))
+        _unknown(spec, _INPUT_KEYS, f"input {name!r}",
+                 lambda m, k: self.fail(m, f"{key}.{k}"))
         shape = spec.get("shape", [])
         if not isinstance(shape, list) or not all(
                 type(n) is int and 0 < n for n in shape) or len(shape) > 8:
@@ -289,7 +347,7 @@ class _CaseReader:
                         f"lo < hi, got {domain!r}", key)
 
     def check_name(self, name: str, key: str) -> None:
-        if not _IDENT.match(name):
+        if not isinstance(name, str) or not _IDENT.match(name):
             raise self.fail(f"{name!r} is not a valid name", key)
         if name in FUNCTIONS or name in CONSTANTS:
             raise self.fail(f"{name!r} is a built-in name and cannot be redefined", key)
@@ -305,7 +363,7 @@ class _CaseReader:
             if name in nodes:
                 raise self.fail(f"let name {name!r} is already an input", key)
             body = parse(text, nodes, file=self.file, case=self.name,
-                         line=self.lines.key(self.index, key))
+                         line=self.lines.text(self.index, key))
             nodes[name] = Node("let", (body,), body.shape, name=name, const=body.const)
             out.append((name, text))
         return tuple(out)
@@ -381,10 +439,12 @@ class _CaseReader:
 
 
 def _unknown(raw: dict, allowed: set[str], what: str, fail) -> None:
-    extra = sorted(set(raw) - allowed)
+    """``fail(message, key)`` for unknown keys; ``key`` is the first, to locate the line."""
+    extra = sorted(set(raw) - allowed, key=str)
     if extra:
-        raise fail(f"unknown key{'s' if len(extra) > 1 else ''} {', '.join(extra)} in "
-                   f"{what} (allowed: {', '.join(sorted(allowed))})")
+        raise fail(f"unknown key{'s' if len(extra) > 1 else ''} "
+                   f"{', '.join(map(str, extra))} in {what} (allowed: "
+                   f"{', '.join(sorted(allowed))})", str(extra[0]))
 
 
 def _numbers(raw: Any, fail) -> np.ndarray:
@@ -436,14 +496,14 @@ def read_file(path: str | Path) -> tuple[list[Case], list[CaseFileError]]:
         return [], [exc]
     if not isinstance(data, dict):
         return [], [CaseFileError("the file must be a table with [[case]] entries", file=file)]
-    extra = sorted(set(data) - {"defaults", "case"})
+    extra = sorted(map(str, set(data) - {"defaults", "case"}))
     if extra:
         return [], [CaseFileError(f"unknown top-level key {', '.join(extra)} (allowed: "
                                   "defaults, case)", file=file)]
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
         return [], [CaseFileError("[defaults] must be a table", file=file)]
-    bad = sorted(set(defaults) - _DEFAULT_KEYS)
+    bad = sorted(map(str, set(defaults) - _DEFAULT_KEYS))
     if bad:
         return [], [CaseFileError(f"unknown key {', '.join(bad)} in [defaults] (allowed: "
                                   f"{', '.join(sorted(_DEFAULT_KEYS))})", file=file)]
@@ -508,3 +568,16 @@ def load_cases(path: str | Path) -> list[Case]:
     if errors:
         raise errors[0]
     return cases
+
+
+def case_from_dict(raw: dict, *, defaults: dict | None = None,
+                   file: str = "<memory>") -> Case:
+    """One case from a table of case-file keys (what a ``[[case]]`` holds).
+
+    Raises:
+        CaseFileError: the table is not a valid case.
+    """
+    bad = sorted(set(defaults or {}) - _DEFAULT_KEYS)
+    if bad:
+        raise CaseFileError(f"unknown default {', '.join(bad)}", file=file)
+    return _CaseReader(raw, 0, file, _Lines(), defaults or {}).read()

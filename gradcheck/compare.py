@@ -78,7 +78,10 @@ class Tally:
             diff = np.abs(value - expected)
             diff = np.where(np.isnan(diff) & ~(np.isnan(value) & np.isnan(expected)),
                             np.inf, np.nan_to_num(diff, nan=0.0))
-            rel = diff / np.maximum(np.abs(expected), np.finfo(float).tiny)
+            # Relative error where it means something: elements that are zero up to
+            # rounding against the quantity's scale are judged by the absolute error.
+            meaningful = np.abs(expected) > 1e-12 * scale
+            rel = np.where(meaningful, diff / np.where(meaningful, np.abs(expected), 1), 0.0)
             ratio = np.where(tol > 0, diff / tol, np.where(diff > 0, np.inf, 0.0))
         bad = ratio > 1
         self.checked += expected.size

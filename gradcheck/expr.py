@@ -26,6 +26,7 @@ MAX_LITERAL = 1e15        # magnitude of a number literal
 MAX_LITERAL_DIGITS = 40   # characters of a number literal
 MAX_EXPONENT = 64         # magnitude of a constant exponent
 MAX_CONSTANT = 1e300      # magnitude of any constant subexpression
+MAX_ELEMENTS = 10_000_000  # elements of any tensor in the formula (inputs, intermediates)
 
 CONSTANTS = {"pi": (sympy.pi, math.pi), "E": (sympy.E, math.e)}
 
@@ -83,9 +84,10 @@ def parse(text: str, names: Mapping[str, Node], *, file: str | None = None,
     """
 
     def fail(message: str, lineno: int | None = None) -> CaseFileError:
-        at = line if lineno is None or line is None else line + lineno - 1
+        at = line if lineno is None or line is None else line + lineno - 1 + skipped
         return CaseFileError(message, file=file, case=case, line=at)
 
+    skipped = 0  # lines before the first non-blank one (removed by strip below)
     if not isinstance(text, str):
         raise fail(f"an expression must be a string, not {type(text).__name__}")
     if len(text) > MAX_CHARS:
@@ -96,11 +98,16 @@ def parse(text: str, names: Mapping[str, Node], *, file: str | None = None,
         raise fail(f"expression nests deeper than {MAX_DEPTH} levels")
     if _number_literal_too_long(text):
         raise fail(f"a number literal is longer than {MAX_LITERAL_DIGITS} characters")
+    stripped = text.strip()
+    skipped = text[: len(text) - len(text.lstrip())].count("\n")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = ast.parse(stripped, mode="eval")
     except SyntaxError as exc:
         raise fail(f"invalid syntax: {exc.msg}", exc.lineno) from None
-    except (ValueError, RecursionError, MemoryError) as exc:
+    except RecursionError:
+        raise fail(f"expression nests deeper than {MAX_TREE_DEPTH} operations; "
+                   "split it with let names") from None
+    except (ValueError, MemoryError) as exc:
         raise fail(f"expression cannot be parsed: {exc}") from None
     count = 0
     stack = [(tree.body, 1)]
@@ -134,6 +141,9 @@ class _Builder:
             shape = result_shape(op, [a.shape for a in args], axis, keepdims)
         except ShapeError as exc:
             raise _Fail(f"{op}: {exc}", syntax) from None
+        if math.prod(shape) > MAX_ELEMENTS:
+            raise _Fail(f"{op}: result of shape {list(shape)} has {math.prod(shape)} "
+                        f"elements; the limit is {MAX_ELEMENTS}", syntax)
         const = None
         if all(a.const is not None for a in args) and op in _FLOAT_OPS:
             const = self.fold_constant(op, [a.const for a in args], syntax)

@@ -13,6 +13,11 @@ Each row holds, for one operation of the expression language:
 - ``hazard``: distance of the arguments to the nearest kink or singularity of the
   operation (zero of a denominator, edge of a domain, switch of a branch), or ``None``
   where the operation is smooth everywhere. Points are sampled away from these.
+- ``selector``: for a reduction that picks one element (max, min): the one-hot mask of
+  the picked element, from float values. Its ``sympy`` column then receives a one-hot
+  array of symbols and means "the selected element", Σ a·onehot, which SymPy
+  differentiates exactly wherever the pick is locally constant (points are sampled away
+  from ties). SymPy's own ``Max`` of many arguments compiles far too slowly.
 - ``engine``: reserved for gradcheck's own reverse-mode engine (forward and VJP).
 
 Axes reaching the array-valued columns are already normalised to a tuple of
@@ -21,7 +26,6 @@ non-negative ints (``None`` never reaches them).
 
 from __future__ import annotations
 
-import functools
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -46,6 +50,7 @@ class Rule:
     numpy: Callable[..., Any]
     torch: Callable[..., Any]
     hazard: Callable[..., Any] | None = None
+    selector: Callable[..., Any] | None = None
     engine: Any = None              # filled by the engine (forward, vjp)
     doc: str = ""
 
@@ -59,13 +64,10 @@ def _torch():
 
 
 def _t(fname: str) -> Callable[..., Any]:
-    """``torch.<fname>`` applied to a tensor (Python numbers become 0-d tensors)."""
+    """``torch.<fname>``, looked up when called (torch is imported lazily)."""
 
-    def call(x):
-        torch = _torch()
-        if not isinstance(x, torch.Tensor):
-            x = torch.tensor(x, dtype=torch.get_default_dtype())
-        return getattr(torch, fname)(x)
+    def call(*args):
+        return getattr(_torch(), fname)(*args)
 
     call.__name__ = f"torch_{fname}"
     return call
@@ -107,6 +109,26 @@ def _top_two_gap(x, axis, keepdims):
 
 def _bottom_two_gap(x, axis, keepdims):
     return _top_two_gap(-np.asarray(x, dtype=float), axis, keepdims)
+
+
+def _one_hot(pick):
+    """One-hot mask of the element ``pick`` (np.argmax/np.argmin) selects along ``axis``."""
+
+    def mask(x, axis):
+        x = np.asarray(x, dtype=float)
+        keep = [d for d in range(x.ndim) if d not in axis]
+        moved = np.transpose(x, keep + list(axis))
+        flat = moved.reshape(moved.shape[: len(keep)] + (-1,))
+        hot = np.zeros_like(flat)
+        np.put_along_axis(hot, pick(flat, axis=-1)[..., None], 1.0, axis=-1)
+        return np.transpose(hot.reshape(moved.shape), np.argsort(keep + list(axis)))
+
+    return mask
+
+
+def _sym_selected(a, axis, keepdims, onehot):
+    return _reduce_objects(np.asarray(a, dtype=object) * onehot, axis, keepdims,
+                           lambda e: sympy.Add(*e))
 
 
 def _abs(x):
@@ -175,25 +197,6 @@ def _sym_where(c, a, b):
 
 def _sym_relu(x):
     return sympy.Piecewise((x, x > 0), (0, True))
-
-
-def _torch_where(c, a, b):
-    torch = _torch()
-    return torch.where(c, a, b)
-
-
-def _torch_binary(fname: str):
-    def call(a, b):
-        torch = _torch()
-        if not isinstance(a, torch.Tensor):
-            a = torch.tensor(a, dtype=b.dtype if isinstance(b, torch.Tensor)
-                             else torch.get_default_dtype())
-        if not isinstance(b, torch.Tensor):
-            b = torch.tensor(b, dtype=a.dtype)
-        return getattr(torch, fname)(a, b)
-
-    call.__name__ = f"torch_{fname}"
-    return call
 
 
 def _torch_softplus(x):
@@ -277,11 +280,11 @@ _ROWS: list[Rule] = [
            doc="log(1 + exp(x))"),
     _unary("relu", _sym_relu, lambda x: np.maximum(x, 0.0), _t("relu"), hazard=_abs,
            doc="max(x, 0)"),
-    _binary("maximum", sympy.Max, np.maximum, _torch_binary("maximum"),
+    _binary("maximum", sympy.Max, np.maximum, _t("maximum"),
             hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b))),
-    _binary("minimum", sympy.Min, np.minimum, _torch_binary("minimum"),
+    _binary("minimum", sympy.Min, np.minimum, _t("minimum"),
             hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b))),
-    Rule("where", ELEMENTWISE, 3, _sym_where, np.where, _torch_where,
+    Rule("where", ELEMENTWISE, 3, _sym_where, np.where, _t("where"),
          doc="where(cond, a, b): a where cond holds, else b"),
     # conditions of where()
     _comparison("lt", sympy.StrictLessThan, operator.lt),
@@ -293,15 +296,15 @@ _ROWS: list[Rule] = [
     _reduction("mean", _sym_mean, _np_reduce(np.mean), _torch_reduce("mean")),
     _reduction("prod", lambda e: sympy.Mul(*e), _np_reduce(np.prod),
                _torch_reduce("prod")),
-    _reduction("max", lambda e: sympy.Max(*e), _np_reduce(np.max), _torch_reduce("amax"),
-               hazard=_top_two_gap),
-    _reduction("min", lambda e: sympy.Min(*e), _np_reduce(np.min), _torch_reduce("amin"),
-               hazard=_bottom_two_gap),
+    Rule("max", REDUCTION, 1, _sym_selected, _np_reduce(np.max), _torch_reduce("amax"),
+         hazard=_top_two_gap, selector=_one_hot(np.argmax)),
+    Rule("min", REDUCTION, 1, _sym_selected, _np_reduce(np.min), _torch_reduce("amin"),
+         hazard=_bottom_two_gap, selector=_one_hot(np.argmin)),
     _reduction("logsumexp", _sym_logsumexp, _np_logsumexp,
                _torch_reduce("logsumexp", need_dim=True)),
     # linear algebra
     Rule("matmul", LINALG, 2, _obj_matmul, np.matmul, lambda a, b: a @ b, doc="a @ b"),
-    Rule("dot", LINALG, 2, _obj_dot, np.dot, lambda a, b: _torch().dot(a, b),
+    Rule("dot", LINALG, 2, _obj_dot, np.dot, _t("dot"),
          doc="inner product of two vectors"),
     Rule("transpose", LINALG, 1, lambda a: np.swapaxes(np.asarray(a, dtype=object), -1, -2),
          lambda a: np.swapaxes(a, -1, -2), _torch_transpose,
@@ -321,16 +324,6 @@ FUNCTIONS: frozenset[str] = frozenset(
 BACKENDS: tuple[str, ...] = ("sympy", "numpy", "torch")
 
 
-@functools.lru_cache(maxsize=None)
-def rule(name: str) -> Rule:
-    """The row named ``name``.
-
-    Raises:
-        KeyError: no such primitive.
-    """
-    return RULES[name]
-
-
 def sympy_scalar_constant(text: str) -> sympy.Expr:
     """An exact SymPy number for a decimal literal (``0.1`` becomes ``1/10``)."""
     from fractions import Fraction
@@ -340,5 +333,5 @@ def sympy_scalar_constant(text: str) -> sympy.Expr:
         f.numerator, f.denominator)
 
 
-__all__ = ["Rule", "RULES", "FUNCTIONS", "BACKENDS", "rule", "ELEMENTWISE", "REDUCTION",
+__all__ = ["Rule", "RULES", "FUNCTIONS", "BACKENDS", "ELEMENTWISE", "REDUCTION",
            "LINALG", "COMPARISON", "sympy_scalar_constant"]

@@ -23,6 +23,7 @@ import sympy
 
 from .errors import UnsupportedOpError
 from .evaluation import Evaluation
+from .forward import evaluate
 from .rules import REDUCTION, RULES
 from .tree import Node, elementwise_split, fold, top_cotangent, unbroadcast
 
@@ -32,11 +33,13 @@ _MODULES = [{"sign": np.sign, "Heaviside": lambda x, h=0.5: np.heaviside(x, h)},
             "scipy", "numpy"]
 
 
-def _lower(root: Node, symbols: dict[str, object], scalar: bool) -> object:
+def _lower(root: Node, symbols: dict[str, object], scalar: bool,
+           selectors: dict | None = None) -> object:
     """Build the SymPy meaning of ``root`` through the table's ``sympy`` column.
 
     ``symbols`` maps input (and retained ``let``) names to a scalar symbol (``scalar``)
-    or to an object array of element symbols.
+    or to an object array of element symbols. ``selectors`` collects, for each
+    max/min reduction, the one-hot symbols that stand for its pick (see rules.py).
     """
 
     def visit(node: Node, args: list):
@@ -49,6 +52,12 @@ def _lower(root: Node, symbols: dict[str, object], scalar: bool) -> object:
         rule = RULES[node.op]
         if scalar:
             return rule.sympy(*args)
+        if rule.selector is not None:
+            if id(node) not in selectors:
+                selectors[id(node)] = (node, _element_symbols("pick", node.args[0].shape))
+            onehot = selectors[id(node)][1]
+            return np.asarray(rule.sympy(args[0], node.axis, node.keepdims, onehot),
+                              dtype=object)
         if rule.kind == REDUCTION:
             return np.asarray(rule.sympy(args[0], node.axis, node.keepdims), dtype=object)
         if rule.kind in ("elementwise", "comparison"):
@@ -130,10 +139,12 @@ class Reference:
     def _build_expanded(self) -> None:
         case = self.case
         self.symbols = {s.name: _element_symbols(s.name, s.shape) for s in case.inputs}
-        self.args = [list(self.symbols[s.name].flat) for s in case.inputs]
         self.index = {sym: (name, k) for name, arr in self.symbols.items()
                       for k, sym in enumerate(arr.flat)}
-        out = _lower(case.output, self.symbols, scalar=False)
+        self.selectors: dict = {}
+        out = _lower(case.output, self.symbols, False, self.selectors)
+        self.args = [list(self.symbols[s.name].flat) for s in case.inputs] + [
+            list(sym.flat) for _, sym in self.selectors.values()]
         self.tree = out
         wrt = {s for n in self.wrt for s in self.symbols[n].flat}
         self._forward = _compile(self.args, list(out.flat))
@@ -143,8 +154,8 @@ class Reference:
             let = case.nodes[name]
             h = _element_symbols(name, let.shape)
             local = dict(self.symbols, **{name: h})
-            out_h = _lower(case.output, local, scalar=False)
-            h_value = _lower(let.args[0], self.symbols, scalar=False)
+            out_h = _lower(case.output, local, False, self.selectors)
+            h_value = _lower(let.args[0], self.symbols, False, self.selectors)
             args = self.args + [list(h.flat)]
             self._retained.append((name, _compile(self.args, list(h_value.flat)),
                                    self._jacobian(out_h, set(h.flat), args, h)))
@@ -180,6 +191,9 @@ class Reference:
     def _evaluate_expanded(self, point, v) -> Evaluation:
         case = self.case
         args = [np.asarray(point[s.name], dtype=float).reshape(-1) for s in case.inputs]
+        for node, _ in self.selectors.values():  # which element each max/min picks here
+            picked = evaluate(node.args[0], point)
+            args.append(RULES[node.op].selector(picked, node.axis).reshape(-1))
         value = np.asarray(self._forward(*args), dtype=float).reshape(case.output.shape)
         v_flat = np.broadcast_to(v, case.output.shape).reshape(-1)
         sizes = {n: case.input[n].shape for n in self.wrt}

@@ -131,10 +131,10 @@ def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
         raise ShapeError(f"@ of shapes {list(a)} and {list(b)}: inner sizes "
                          f"{a2[-1]} and {b2[-2]} differ")
     out = broadcast(a2[:-2], b2[:-2]) + (a2[-2], b2[-1])
+    if len(a) == 1:  # drop the axes added above: a's row axis first, then b's column
+        out = out[:-2] + out[-1:]
     if len(b) == 1:
         out = out[:-1]
-    if len(a) == 1:
-        out = out[:-2] + out[-1:]
     return out
 
 

@@ -68,7 +68,7 @@ def _numpy(t) -> np.ndarray | None:
 
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evaluation:
     y, leaves, retained = build(case, point, dtype)
-    if case.gradient == "scalar":
+    if isinstance(case.gradient, str) and case.gradient == "scalar":
         y.backward()
     else:
         y.backward(torch.tensor(np.asarray(v), dtype=DTYPES[dtype]))

@@ -1,0 +1,183 @@
+"""Every row of the rule table, checked against torch and finite differences, and the
+table's completeness: a row that lacks a backend, or a test, fails here."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gradcheck import rules
+from gradcheck.rules import BACKENDS, RULES
+from conftest import check, make_case
+
+M = [4, 3]
+V = [3]
+
+# (expression, inputs) exercising each row; the coverage test below keeps this complete.
+ROW_CASES = {
+    "add": ("x + y", {"x": M, "y": V}),
+    "sub": ("x - y + (2 - x)", {"x": M, "y": V}),
+    "mul": ("x * y * 3", {"x": M, "y": V}),
+    "div": ("x / y + 1 / y", {"x": M, "y": {"shape": V, "domain": "nonzero"}}),
+    "pow": ("x ** y + x ** 3 + x ** 0.5 + 2 ** y + x ** -1.5",
+            {"x": {"shape": M, "domain": "positive"}, "y": V}),
+    "neg": ("-x * y", {"x": M, "y": V}),
+    "exp": ("exp(x)", {"x": M}),
+    "log": ("log(x)", {"x": {"shape": M, "domain": "positive"}}),
+    "log1p": ("log1p(x)", {"x": {"shape": M, "domain": [-0.9, 3]}}),
+    "expm1": ("expm1(x)", {"x": M}),
+    "sqrt": ("sqrt(x)", {"x": {"shape": M, "domain": "positive"}}),
+    "sin": ("sin(x)", {"x": M}),
+    "cos": ("cos(x)", {"x": M}),
+    "tan": ("tan(x)", {"x": {"shape": M, "domain": [-1.2, 1.2]}}),
+    "asin": ("asin(x)", {"x": {"shape": M, "domain": "unit"}}),
+    "acos": ("acos(x)", {"x": {"shape": M, "domain": "unit"}}),
+    "atan": ("atan(x)", {"x": M}),
+    "sinh": ("sinh(x)", {"x": M}),
+    "cosh": ("cosh(x)", {"x": M}),
+    "tanh": ("tanh(x)", {"x": M}),
+    "asinh": ("asinh(x)", {"x": M}),
+    "acosh": ("acosh(x)", {"x": {"shape": M, "domain": [1.0, 4.0]}}),
+    "atanh": ("atanh(x)", {"x": {"shape": M, "domain": "unit"}}),
+    "abs": ("abs(x) * y", {"x": M, "y": V}),
+    "sign": ("sign(x) * x ** 2", {"x": M}),
+    "erf": ("erf(x)", {"x": M}),
+    "sigmoid": ("sigmoid(x)", {"x": M}),
+    "softplus": ("softplus(x * 4)", {"x": M}),
+    "relu": ("relu(x) * y", {"x": M, "y": V}),
+    "maximum": ("maximum(x, y)", {"x": M, "y": V}),
+    "minimum": ("minimum(x, y) + minimum(x, 0.5)", {"x": M, "y": V}),
+    "where": ("where(x > y, x * y, sin(x))", {"x": M, "y": V}),
+    "lt": ("where(x < 0.3, x ** 2, 2 * x)", {"x": M}),
+    "le": ("where(x <= y, exp(x), y)", {"x": M, "y": V}),
+    "gt": ("where(x > 0, x, x / 2)", {"x": M}),
+    "ge": ("where(y >= x, cos(y), x)", {"x": M, "y": V}),
+    "sum": ("sum(x ** 2, axis=1)", {"x": M}),
+    "mean": ("mean(x * y, axis=0)", {"x": M, "y": V}),
+    "prod": ("prod(x, axis=1)", {"x": M}),
+    "max": ("max(x, axis=0)", {"x": M}),
+    "min": ("min(x * y, axis=1, keepdims=True)", {"x": M, "y": V}),
+    "logsumexp": ("logsumexp(x, axis=1)", {"x": M}),
+    "matmul": ("x @ W", {"x": M, "W": [3, 2]}),
+    "dot": ("dot(a, b)", {"a": V, "b": V}),
+    "transpose": ("transpose(x) @ x", {"x": M}),
+}
+
+REDUCTIONS_WHOLE = ["sum", "mean", "prod", "max", "min", "logsumexp"]
+
+
+def test_every_row_has_every_backend():
+    for name, rule in RULES.items():
+        for column in BACKENDS:
+            assert callable(getattr(rule, column)), f"{name} lacks its {column} column"
+        assert rule.name == name
+
+
+def test_table_covers_the_documented_language():
+    wanted = ("add sub mul div pow neg exp log log1p expm1 sqrt sin cos tan asin acos atan "
+              "sinh cosh tanh asinh acosh atanh abs sign erf sigmoid softplus relu maximum "
+              "minimum where sum mean prod max min logsumexp matmul dot transpose").split()
+    assert not set(wanted) - set(RULES)
+
+
+def test_every_row_has_a_test_case():
+    assert set(ROW_CASES) == set(RULES), set(RULES) ^ set(ROW_CASES)
+
+
+@pytest.mark.parametrize("name", sorted(ROW_CASES))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_row_agrees_with_torch_and_finite_differences(name, dtype):
+    expr, inputs = ROW_CASES[name]
+    case = make_case(expr, inputs, points=2)
+    result = check(case, dtype)
+    assert result.status == "passed", result.message
+    assert [w.witness for w in result.witnesses] == ["torch", "numeric"]
+    assert all(w.checked > 0 for w in result.witnesses)
+
+
+@pytest.mark.parametrize("name", REDUCTIONS_WHOLE)
+def test_whole_reductions_and_keepdims(name):
+    case = make_case(f"{name}(x) + {name}(x * 2, axis=(0, 1), keepdims=True)", {"x": M})
+    assert case.output.shape == (1, 1)
+    result = check(case)
+    assert result.status == "passed", result.message
+
+
+def test_grad_fn_names_follow_the_users_operations():
+    case = make_case("sum(sigmoid(x) - x / y)", {"x": M, "y": {"shape": V,
+                                                              "domain": "positive"}})
+    torch_w = check(case).witness("torch")
+    assert torch_w.grad_fn[0] == "SumBackward0"
+    for name in ("SubBackward0", "SigmoidBackward0", "DivBackward0", "AccumulateGrad"):
+        assert name in torch_w.grad_fn
+
+
+# ----------------------------------------------------------------- deliberate bugs
+
+def _patched(monkeypatch, name, **columns):
+    monkeypatch.setitem(RULES, name, dataclasses.replace(RULES[name], **columns))
+
+
+def _wrong_backward_sin():
+    import torch
+
+    class BadSin(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.sin(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return -g * torch.cos(x)      # sign flipped
+
+    return BadSin.apply
+
+
+def test_torch_witness_catches_a_wrong_backward(monkeypatch):
+    _patched(monkeypatch, "sin", torch=_wrong_backward_sin())
+    result = check(make_case("sum(sin(x) * y)", {"x": M, "y": V}))
+    assert result.status == "failed"
+    assert result.witness("torch").status == "failed"
+    assert result.witness("numeric").status == "passed"
+    assert result.witness("torch").worst.quantity == "x.grad"
+
+
+def test_numeric_witness_catches_a_wrong_forward(monkeypatch):
+    # The numeric witness differentiates the numpy column; a forward that disagrees
+    # with the formula's meaning shows up as a wrong derivative.
+    _patched(monkeypatch, "cos", numpy=lambda x: np.cos(1.01 * x))
+    result = check(make_case("cos(x)", {"x": M}))
+    assert result.witness("numeric").status == "failed"
+    assert result.witness("torch").status == "passed"
+
+
+def test_both_witnesses_catch_a_wrong_reference(monkeypatch):
+    import sympy
+
+    _patched(monkeypatch, "tanh", sympy=lambda x: sympy.tanh(x) * (1 + x / 1000))
+    result = check(make_case("tanh(x)", {"x": M}))
+    assert result.witness("torch").status == "failed"
+    assert result.witness("numeric").status == "failed"
+
+
+def test_a_wrong_reduction_vjp_is_caught(monkeypatch):
+    import torch
+
+    class BadSum(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, axis, keepdims):
+            ctx.shape = x.shape
+            return torch.sum(x, dim=axis, keepdim=keepdims)
+
+        @staticmethod
+        def backward(ctx, g):
+            return torch.ones(ctx.shape, dtype=g.dtype), None, None   # ignores g
+
+    _patched(monkeypatch, "sum", torch=BadSum.apply)
+    result = check(make_case("sum(x, axis=1)", {"x": M}))
+    assert result.witness("torch").status == "failed"
+    assert result.witness("numeric").status == "passed"
