@@ -18,7 +18,7 @@ import numpy as np
 from .errors import CaseFileError
 from .expr import CONSTANTS, MAX_ELEMENTS, parse
 from .rules import FUNCTIONS
-from .tree import Node
+from .tree import Node, differentiable_names
 
 DTYPES = ("float64", "float32")
 WITNESSES = ("symbolic", "torch", "numeric")
@@ -282,6 +282,14 @@ class _CaseReader:
         output = parse(raw["expr"], nodes, file=self.file, case=name,
                        line=self.lines.text(self.index, "expr"))
         retain = self.read_retain(nodes)
+        reach = differentiable_names(output)
+        if not any(s.requires_grad and s.name in reach for s in inputs):
+            raise self.fail("no input that requires grad reaches expr through a "
+                            "differentiable path, so there is no gradient to check", "expr")
+        for let in retain:
+            if let not in reach:
+                raise self.fail(f"retain_grad names {let!r}, but expr does not use it "
+                                "through a differentiable path", "retain_grad")
         return Case(
             name=name, file=self.file, line=self.lines.case(self.index), expr=raw["expr"],
             inputs=inputs, lets=lets, nodes=nodes, output=output,

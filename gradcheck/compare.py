@@ -53,6 +53,12 @@ class Tally:
         obtained = got.quantities()
         for quantity, expected in ref.quantities().items():
             value = obtained.get(quantity)
+            if expected is None:  # no differentiable path: .grad must stay None
+                if value is not None:
+                    self.mismatched += 1
+                    self.problems.append(f"{quantity} should be None: no differentiable "
+                                         "path reaches the output")
+                continue
             if value is None:
                 if quantity != "value":
                     self.mismatched += 1

@@ -222,7 +222,10 @@ class _Builder:
         if op is None:
             raise _Fail(f"comparison {_describe(node.ops[0])} is not allowed; use < <= > >=",
                         node)
-        return self.apply(op, [self.build(node.left), self.build(node.comparators[0])], node)
+        args = [self.build(node.left), self.build(node.comparators[0])]
+        if all(a.const is not None for a in args):
+            raise _Fail("the condition compares two constants; it never changes", node)
+        return self.apply(op, args, node)
 
     def visit_Call(self, node: ast.Call) -> Node:
         if not isinstance(node.func, ast.Name):

@@ -25,12 +25,18 @@ from .errors import UnsupportedOpError
 from .evaluation import Evaluation
 from .forward import evaluate
 from .rules import REDUCTION, RULES
-from .tree import Node, elementwise_split, fold, top_cotangent, unbroadcast
+from .tree import Node, differentiable_names, elementwise_split, fold, top_cotangent, unbroadcast
 
 EXPANSION_LIMIT = 4096  # input elements a formula that mixes elements may have
 
-_MODULES = [{"sign": np.sign, "Heaviside": lambda x, h=0.5: np.heaviside(x, h)},
-            "scipy", "numpy"]
+def _select(condlist, choicelist, default=0.0):
+    # SymPy folds a comparison against a Piecewise into a boolean-valued Piecewise;
+    # np.select then returns floats, which must be read back as truth values here.
+    return np.select([np.asarray(c).astype(bool) for c in condlist], choicelist, default)
+
+
+_MODULES = [{"sign": np.sign, "Heaviside": lambda x, h=0.5: np.heaviside(x, h),
+             "select": _select}, "scipy", "numpy"]
 
 
 def _lower(root: Node, symbols: dict[str, object], scalar: bool,
@@ -87,7 +93,11 @@ class Reference:
 
     def __init__(self, case):
         self.case = case
-        self.wrt = [s.name for s in case.inputs if s.requires_grad]
+        reach = differentiable_names(case.output)
+        self.wrt = [s.name for s in case.inputs if s.requires_grad and s.name in reach]
+        # PyTorch leaves .grad None for an input no differentiable path reaches.
+        self.unreached = [s.name for s in case.inputs
+                          if s.requires_grad and s.name not in reach]
         split = elementwise_split(case.output)
         if split is not None:
             self.mode = "elementwise"
@@ -122,8 +132,14 @@ class Reference:
     def _evaluate_elementwise(self, point, v) -> Evaluation:
         case = self.case
         shape = self.body.shape
-        out = [np.broadcast_to(np.asarray(r, dtype=float), shape)
-               for r in self._kernel(*[point[s.name] for s in case.inputs])]
+        # Every argument at least 1-D and of the body's rank: NumPy then returns arrays
+        # (never bare scalars) everywhere, which np.select in Piecewise code requires.
+        ndim = max(1, len(shape))
+        args = [np.reshape(point[s.name], (1,) * (ndim - len(s.shape)) + s.shape)
+                for s in case.inputs]
+        padded = (1,) * (ndim - len(shape)) + shape
+        out = [np.broadcast_to(np.asarray(r, dtype=float), padded).reshape(shape)
+               for r in self._kernel(*args)]
         body_value, partials = out[0], out[1:]
         top = self.top
         value = np.array(body_value) if top is None else np.asarray(
@@ -213,8 +229,11 @@ class Reference:
         """Output value and exact vᵀJ at ``point`` (float64 arrays by input name)."""
         with np.errstate(all="ignore"):
             if self.mode == "elementwise":
-                return self._evaluate_elementwise(point, np.asarray(v, dtype=float))
-            return self._evaluate_expanded(point, np.asarray(v, dtype=float))
+                out = self._evaluate_elementwise(point, np.asarray(v, dtype=float))
+            else:
+                out = self._evaluate_expanded(point, np.asarray(v, dtype=float))
+        out.grads.update(dict.fromkeys(self.unreached))
+        return out
 
     def derivative_text(self) -> dict[str, str]:
         """Human-readable derivatives (elementwise mode), for ``explain`` and reports."""

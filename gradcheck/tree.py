@@ -171,6 +171,26 @@ def result_shape(op: str, shapes: list[tuple[int, ...]], axis: tuple[int, ...] |
 
 
 
+def differentiable_names(root: Node) -> set[str]:
+    """Names of inputs and ``let``s with a differentiable path to ``root``.
+
+    A path through the condition of ``where`` carries no gradient: PyTorch leaves the
+    ``.grad`` of a tensor reached only that way ``None``, and so does the reference.
+    """
+    found: set[str] = set()
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or (node.op in RULES and RULES[node.op].kind == COMPARISON):
+            continue
+        seen.add(id(node))
+        if node.op in ("input", "let"):
+            found.add(node.name)
+        stack.extend(node.args)
+    return found
+
+
 def elementwise_split(root: Node) -> tuple[Node, Node | None] | None:
     """``(body, top)`` when the formula is elementwise, possibly under one final sum/mean.
 

@@ -181,3 +181,54 @@ def test_a_wrong_reduction_vjp_is_caught(monkeypatch):
     result = check(make_case("sum(x, axis=1)", {"x": M}))
     assert result.witness("torch").status == "failed"
     assert result.witness("numeric").status == "passed"
+
+
+def _scaled_backward(fn, factor=1.01):
+    """``fn`` with its true forward but every gradient through it scaled by ``factor``."""
+    import torch
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, y):
+            return y.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * factor
+
+    def wrapped(*args, **kwargs):
+        return Scale.apply(fn(*args, **kwargs))
+
+    return wrapped
+
+
+# sign's true VJP is zero, so a scaled one is still right; it gets its own bug below.
+DIFFERENTIABLE = sorted(n for n in ROW_CASES
+                        if RULES[n].kind != rules.COMPARISON and n != "sign")
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_a_one_percent_wrong_vjp_in_any_row_is_caught(monkeypatch, name):
+    _patched(monkeypatch, name, torch=_scaled_backward(RULES[name].torch))
+    expr, inputs = ROW_CASES[name]
+    result = check(make_case(expr, inputs, points=2))
+    assert result.witness("torch").status == "failed", name
+    assert result.witness("numeric").status == "passed", name
+
+
+def test_a_nonzero_vjp_for_sign_is_caught(monkeypatch):
+    import torch
+
+    class SignPassThrough(torch.autograd.Function):   # straight-through, not sign's VJP
+        @staticmethod
+        def forward(ctx, x):
+            return torch.sign(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    _patched(monkeypatch, "sign", torch=SignPassThrough.apply)
+    result = check(make_case("sum(sign(x) * y)", {"x": M, "y": V}))
+    assert result.witness("torch").status == "failed"
+    assert result.witness("torch").worst.quantity == "x.grad"

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..evaluation import Evaluation
 from ..forward import evaluate
-from ..tree import elementwise_split, top_cotangent, unbroadcast
+from ..tree import differentiable_names, elementwise_split, top_cotangent, unbroadcast
 
 STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
 EPS = np.finfo(np.float64).eps
@@ -40,9 +40,12 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evalua
     env = {k: np.asarray(x, dtype=np.float64) for k, x in point.items()}
     lets: dict[str, np.ndarray] = {}
     value = evaluate(case.output, env, lets=lets)
-    targets = [(s.name, env[s.name], "grads") for s in case.inputs if s.requires_grad]
+    reach = differentiable_names(case.output)
+    targets = [(s.name, env[s.name], "grads") for s in case.inputs
+               if s.requires_grad and s.name in reach]
     targets += [(n, lets[n], "retained") for n in case.retain_grad]
-    out = Evaluation(value, {}, {}, error={"value": np.zeros_like(value)})
+    out = Evaluation(value, {s.name: None for s in case.inputs if s.requires_grad}, {},
+                     error={"value": np.zeros_like(value)})
     split = elementwise_split(case.output)
     with np.errstate(all="ignore"):
         for name, x0, where in targets:
