@@ -124,6 +124,8 @@ def _cmd_list(args) -> int:
     for c in cases:
         inputs = ", ".join(f"{s.name}{list(s.shape)}" for s in c.inputs)
         print(f"{c.where}: {c.name}  [{', '.join(c.dtypes)}]  ({inputs})  {c.expr}")
+        if c.description:
+            print(f"    {c.description}")
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     print(f"{len(cases)} cases" + (f", {len(errors)} invalid" if errors else ""))
