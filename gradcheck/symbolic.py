@@ -60,7 +60,8 @@ def _lower(root: Node, symbols: dict[str, object], scalar: bool,
             return rule.sympy(*args)
         if rule.selector is not None:
             if id(node) not in selectors:
-                selectors[id(node)] = (node, _element_symbols("pick", node.args[0].shape))
+                selectors[id(node)] = (node, _element_symbols(f"{len(selectors)}pick",
+                                                              node.args[0].shape))
             onehot = selectors[id(node)][1]
             return np.asarray(rule.sympy(args[0], node.axis, node.keepdims, onehot),
                               dtype=object)
@@ -117,12 +118,12 @@ class Reference:
     # ------------------------------------------------------------------ elementwise
     def _build_elementwise(self) -> None:
         case = self.case
-        syms = {s.name: sympy.Symbol(s.name, real=True) for s in case.inputs}
+        syms = {s.name: _symbol(s.name) for s in case.inputs}
         args = [syms[s.name] for s in case.inputs]
         body = _lower(self.body, syms, scalar=True)
         exprs = [body] + [_clean(sympy.diff(body, syms[n])) for n in self.wrt]
         for name in case.retain_grad:
-            h = sympy.Symbol(name, real=True)
+            h = _symbol(name)
             local = dict(syms, **{name: h})
             partial = _clean(sympy.diff(_lower(self.body, local, scalar=True), h))
             exprs.append(partial.subs(h, _lower(case.nodes[name].args[0], syms, True)))
@@ -239,13 +240,21 @@ class Reference:
         """Human-readable derivatives (elementwise mode), for ``explain`` and reports."""
         if self.mode != "elementwise":
             return {}
-        syms = {s: sympy.Symbol(s, real=True) for s in self.wrt}
+        syms = {s: _symbol(s) for s in self.wrt}
         return {n: str(_clean(sympy.diff(self.tree, syms[n]))) for n in self.wrt}
 
 
+def _symbol(name: str) -> sympy.Symbol:
+    """The scalar symbol of an input or ``let``. The leading underscore keeps it apart
+    from every name in lambdify's namespace (an input may be called ``e`` or ``nan``)."""
+    return sympy.Symbol(f"_{name}", real=True)
+
+
 def _element_symbols(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """One symbol per element, ``_{name}_{flat index}``: unique (names are unique and
+    the index is all digits) and a valid identifier, so lambdify need not dummify them,
+    which costs more than the whole rest of the compile on large formulas."""
     out = np.empty(shape, dtype=object)
-    for idx in np.ndindex(*shape):
-        label = f"{name}[{','.join(map(str, idx))}]" if shape else name
-        out[idx] = sympy.Dummy(label, real=True)
+    for k, idx in enumerate(np.ndindex(*shape)):
+        out[idx] = sympy.Symbol(f"_{name}_{k}", real=True)
     return out
