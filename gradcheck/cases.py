@@ -290,6 +290,11 @@ class _CaseReader:
             if let not in reach:
                 raise self.fail(f"retain_grad names {let!r}, but expr does not use it "
                                 "through a differentiable path", "retain_grad")
+            if not any(s.requires_grad and s.name in differentiable_names(nodes[let])
+                       for s in inputs):  # PyTorch: can't retain_grad without requires_grad
+                raise self.fail(f"retain_grad names {let!r}, but no input that requires "
+                                "grad reaches it, so it has no grad to retain",
+                                "retain_grad")
         return Case(
             name=name, file=self.file, line=self.lines.case(self.index), expr=raw["expr"],
             inputs=inputs, lets=lets, nodes=nodes, output=output,

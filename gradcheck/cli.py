@@ -84,6 +84,7 @@ def exit_code(result) -> ExitCode:
 
 def _cmd_run(args) -> int:
     from .report import render
+    from .report.text import printable
     from .runner import run
 
     if args.points is not None and not 1 <= args.points <= 1000:
@@ -93,7 +94,8 @@ def _cmd_run(args) -> int:
 
     def progress(n: int, total: int, result) -> None:
         if tty:
-            print(f"\r\033[K[{n}/{total}] {result.name} ({result.dtype})", end="",
+            # the name comes from a case file: never let it drive the terminal
+            print(f"\r\033[K[{n}/{total}] {printable(result.name)} ({result.dtype})", end="",
                   file=sys.stderr, flush=True)
 
     result = run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
@@ -119,15 +121,16 @@ def _cmd_run(args) -> int:
 
 def _cmd_list(args) -> int:
     from .cases import read_paths
+    from .report.text import printable  # names and texts come from case files
 
     cases, errors = read_paths(args.paths)
     for c in cases:
         inputs = ", ".join(f"{s.name}{list(s.shape)}" for s in c.inputs)
-        print(f"{c.where}: {c.name}  [{', '.join(c.dtypes)}]  ({inputs})  {c.expr}")
+        print(printable(f"{c.where}: {c.name}  [{', '.join(c.dtypes)}]  ({inputs})  {c.expr}"))
         if c.description:
-            print(f"    {c.description}")
+            print(f"    {printable(c.description)}")
     for e in errors:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(e)}", file=sys.stderr)
     print(f"{len(cases)} cases" + (f", {len(errors)} invalid" if errors else ""))
     return ExitCode.USAGE if errors else ExitCode.OK
 
@@ -144,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int({"run": _cmd_run, "list": _cmd_list}[args.command](args))
     except CaseFileError as exc:
-        print(f"gradcheck: error: {exc}", file=sys.stderr)
+        from .report.text import printable
+
+        print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
         return ExitCode.USAGE
     except KeyboardInterrupt:
         print("gradcheck: interrupted", file=sys.stderr)

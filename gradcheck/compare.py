@@ -83,7 +83,7 @@ class Tally:
         with np.errstate(all="ignore"):
             diff = np.abs(value - expected)
             diff = np.where(np.isnan(diff) & ~(np.isnan(value) & np.isnan(expected)),
-                            np.inf, np.nan_to_num(diff, nan=0.0))
+                            np.inf, np.nan_to_num(diff, nan=0.0, posinf=np.inf))
             # Relative error where it means something: elements that are zero up to
             # rounding against the quantity's scale are judged by the absolute error.
             meaningful = np.abs(expected) > 1e-12 * scale

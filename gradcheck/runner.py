@@ -174,8 +174,9 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
     """
     start = time.perf_counter()
     cases, errors = read_paths(paths)
+    # A file that cannot be read at all (no case name) is reported whatever -k says.
     results = [file_error(e) for e in errors
-               if not keyword or keyword in (e.case or "")]
+               if not keyword or e.case is None or keyword in e.case]
     runs = select(cases, keyword=keyword, dtype=dtype, seed=seed, points=points,
                   witnesses=witnesses)
     cache: dict = {}

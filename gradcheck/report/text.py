@@ -12,7 +12,7 @@ def _paint(text: str, status: str, color: bool) -> str:
     return f"\033[{_COLOR[status]}m{text}\033[0m" if color else text
 
 
-def _clean(text: str) -> str:
+def printable(text: str) -> str:
     # Names and messages come from case files: never let them drive the terminal.
     return "".join(ch if ch.isprintable() or ch == "\n" else "?" for ch in str(text))
 
@@ -33,11 +33,11 @@ def render_text(result, *, color: bool = False, verbose: bool = False) -> str:
     cases = result.cases
     lines = []
     if cases:
-        name_w = min(40, max(len(_clean(c.name)) for c in cases))
+        name_w = min(40, max(len(printable(c.name)) for c in cases))
         for c in cases:
             label = _paint(f"{_LABEL[c.status]:<5}", c.status, color)
             expect = " (expect fail)" if c.expect == "fail" else ""
-            lines.append(f"{label} {_clean(c.name):<{name_w}}  {c.dtype:<7}  {c.mode or '-':<11}"
+            lines.append(f"{label} {printable(c.name):<{name_w}}  {c.dtype:<7}  {c.mode or '-':<11}"
                          f"  {_errs(c):<34} {c.seconds:6.2f}s{expect}")
             if c.status != PASSED or verbose:
                 lines += _details(c, verbose)
@@ -53,9 +53,9 @@ def _details(c, verbose: bool) -> list[str]:
     out = []
     where = f"{c.file}:{c.line}" if c.line else c.file
     if c.status != PASSED:
-        out.append(f"      at {_clean(where)}")
+        out.append(f"      at {printable(where)}")
     if c.message:
-        out += [f"      {_clean(line)}" for line in c.message.splitlines()]
+        out += [f"      {printable(line)}" for line in c.message.splitlines()]
     for w in c.witnesses:
         if w.status != PASSED and w.worst is not None:
             wr = w.worst
@@ -64,5 +64,5 @@ def _details(c, verbose: bool) -> list[str]:
                        f"tol {wr.tolerance:.2g}")
         if w.grad_fn is not None and (verbose or c.status != PASSED):
             out.append(f"      {w.witness} grad_fn: {chain(w.grad_fn)}")
-    out += [f"      note: {_clean(n)}" for n in c.notes]
+    out += [f"      note: {printable(n)}" for n in c.notes]
     return out
