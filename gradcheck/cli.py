@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list the cases without running them")
     ls.add_argument("paths", nargs="+", metavar="PATH")
+
+    bench = sub.add_parser("bench", help="measure gradcheck against other checkers",
+                           description="Run fixed workloads side by side and save "
+                                       "reports/bench.json and reports/bench.md.")
+    bench.add_argument("--out", default="reports", metavar="DIR",
+                       help="folder for bench.json and bench.md (default reports)")
     return p
 
 
@@ -135,6 +141,12 @@ def _cmd_list(args) -> int:
     return ExitCode.USAGE if errors else ExitCode.OK
 
 
+def _cmd_bench(args) -> int:
+    from .bench import main as bench_main
+
+    return bench_main(args.out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradcheck`` command; returns the exit code."""
     from .errors import CaseFileError
@@ -145,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE
     try:
-        return int({"run": _cmd_run, "list": _cmd_list}[args.command](args))
+        commands = {"run": _cmd_run, "list": _cmd_list, "bench": _cmd_bench}
+        return int(commands[args.command](args))
     except CaseFileError as exc:
         from .report.text import printable
 

@@ -1,0 +1,34 @@
+"""The benchmark runs its workloads and saves what it printed (no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+
+from gradcheck.bench import markdown, run_bench
+from gradcheck.cli import main
+
+
+def test_bench_rows_cover_every_checker_and_size():
+    rows = run_bench(sizes=(10, 20), big=100, repeat=1)
+    checkers = {(r.checker, r.n) for r in rows}
+    for n in (10, 20):
+        assert ("gradcheck", n) in checkers
+        assert ("torch.autograd.gradcheck", n) in checkers
+        assert ("torch.autograd.gradcheck fast_mode", n) in checkers
+    assert ("gradcheck", 100) in checkers
+    assert all(r.seconds > 0 and r.verified for r in rows)
+    table = markdown(rows)
+    assert table.count("\n| ") == len(rows) + 1   # header plus one line per row
+
+
+def test_bench_command_saves_json_and_markdown(tmp_path, monkeypatch, capsys):
+    import gradcheck.bench as bench
+
+    real = bench.run_bench
+    monkeypatch.setattr(bench, "run_bench",
+                        lambda progress=None: real(sizes=(10,), big=50, repeat=1,
+                                                   progress=progress))
+    assert main(["bench", "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert {r["checker"] for r in saved} >= {"gradcheck", "torch.autograd.gradcheck"}
+    assert (tmp_path / "bench.md").read_text() in capsys.readouterr().out
