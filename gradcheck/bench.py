@@ -70,12 +70,76 @@ def _torch_rows(n: int, repeat: int) -> list[Row]:
                 "one random projection uᵀJv (float64)")]
 
 
+def _chain(lib, x, length: int):
+    """``length`` elementwise ops in a chain: sin, tanh, scale, shift, repeated."""
+    steps = (lib.sin, lib.tanh, lambda t: t * 1.01, lambda t: t + 0.1)
+    for i in range(length):
+        x = steps[i % 4](x)
+    return lib.sum(x)
+
+
+def _engine_rows(n: int, length: int, repeat: int) -> list[Row]:
+    """Forward and backward of the chain on the engine and on torch (float64)."""
+    import numpy as np
+    import torch
+
+    from . import engine
+
+    data = np.random.default_rng(0).standard_normal(n)
+    times: dict[str, list[float]] = {k: [] for k in
+                                     ("engine forward", "engine backward",
+                                      "torch forward", "torch backward")}
+    for _ in range(repeat):
+        for name, lib, make in (
+                ("engine", engine, lambda: engine.Tensor(data.copy(), requires_grad=True)),
+                ("torch", torch, lambda: torch.tensor(data, requires_grad=True))):
+            x = make()
+            start = time.perf_counter()
+            y = _chain(lib, x, length)
+            mid = time.perf_counter()
+            y.backward()
+            end = time.perf_counter()
+            times[f"{name} forward"].append(mid - start)
+            times[f"{name} backward"].append(end - mid)
+    what = f"chain of {length} elementwise ops"
+    return [Row(what, k, n, statistics.median(v), "forward pass" if "forward" in k
+                else "backward pass (all leaf gradients)") for k, v in times.items()]
+
+
+def engine_ratios(rows: list[Row]) -> dict[str, float]:
+    """backward/forward of the engine (target <= 3) and engine/torch (target <= 2)."""
+    t = {r.checker: r.seconds for r in rows if r.workload.startswith("chain")}
+    if not t:
+        return {}
+    return {"engine backward / engine forward":
+            t["engine backward"] / t["engine forward"],
+            "engine (forward+backward) / torch (forward+backward)":
+            (t["engine forward"] + t["engine backward"])
+            / (t["torch forward"] + t["torch backward"])}
+
+
 def run_bench(sizes=(1000, 2000), big: int = 1_000_000, repeat: int = 3,
+              chain: tuple[int, int] = (10_000, 1000),
               progress: Callable[[str], None] | None = None) -> list[Row]:
     """Measure every workload; returns the rows (nothing is printed here)."""
+    import torch
+
     say = progress or (lambda _msg: None)
+    threads = torch.get_num_threads()
+    # One thread, as NumPy's elementwise kernels: a fair comparison, and it keeps torch's
+    # OpenMP workers from spinning against a busy core (which costs it 100x here).
+    torch.set_num_threads(1)
+    try:
+        return _measure(sizes, big, repeat, chain, say)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _measure(sizes, big, repeat, chain, say) -> list[Row]:
     _gradcheck_row(10, 1)  # warm-up: imports and first compile are not measured
     rows: list[Row] = []
+    say(f"engine and torch: chain of {chain[1]} ops on {chain[0]} elements")
+    rows.extend(_engine_rows(chain[0], chain[1], repeat))
     for n in sizes:
         say(f"gradcheck n={n}")
         rows.append(_gradcheck_row(n, repeat))
@@ -87,12 +151,22 @@ def run_bench(sizes=(1000, 2000), big: int = 1_000_000, repeat: int = 3,
 
 
 def markdown(rows: list[Row]) -> str:
-    out = [f"Workload: `{ELEMENTWISE}`, float64, one point.", "",
+    checks = [r for r in rows if r.workload == "elementwise"]
+    chain = [r for r in rows if r.workload != "elementwise"]
+    out = [f"Checkers on `{ELEMENTWISE}`, float64, one point (median of runs).", "",
            "| checker | n | seconds | vs gradcheck | verified |", "|---|---|---|---|---|"]
-    ours = {r.n: r.seconds for r in rows if r.checker == "gradcheck"}
-    for r in rows:
+    ours = {r.n: r.seconds for r in checks if r.checker == "gradcheck"}
+    for r in checks:
         ratio = f"{r.seconds / ours[r.n]:.2f}x" if r.n in ours else "-"
         out.append(f"| {r.checker} | {r.n} | {r.seconds:.4f} | {ratio} | {r.verified} |")
+    if chain:
+        out += ["", f"Engine overhead: {chain[0].workload} on {chain[0].n} elements, "
+                "float64.", "", "| pass | seconds |", "|---|---|"]
+        out += [f"| {r.checker} | {r.seconds:.4f} |" for r in chain]
+        out += ["", "| ratio | value | target |", "|---|---|---|"]
+        targets = {"engine backward / engine forward": "<= 3",
+                   "engine (forward+backward) / torch (forward+backward)": "<= 2"}
+        out += [f"| {k} | {v:.2f} | {targets[k]} |" for k, v in engine_ratios(rows).items()]
     return "\n".join(out) + "\n"
 
 
@@ -105,7 +179,8 @@ def main(out_dir: str = "reports") -> int:
     table = markdown(rows)
     sys.stdout.write(table)
     write_atomic(Path(out_dir) / "bench.json",
-                 json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+                 json.dumps({"rows": [asdict(r) for r in rows],
+                             "ratios": engine_ratios(rows)}, indent=2) + "\n")
     write_atomic(Path(out_dir) / "bench.md", table)
     print(f"saved {out_dir}/bench.json and {out_dir}/bench.md")
     return 0

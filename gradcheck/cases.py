@@ -21,7 +21,7 @@ from .rules import FUNCTIONS
 from .tree import Node, differentiable_names
 
 DTYPES = ("float64", "float32")
-WITNESSES = ("symbolic", "torch", "numeric")
+WITNESSES = ("symbolic", "engine", "torch", "numeric")
 DOMAINS = ("real", "positive", "nonnegative", "nonzero", "unit")
 GRADIENTS = ("scalar", "ones", "random")
 SUFFIXES = (".toml", ".yaml", ".yml")

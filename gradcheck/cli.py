@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="run every case in this dtype only")
     run.add_argument("--seed", type=int, help="override every case's seed")
     run.add_argument("--points", type=int, help="override the number of points per case")
-    run.add_argument("--witness", action="append", choices=["torch", "numeric"],
+    run.add_argument("--witness", action="append", choices=["engine", "torch", "numeric"],
                      help="only these witnesses (repeatable)")
     run.add_argument("--format", default="text", choices=["text", "json"])
     run.add_argument("--output", metavar="FILE", help="write the report to FILE")

@@ -18,7 +18,10 @@ Each row holds, for one operation of the expression language:
   array of symbols and means "the selected element", Σ a·onehot, which SymPy
   differentiates exactly wherever the pick is locally constant (points are sampled away
   from ties). SymPy's own ``Max`` of many arguments compiles far too slowly.
-- ``engine``: reserved for gradcheck's own reverse-mode engine (forward and VJP).
+- ``engine``: gradcheck's own reverse-mode engine (:mod:`gradcheck.engine`): an
+  :class:`EngineRule` with the ``grad_fn`` name PyTorch gives the operation and one VJP
+  per argument. The engine's forward is the ``numpy`` column; calling the column
+  (``rule.engine(*args)``) applies the engine's op to engine tensors, like ``torch``.
 
 Axes reaching the array-valued columns are already normalised to a tuple of
 non-negative ints (``None`` never reaches them).
@@ -26,8 +29,10 @@ non-negative ints (``None`` never reaches them).
 
 from __future__ import annotations
 
+import math
+import numbers
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -51,8 +56,38 @@ class Rule:
     torch: Callable[..., Any]
     hazard: Callable[..., Any] | None = None
     selector: Callable[..., Any] | None = None
-    engine: Any = None              # filled by the engine (forward, vjp)
+    engine: Any = None              # an EngineRule: the engine's VJPs (forward: numpy)
     doc: str = ""
+
+    def __post_init__(self):
+        # The engine column applies gradcheck.engine's op of this row's name.
+        if isinstance(self.engine, EngineRule) and self.engine.op != self.name:
+            object.__setattr__(self, "engine", replace(self.engine, op=self.name))
+
+
+@dataclass(frozen=True)
+class EngineRule:
+    """The engine column of a row: its reverse-mode rule, HIPS-autograd style.
+
+    ``vjps[i](g, ans, *args)`` is the cotangent of argument ``i``, given the output's
+    cotangent ``g``, the forward's result ``ans`` and the forward's arguments (NumPy
+    arrays or Python numbers; reductions also get ``axis, keepdims``). It may have the
+    broadcast shape: the engine sums it back to the argument's shape in one place.
+    ``None`` marks an argument with no derivative (the condition of ``where``).
+    ``grad_fn`` is the class name PyTorch gives the node (or a function of the
+    arguments choosing it; ``None``: the result is not differentiable); ``saves`` whether
+    PyTorch's node saves tensors, so a second backward through it needs ``retain_graph``.
+    """
+
+    grad_fn: str | Callable[..., str] | None
+    vjps: tuple[Callable[..., Any] | None, ...] = ()
+    saves: bool = True
+    op: str = ""                    # the row's name, set by Rule
+
+    def __call__(self, *args):
+        from .engine import ops
+
+        return getattr(ops, self.op)(*args)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -217,98 +252,265 @@ def _obj_dot(a, b):
     return np.asarray(sympy.Add(*[x * y for x, y in zip(a, b)]), dtype=object)
 
 
+# --------------------------------------------------------------------------- engine VJPs
+
+def _e(grad_fn, *vjps, saves=True) -> EngineRule:
+    return EngineRule(grad_fn, vjps, saves)
+
+
+def _number(v) -> bool:
+    """A Python number: PyTorch keeps it out of the graph (``x ** 2``, ``2 - x``)."""
+    return isinstance(v, numbers.Number)
+
+
+def _ndim(v) -> int:
+    return np.ndim(getattr(v, "data", v))
+
+
+def _sub_name(a, b):
+    return "RsubBackward1" if _number(a) else "SubBackward0"
+
+
+def _pow_name(a, b):
+    # x ** 2, 2 ** x, x ** y: three overloads, three nodes in PyTorch.
+    return ("PowBackward0" if _number(b) else "PowBackward2" if _number(a)
+            else "PowBackward1")
+
+
+def _reduction_name(stem: str):
+    # torch.sum(x) is SumBackward0; torch.sum(x, dim=...) is SumBackward1 (the torch
+    # column uses the first form for a whole reduction without keepdims).
+    return lambda x, axis, keepdims: (f"{stem}Backward0" if len(axis) == _ndim(x)
+                                      and not keepdims else f"{stem}Backward1")
+
+
+def _matmul_name(a, b):
+    # gradcheck.engine.matmul folds a vector on the left or a stack of matrices into a
+    # matrix first, with PyTorch's view nodes; only b with 3+ axes gets one node, Bmm.
+    return {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (2, 2): "MmBackward0"}.get(
+        (_ndim(a), _ndim(b)), "BmmBackward0")
+
+
+def _pow_base(g, ans, a, b):
+    # b * a**(b-1), and 0 where b == 0 (PyTorch's convention; a**-1 is inf at a == 0).
+    return g * np.where(b == 0, 0.0, b * a ** (b - 1))
+
+
+def _pow_exponent(g, ans, a, b):
+    # a**b * log(a), and 0 where a == 0 and b >= 0 (PyTorch's convention).
+    return g * np.where((a == 0) & (b >= 0), 0.0, ans * np.log(a))
+
+
+def _share(a, b):
+    """a's share of maximum(a, b)'s cotangent: 1 where a wins, 1/2 on a tie (PyTorch)."""
+    return (a > b) + (a == b) / 2
+
+
+def _keep(g, axis, keepdims):
+    """A reduction's cotangent with the reduced axes put back (size 1) to broadcast."""
+    return g if keepdims else np.expand_dims(g, axis)
+
+
+def _count(x, axis) -> int:
+    return math.prod(np.shape(x)[d] for d in axis)
+
+
+def _ties(x, ans, axis, keepdims):
+    """Where x attains its max/min; ties share the cotangent evenly, as in PyTorch."""
+    hit = x == _keep(ans, axis, keepdims)
+    return hit / hit.sum(axis=axis, keepdims=True)
+
+
+def _others_product(x, axis):
+    """Product of the other elements along ``axis`` for each element (exact at zeros)."""
+    axis = tuple(axis)
+    rest = [d for d in range(np.ndim(x)) if d not in axis]
+    moved = np.transpose(x, rest + list(axis))
+    flat = moved.reshape(moved.shape[: len(rest)] + (-1,))
+    ones = np.ones_like(flat[..., :1])
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)
+    return np.transpose((left * right[..., ::-1]).reshape(moved.shape),
+                        np.argsort(rest + list(axis)))
+
+
+def _matrices(g, a, b):
+    """g, a, b with the axes NumPy's matmul drops for 1-D operands put back."""
+    if np.ndim(b) == 1:
+        g, b = g[..., None], b[:, None]
+    if np.ndim(a) == 1:
+        g, a = g[..., None, :], a[None, :]
+    return g, a, b
+
+
+def _matmul_a(g, ans, a, b):
+    gm, am, bm = _matrices(g, a, b)
+    d = gm @ np.swapaxes(bm, -1, -2)
+    return d[..., 0, :] if np.ndim(a) == 1 else d
+
+
+def _matmul_b(g, ans, a, b):
+    gm, am, bm = _matrices(g, a, b)
+    d = np.swapaxes(am, -1, -2) @ gm
+    return d[..., 0] if np.ndim(b) == 1 else d
+
+
+def _grad(g, ans, a, b):
+    return g
+
+
+_SQRT_PI = math.sqrt(math.pi)
+
+
 # --------------------------------------------------------------------------- the table
 
-def _unary(name, sym, np_fn, torch_fn, hazard=None, doc=""):
-    return Rule(name, ELEMENTWISE, 1, sym, np_fn, torch_fn, hazard, doc=doc)
+def _unary(name, sym, np_fn, torch_fn, hazard=None, doc="", engine=None):
+    return Rule(name, ELEMENTWISE, 1, sym, np_fn, torch_fn, hazard, doc=doc, engine=engine)
 
 
-def _binary(name, sym, np_fn, torch_fn, hazard=None, doc=""):
-    return Rule(name, ELEMENTWISE, 2, sym, np_fn, torch_fn, hazard, doc=doc)
+def _binary(name, sym, np_fn, torch_fn, hazard=None, doc="", engine=None):
+    return Rule(name, ELEMENTWISE, 2, sym, np_fn, torch_fn, hazard, doc=doc, engine=engine)
 
 
-def _reduction(name, combine, np_fn, torch_fn, hazard=None, doc=""):
+def _reduction(name, combine, np_fn, torch_fn, hazard=None, doc="", engine=None):
     return Rule(name, REDUCTION, 1, _sym_reduction(combine), np_fn, torch_fn, hazard,
-                doc=doc)
+                doc=doc, engine=engine)
 
 
 def _comparison(name, sym, op):
     return Rule(name, COMPARISON, 2, sym, lambda a, b: op(np.asarray(a), np.asarray(b)), op,
                 hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b)),
-                doc="condition of where()")
+                doc="condition of where()", engine=_e(None))   # not differentiable
 
 
 _ROWS: list[Rule] = [
     # arithmetic (operators of the expression language)
-    _binary("add", lambda a, b: a + b, np.add, lambda a, b: a + b, doc="a + b"),
-    _binary("sub", lambda a, b: a - b, np.subtract, lambda a, b: a - b, doc="a - b"),
-    _binary("mul", lambda a, b: a * b, np.multiply, lambda a, b: a * b, doc="a * b"),
+    _binary("add", lambda a, b: a + b, np.add, lambda a, b: a + b, doc="a + b",
+            engine=_e("AddBackward0", _grad, _grad, saves=False)),
+    _binary("sub", lambda a, b: a - b, np.subtract, lambda a, b: a - b, doc="a - b",
+            engine=_e(_sub_name, _grad, lambda g, ans, a, b: -g, saves=False)),
+    _binary("mul", lambda a, b: a * b, np.multiply, lambda a, b: a * b, doc="a * b",
+            engine=_e("MulBackward0", lambda g, ans, a, b: g * b,
+                      lambda g, ans, a, b: g * a)),
     _binary("div", lambda a, b: a / b, np.divide, lambda a, b: a / b,
-            hazard=lambda a, b: np.abs(b), doc="a / b"),
+            hazard=lambda a, b: np.abs(b), doc="a / b",
+            engine=_e("DivBackward0", lambda g, ans, a, b: g / b,
+                      lambda g, ans, a, b: -g * a / (b * b))),
     _binary("pow", lambda a, b: a ** b, np.power, lambda a, b: a ** b,
-            hazard=_pow_hazard, doc="a ** b (tensor or constant exponent)"),
-    _unary("neg", lambda x: -x, np.negative, lambda x: -x, doc="-x"),
+            hazard=_pow_hazard, doc="a ** b (tensor or constant exponent)",
+            engine=_e(_pow_name, _pow_base, _pow_exponent)),
+    _unary("neg", lambda x: -x, np.negative, lambda x: -x, doc="-x",
+           engine=_e("NegBackward0", lambda g, ans, x: -g, saves=False)),
     # exponentials and logarithms
-    _unary("exp", sympy.exp, np.exp, _t("exp")),
-    _unary("log", sympy.log, np.log, _t("log"), hazard=_abs),
+    _unary("exp", sympy.exp, np.exp, _t("exp"),
+           engine=_e("ExpBackward0", lambda g, ans, x: g * ans)),
+    _unary("log", sympy.log, np.log, _t("log"), hazard=_abs,
+           engine=_e("LogBackward0", lambda g, ans, x: g / x)),
     _unary("log1p", lambda x: sympy.log(1 + x), np.log1p, _t("log1p"),
-           hazard=lambda x: np.abs(1 + np.asarray(x))),
-    _unary("expm1", lambda x: sympy.exp(x) - 1, np.expm1, _t("expm1")),
-    _unary("sqrt", sympy.sqrt, np.sqrt, _t("sqrt"), hazard=_abs),
+           hazard=lambda x: np.abs(1 + np.asarray(x)),
+           engine=_e("Log1PBackward0", lambda g, ans, x: g / (x + 1))),
+    _unary("expm1", lambda x: sympy.exp(x) - 1, np.expm1, _t("expm1"),
+           engine=_e("Expm1Backward0", lambda g, ans, x: g * (ans + 1))),
+    _unary("sqrt", sympy.sqrt, np.sqrt, _t("sqrt"), hazard=_abs,
+           engine=_e("SqrtBackward0", lambda g, ans, x: g / (2 * ans))),
     # trigonometric and hyperbolic
-    _unary("sin", sympy.sin, np.sin, _t("sin")),
-    _unary("cos", sympy.cos, np.cos, _t("cos")),
-    _unary("tan", sympy.tan, np.tan, _t("tan"), hazard=lambda x: np.abs(np.cos(x))),
-    _unary("asin", sympy.asin, np.arcsin, _t("asin"), hazard=lambda x: 1 - np.abs(x)),
-    _unary("acos", sympy.acos, np.arccos, _t("acos"), hazard=lambda x: 1 - np.abs(x)),
-    _unary("atan", sympy.atan, np.arctan, _t("atan")),
-    _unary("sinh", sympy.sinh, np.sinh, _t("sinh")),
-    _unary("cosh", sympy.cosh, np.cosh, _t("cosh")),
-    _unary("tanh", sympy.tanh, np.tanh, _t("tanh")),
-    _unary("asinh", sympy.asinh, np.arcsinh, _t("asinh")),
+    _unary("sin", sympy.sin, np.sin, _t("sin"),
+           engine=_e("SinBackward0", lambda g, ans, x: g * np.cos(x))),
+    _unary("cos", sympy.cos, np.cos, _t("cos"),
+           engine=_e("CosBackward0", lambda g, ans, x: g * -np.sin(x))),
+    _unary("tan", sympy.tan, np.tan, _t("tan"), hazard=lambda x: np.abs(np.cos(x)),
+           engine=_e("TanBackward0", lambda g, ans, x: g * (1 + ans * ans))),
+    _unary("asin", sympy.asin, np.arcsin, _t("asin"), hazard=lambda x: 1 - np.abs(x),
+           engine=_e("AsinBackward0", lambda g, ans, x: g / np.sqrt(1 - x * x))),
+    _unary("acos", sympy.acos, np.arccos, _t("acos"), hazard=lambda x: 1 - np.abs(x),
+           engine=_e("AcosBackward0", lambda g, ans, x: -g / np.sqrt(1 - x * x))),
+    _unary("atan", sympy.atan, np.arctan, _t("atan"),
+           engine=_e("AtanBackward0", lambda g, ans, x: g / (x * x + 1))),
+    _unary("sinh", sympy.sinh, np.sinh, _t("sinh"),
+           engine=_e("SinhBackward0", lambda g, ans, x: g * np.cosh(x))),
+    _unary("cosh", sympy.cosh, np.cosh, _t("cosh"),
+           engine=_e("CoshBackward0", lambda g, ans, x: g * np.sinh(x))),
+    _unary("tanh", sympy.tanh, np.tanh, _t("tanh"),
+           engine=_e("TanhBackward0", lambda g, ans, x: g * (1 - ans * ans))),
+    _unary("asinh", sympy.asinh, np.arcsinh, _t("asinh"),
+           engine=_e("AsinhBackward0", lambda g, ans, x: g / np.sqrt(x * x + 1))),
     _unary("acosh", sympy.acosh, np.arccosh, _t("acosh"),
-           hazard=lambda x: np.asarray(x) - 1),
-    _unary("atanh", sympy.atanh, np.arctanh, _t("atanh"), hazard=lambda x: 1 - np.abs(x)),
+           hazard=lambda x: np.asarray(x) - 1,
+           engine=_e("AcoshBackward0", lambda g, ans, x: g / np.sqrt(x * x - 1))),
+    _unary("atanh", sympy.atanh, np.arctanh, _t("atanh"), hazard=lambda x: 1 - np.abs(x),
+           engine=_e("AtanhBackward0", lambda g, ans, x: g / (1 - x * x))),
     # non-smooth and special
-    _unary("abs", sympy.Abs, np.abs, _t("abs"), hazard=_abs),
-    _unary("sign", sympy.sign, np.sign, _t("sign"), hazard=_abs),
-    _unary("erf", sympy.erf, _np_erf, _t("erf")),
+    _unary("abs", sympy.Abs, np.abs, _t("abs"), hazard=_abs,
+           engine=_e("AbsBackward0", lambda g, ans, x: g * np.sign(x))),
+    _unary("sign", sympy.sign, np.sign, _t("sign"), hazard=_abs,
+           engine=_e("SignBackward0", lambda g, ans, x: np.zeros_like(g), saves=False)),
+    _unary("erf", sympy.erf, _np_erf, _t("erf"),
+           engine=_e("ErfBackward0",
+                     lambda g, ans, x: g * (2 / _SQRT_PI) * np.exp(-x * x))),
     _unary("sigmoid", lambda x: 1 / (1 + sympy.exp(-x)), _np_sigmoid, _t("sigmoid"),
-           doc="1 / (1 + exp(-x))"),
+           doc="1 / (1 + exp(-x))",
+           engine=_e("SigmoidBackward0", lambda g, ans, x: g * (1 - ans) * ans)),
     _unary("softplus", lambda x: sympy.log(1 + sympy.exp(x)), lambda x: np.logaddexp(0.0, x),
            _torch_softplus,
-           doc="log(1 + exp(x))"),
+           doc="log(1 + exp(x))",
+           engine=_e("SoftplusBackward0", lambda g, ans, x: g * _np_sigmoid(x))),
     _unary("relu", _sym_relu, lambda x: np.maximum(x, 0.0), _t("relu"), hazard=_abs,
-           doc="max(x, 0)"),
+           doc="max(x, 0)",
+           engine=_e("ReluBackward0", lambda g, ans, x: np.where(ans > 0, g, 0.0))),
     _binary("maximum", sympy.Max, np.maximum, _t("maximum"),
-            hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b))),
+            hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b)),
+            engine=_e("MaximumBackward0", lambda g, ans, a, b: g * _share(a, b),
+                      lambda g, ans, a, b: g * _share(b, a))),
     _binary("minimum", sympy.Min, np.minimum, _t("minimum"),
-            hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b))),
+            hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b)),
+            engine=_e("MinimumBackward0", lambda g, ans, a, b: g * _share(b, a),
+                      lambda g, ans, a, b: g * _share(a, b))),
     Rule("where", ELEMENTWISE, 3, _sym_where, np.where, _t("where"),
-         doc="where(cond, a, b): a where cond holds, else b"),
+         doc="where(cond, a, b): a where cond holds, else b",
+         engine=_e("WhereBackward0", None, lambda g, ans, c, a, b: np.where(c, g, 0.0),
+                   lambda g, ans, c, a, b: np.where(c, 0.0, g))),
     # conditions of where()
     _comparison("lt", sympy.StrictLessThan, operator.lt),
     _comparison("le", sympy.LessThan, operator.le),
     _comparison("gt", sympy.StrictGreaterThan, operator.gt),
     _comparison("ge", sympy.GreaterThan, operator.ge),
     # reductions, with axis= and keepdims=
-    _reduction("sum", lambda e: sympy.Add(*e), _np_reduce(np.sum), _torch_reduce("sum")),
-    _reduction("mean", _sym_mean, _np_reduce(np.mean), _torch_reduce("mean")),
+    _reduction("sum", lambda e: sympy.Add(*e), _np_reduce(np.sum), _torch_reduce("sum"),
+               engine=_e(_reduction_name("Sum"), lambda g, ans, x, axis, keepdims:
+                         np.broadcast_to(_keep(g, axis, keepdims), np.shape(x)),
+                         saves=False)),
+    _reduction("mean", _sym_mean, _np_reduce(np.mean), _torch_reduce("mean"),
+               engine=_e(_reduction_name("Mean"), lambda g, ans, x, axis, keepdims:
+                         np.broadcast_to(_keep(g, axis, keepdims) / _count(x, axis),
+                                         np.shape(x)), saves=False)),
     _reduction("prod", lambda e: sympy.Mul(*e), _np_reduce(np.prod),
-               _torch_reduce("prod")),
+               _torch_reduce("prod"),
+               engine=_e(_reduction_name("Prod"), lambda g, ans, x, axis, keepdims:
+                         _keep(g, axis, keepdims) * _others_product(x, axis))),
     Rule("max", REDUCTION, 1, _sym_selected, _np_reduce(np.max), _torch_reduce("amax"),
-         hazard=_top_two_gap, selector=_one_hot(np.argmax)),
+         hazard=_top_two_gap, selector=_one_hot(np.argmax),
+         engine=_e("AmaxBackward0", lambda g, ans, x, axis, keepdims:
+                   _keep(g, axis, keepdims) * _ties(x, ans, axis, keepdims))),
     Rule("min", REDUCTION, 1, _sym_selected, _np_reduce(np.min), _torch_reduce("amin"),
-         hazard=_bottom_two_gap, selector=_one_hot(np.argmin)),
+         hazard=_bottom_two_gap, selector=_one_hot(np.argmin),
+         engine=_e("AminBackward0", lambda g, ans, x, axis, keepdims:
+                   _keep(g, axis, keepdims) * _ties(x, ans, axis, keepdims))),
     _reduction("logsumexp", _sym_logsumexp, _np_logsumexp,
-               _torch_reduce("logsumexp", need_dim=True)),
+               _torch_reduce("logsumexp", need_dim=True),
+               engine=_e("LogsumexpBackward0", lambda g, ans, x, axis, keepdims:
+                         _keep(g, axis, keepdims)
+                         * np.exp(x - _keep(ans, axis, keepdims)))),
     # linear algebra
-    Rule("matmul", LINALG, 2, _obj_matmul, np.matmul, lambda a, b: a @ b, doc="a @ b"),
+    Rule("matmul", LINALG, 2, _obj_matmul, np.matmul, lambda a, b: a @ b, doc="a @ b",
+         engine=_e(_matmul_name, _matmul_a, _matmul_b)),
     Rule("dot", LINALG, 2, _obj_dot, np.dot, _t("dot"),
-         doc="inner product of two vectors"),
+         doc="inner product of two vectors",
+         engine=_e("DotBackward0", lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a)),
     Rule("transpose", LINALG, 1, lambda a: np.swapaxes(np.asarray(a, dtype=object), -1, -2),
          lambda a: np.swapaxes(a, -1, -2), _torch_transpose,
-         doc="swap the last two axes"),
+         doc="swap the last two axes",
+         engine=_e("TransposeBackward0", lambda g, ans, x: np.swapaxes(g, -1, -2),
+                   saves=False)),
 ]
 
 RULES: dict[str, Rule] = {rule.name: rule for rule in _ROWS}
@@ -320,8 +522,8 @@ FUNCTIONS: frozenset[str] = frozenset(
                     "lt", "le", "gt", "ge"}
 )
 
-#: Column names every row must fill; the engine column joins when the engine lands.
-BACKENDS: tuple[str, ...] = ("sympy", "numpy", "torch")
+#: Column names every row must fill.
+BACKENDS: tuple[str, ...] = ("sympy", "numpy", "torch", "engine")
 
 
 def sympy_scalar_constant(text: str) -> sympy.Expr:
@@ -333,5 +535,5 @@ def sympy_scalar_constant(text: str) -> sympy.Expr:
         f.numerator, f.denominator)
 
 
-__all__ = ["Rule", "RULES", "FUNCTIONS", "BACKENDS", "ELEMENTWISE", "REDUCTION",
-           "LINALG", "COMPARISON", "sympy_scalar_constant"]
+__all__ = ["Rule", "EngineRule", "RULES", "FUNCTIONS", "BACKENDS", "ELEMENTWISE",
+           "REDUCTION", "LINALG", "COMPARISON", "sympy_scalar_constant"]

@@ -113,10 +113,25 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
         if w in errors:
             r = dataclasses.replace(r, status=ERROR, message=errors[w])
         results.append(r)
+    results = _grad_fn_parity(results)
     status, message, kind = _verdict(case, results)
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
                       seconds=time.perf_counter() - start, mode=ref.mode,
                       notes=tuple(dict.fromkeys(notes)), error_kind=kind)
+
+
+def _grad_fn_parity(results: list) -> list:
+    """The engine promises PyTorch's graph: a ``grad_fn`` graph that differs from torch's
+    (names, order, AccumulateGrad leaves) fails the engine witness."""
+    by = {r.witness: r for r in results}
+    engine, torch = by.get("engine"), by.get("torch")
+    if (engine is None or torch is None or engine.status != PASSED
+            or None in (engine.grad_fn, torch.grad_fn) or engine.grad_fn == torch.grad_fn):
+        return results
+    message = ("grad_fn graph differs from torch's: engine " + " <- ".join(engine.grad_fn)
+               + " | torch " + " <- ".join(torch.grad_fn))
+    failed = dataclasses.replace(engine, status=FAILED, message=message)
+    return [failed if r is engine else r for r in results]
 
 
 def _verdict(case: Case, results) -> tuple[str, str, str]:

@@ -74,10 +74,18 @@ def _lower(root: Node, symbols: dict[str, object], scalar: bool,
     return fold(root, visit, symbols)
 
 
+def _is_step_derivative(e) -> bool:
+    return isinstance(e, sympy.Derivative) and isinstance(e.expr, (sympy.sign,
+                                                                    sympy.Heaviside))
+
+
 def _clean(expr: sympy.Expr) -> sympy.Expr:
-    # Away from kinks the derivative of sign/Heaviside is 0; SymPy says DiracDelta.
+    # Away from kinks the derivative of sign/Heaviside is 0. SymPy says DiracDelta, or
+    # leaves Derivative(sign(f), x) unevaluated when it cannot tell that f is real.
     if expr.has(sympy.DiracDelta):
         expr = expr.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
+    if expr.has(sympy.Derivative):
+        expr = expr.replace(_is_step_derivative, lambda e: sympy.S.Zero)
     return expr
 
 

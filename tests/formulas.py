@@ -7,6 +7,8 @@ kinks (abs, relu, max, where...) are left in: sampling keeps points away from th
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import strategies as st
 
 INPUTS = {"x": (3,), "y": (2, 3), "s": ()}
@@ -48,6 +50,8 @@ def expressions(draw, depth: int = 3):
         b, sb = draw(expressions(depth - 1))
         template = draw(st.sampled_from(_BINARY))
         extra = [(2, 3)] if template.startswith("where") else []
+        if extra and not any(re.search(rf"\b{n}\b", a + b) for n in INPUTS):
+            a, sa = "x", (3,)  # a condition between two constants never switches
         try:
             shape = _broadcast(sa, sb, *extra)
         except ValueError:  # shapes that do not broadcast: reduce both operands
@@ -76,8 +80,6 @@ def expressions(draw, depth: int = 3):
 def formulas(draw, depth: int = 3):
     """A case table: a random formula over x, y, s with a random gradient."""
     text, shape = draw(expressions(depth))
-    import re
-
     used = {n: list(s) for n, s in INPUTS.items() if re.search(rf"\b{n}\b", text)}
     if not used:
         text, used = f"({text}) * x", {"x": [3]}

@@ -674,7 +674,7 @@ BASE = '[[case]]\nname = "a"\ninputs.x = [3]\ninputs.s = []\nlet.h = "x * 2"\n'
     ('expr = "sum(x)"\nrtol = "tight"', r"rtol must be a non-negative number, got 'tight'"),
     ('expr = "sum(x)"\nrtol = false', r"rtol must be a non-negative number"),
     ('expr = "sum(x)"\nwitnesses = ["symbolic", "jax"]',
-     r"witnesses must be a list drawn from symbolic, torch, numeric"),
+     r"witnesses must be a list drawn from symbolic, engine, torch, numeric"),
     ('expr = "sum(x)"\nwitnesses = 3', r"witnesses must be a list"),
     ('expr = "sum(x)"\nexpect = "maybe"', r'expect must be "pass" or "fail", got \'maybe\''),
     ('expr = "sum(x)"\nexpect = true', r'expect must be "pass" or "fail"'),

@@ -328,17 +328,20 @@ def test_json_report_has_the_documented_schema(capsys, passing, tmp_path):
         assert isinstance(case["name"], str) and isinstance(case["message"], str)
         assert isinstance(case["witnesses"], dict)
         for name, w in case["witnesses"].items():
-            assert name in ("torch", "numeric")
+            assert name in ("engine", "torch", "numeric")
             assert SCHEMA_WITNESS <= set(w), w.keys()
             assert w["status"] in ("passed", "failed", "error")
             assert isinstance(w["max_abs_err"], float) and w["max_abs_err"] >= 0
             assert isinstance(w["max_rel_err"], float) and w["max_rel_err"] >= 0
             assert w["worst_index"] is None or isinstance(w["worst_index"], str)
-            if name == "torch":
+            if name in ("torch", "engine"):
                 assert w["grad_fn"] and all(isinstance(g, str) for g in w["grad_fn"])
                 assert w["grad_fn"][-1] == "AccumulateGrad"
             else:
                 assert w["grad_fn"] is None
+        if "engine" in case["witnesses"] and case["status"] == "passed":
+            assert case["witnesses"]["engine"]["grad_fn"] == \
+                case["witnesses"]["torch"]["grad_fn"]
     layer = next(c for c in report["cases"] if c["name"] == "layer")
     assert layer["file"] == str(passing / "b.toml")
     assert "MmBackward0" in layer["witnesses"]["torch"]["grad_fn"]

@@ -17,7 +17,7 @@ def test_random_formulas_agree_across_witnesses(table):
     case = case_from_dict({"name": "random", **table})
     result = check(case)
     assert result.status == "passed", (table["expr"], result.message, result.notes)
-    assert {w.witness for w in result.witnesses} == {"torch", "numeric"}
+    assert {w.witness for w in result.witnesses} == {"engine", "torch", "numeric"}
 
 
 @settings(max_examples=100)

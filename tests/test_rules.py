@@ -93,7 +93,7 @@ def test_row_agrees_with_torch_and_finite_differences(name, dtype):
     case = make_case(expr, inputs, points=2)
     result = check(case, dtype)
     assert result.status == "passed", result.message
-    assert [w.witness for w in result.witnesses] == ["torch", "numeric"]
+    assert [w.witness for w in result.witnesses] == ["engine", "torch", "numeric"]
     assert all(w.checked > 0 for w in result.witnesses)
 
 

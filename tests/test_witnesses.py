@@ -41,7 +41,7 @@ def per_point(case) -> int:
     return n
 
 
-def assert_agree(result, witnesses=("torch", "numeric")):
+def assert_agree(result, witnesses=("engine", "torch", "numeric")):
     assert result.status == "passed", (result.message, result.notes)
     assert result.error_kind == ""
     assert [w.witness for w in result.witnesses] == list(witnesses)

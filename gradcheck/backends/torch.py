@@ -10,6 +10,7 @@ import torch
 from ..evaluation import Evaluation
 from ..rules import REDUCTION, RULES
 from ..tree import fold
+from . import grad_fn_chain
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 # Operators accept Python numbers as they are; functions get 0-d tensors of the run dtype.
@@ -45,21 +46,6 @@ def build(case, point: dict[str, np.ndarray], dtype: str):
 
     out = fold(case.output, visit)
     return out, leaves, retained
-
-
-def grad_fn_chain(y: torch.Tensor) -> tuple[str, ...]:
-    """Names of the nodes of ``y``'s backward graph, depth first from ``y.grad_fn``."""
-    names: list[str] = []
-    seen: set[int] = set()
-    stack = [y.grad_fn] if y.grad_fn is not None else []
-    while stack:
-        fn = stack.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        names.append(type(fn).__name__)
-        stack.extend(f for f, _ in reversed(fn.next_functions) if f is not None)
-    return tuple(names)
 
 
 def _numpy(t) -> np.ndarray | None:
