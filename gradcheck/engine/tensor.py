@@ -106,12 +106,9 @@ class Tensor:
                 is missing for a non-scalar or has the wrong shape, or the graph was freed
                 by an earlier backward.
         """
-        root = edge(self)
-        if root is None:
-            raise RuntimeError(
-                "element 0 of tensors does not require grad and does not have a grad_fn")
+        # PyTorch's order: the gradient is made or checked first, then the graph.
         if gradient is None:
-            if self.data.size != 1:
+            if self._requires_grad and self.data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             g = np.ones_like(self.data)
         else:
@@ -121,6 +118,10 @@ class Tensor:
                                    f"{_size(g.shape)} and output[0] has a shape of "
                                    f"{_size(self.shape)}.")
             g = g.astype(self.dtype, copy=False)
+        root = edge(self)
+        if root is None:
+            raise RuntimeError(
+                "element 0 of tensors does not require grad and does not have a grad_fn")
         run_backward(root, g, bool(retain_graph))
 
     # ------------------------------------------------------------------ conversions
