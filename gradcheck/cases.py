@@ -21,14 +21,18 @@ from .rules import FUNCTIONS
 from .tree import Node, differentiable_names
 
 DTYPES = ("float64", "float32")
-WITNESSES = ("symbolic", "engine", "torch", "numeric")
+WITNESSES = ("symbolic", "engine", "torch", "numeric", "op")
+FORMULA_WITNESSES = ("symbolic", "engine", "torch", "numeric")   # default for expr cases
+DEVICES = ("cpu", "cuda")
 DOMAINS = ("real", "positive", "nonnegative", "nonzero", "unit")
 GRADIENTS = ("scalar", "ones", "random")
 SUFFIXES = (".toml", ".yaml", ".yml")
 MAX_POINTS = 1000
 
 _DEFAULT_KEYS = {"dtype", "points", "seed", "atol", "rtol", "witnesses"}
-_CASE_KEYS = _DEFAULT_KEYS | {"name", "description", "expr", "inputs", "let", "gradient",
+_OP_KEYS = {"op", "reference", "args", "order", "device", "nondet_tol"}
+_CASE_KEYS = _DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
+                                         "gradient",
                               "retain_grad", "expect"}
 _INPUT_KEYS = {"shape", "domain", "value", "requires_grad"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -67,6 +71,13 @@ class Case:
     witnesses: tuple[str, ...] = WITNESSES
     expect: str = "pass"
     description: str = ""
+    op: str | None = None                      # "module:attr" of a custom op
+    outputs: tuple[Node, ...] = ()             # the reference, one node per op output
+    args: tuple = ()                           # extra positional arguments of the op
+    kwargs: dict = field(default_factory=dict)  # keyword arguments of the op
+    order: int = 1
+    device: str = "cpu"
+    nondet_tol: float = 0.0
 
     @property
     def input(self) -> dict[str, InputSpec]:
@@ -277,10 +288,21 @@ class _CaseReader:
         nodes: dict[str, Node] = {spec.name: Node("input", shape=spec.shape, name=spec.name)
                                   for spec in inputs}
         lets = self.read_lets(nodes)
-        if "expr" not in raw:
-            raise self.fail("a case needs expr, the formula to check")
-        output = parse(raw["expr"], nodes, file=self.file, case=name,
-                       line=self.lines.text(self.index, "expr"))
+        op = self.read_op()
+        key = "reference" if op else "expr"
+        if op and "expr" in raw:
+            raise self.fail("a case with op checks it against reference; expr is for "
+                            "formula cases", "expr")
+        if key not in raw:
+            raise self.fail("a case needs expr, the formula to check" if not op else
+                            "a case with op needs reference, the formula the op claims "
+                            "to compute", key)
+        texts = raw[key] if isinstance(raw[key], list) and op else [raw[key]]
+        if not texts:
+            raise self.fail("reference must name at least one formula", key)
+        outputs = tuple(parse(t, nodes, file=self.file, case=name,
+                              line=self.lines.text(self.index, key)) for t in texts)
+        output = outputs[0]
         retain = self.read_retain(nodes)
         reach = differentiable_names(output)
         if not any(s.requires_grad and s.name in reach for s in inputs):
@@ -295,15 +317,52 @@ class _CaseReader:
                 raise self.fail(f"retain_grad names {let!r}, but no input that requires "
                                 "grad reaches it, so it has no grad to retain",
                                 "retain_grad")
+        if op and len(outputs) > 1 and not isinstance(raw.get("gradient", "random"), str):
+            raise self.fail("an op with several outputs takes gradient = \"random\" or "
+                            "\"ones\"", "gradient")
+        args, kwargs = self.read_args() if op else ((), {})
         return Case(
-            name=name, file=self.file, line=self.lines.case(self.index), expr=raw["expr"],
+            name=name, file=self.file, line=self.lines.case(self.index),
+            expr=" ; ".join(map(str, texts)),
             inputs=inputs, lets=lets, nodes=nodes, output=output,
             gradient=self.read_gradient(output), retain_grad=retain,
             dtypes=self.read_dtypes(), points=self.read_int("points", 3, 1, MAX_POINTS),
             seed=self.read_int("seed", 0, 0, 2**63 - 1), atol=self.read_tol("atol"),
-            rtol=self.read_tol("rtol"), witnesses=self.read_witnesses(),
+            rtol=self.read_tol("rtol"), witnesses=self.read_witnesses(bool(op)),
             expect=self.read_expect(), description=str(raw.get("description", "")),
+            op=op, outputs=outputs, args=args, kwargs=kwargs,
+            order=self.read_int("order", 1, 1, 2), device=self.read_device(),
+            nondet_tol=self.read_tol("nondet_tol") or 0.0,
         )
+
+    def read_op(self) -> str | None:
+        op = self.raw.get("op")
+        if op is None:
+            present = sorted(k for k in _OP_KEYS & set(self.raw) if k != "device")
+            if present:
+                raise self.fail(f"{', '.join(present)} only apply to a case with op",
+                                present[0])
+            return None
+        if not isinstance(op, str) or not re.match(
+                r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$", op):
+            raise self.fail(f"op must be \"package.module:Name\", got {op!r}", "op")
+        return op
+
+    def read_args(self) -> tuple[tuple, dict]:
+        raw = self.raw.get("args", [])
+        if isinstance(raw, list):
+            return tuple(raw), {}
+        if isinstance(raw, dict):
+            return (), dict(raw)
+        raise self.fail("args must be a list (positional, after the inputs) or a table "
+                        "(keywords)", "args")
+
+    def read_device(self) -> str:
+        device = self.raw.get("device", "cpu")
+        if device not in DEVICES:
+            raise self.fail(f"device must be one of {', '.join(DEVICES)}, got {device!r}",
+                            "device")
+        return device
 
     def read_inputs(self) -> tuple[InputSpec, ...]:
         raw = self.raw.get("inputs")
@@ -436,12 +495,14 @@ class _CaseReader:
             raise self.fail(f"{key} must be a non-negative number, got {value!r}", key)
         return float(value)
 
-    def read_witnesses(self) -> tuple[str, ...]:
-        raw = self.get("witnesses", list(WITNESSES))
+    def read_witnesses(self, op: bool = False) -> tuple[str, ...]:
+        raw = self.get("witnesses", ["op"] if op else list(FORMULA_WITNESSES))
         raw = [raw] if isinstance(raw, str) else raw
         if not isinstance(raw, list) or any(w not in WITNESSES for w in raw):
             raise self.fail(f"witnesses must be a list drawn from {', '.join(WITNESSES)}, "
                             f"got {raw!r}", "witnesses")
+        if "op" in raw and not op:
+            raise self.fail("the op witness needs op = \"module:Name\"", "witnesses")
         return tuple(w for w in WITNESSES if w in raw or w == "symbolic")
 
     def read_expect(self) -> str:

@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .report import FORMATS
 
     p = argparse.ArgumentParser(
         prog="gradcheck",
@@ -42,7 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--points", type=int, help="override the number of points per case")
     run.add_argument("--witness", action="append", choices=["engine", "torch", "numeric"],
                      help="only these witnesses (repeatable)")
-    run.add_argument("--format", default="text", choices=["text", "json"])
+    run.add_argument("--format", default="text", choices=FORMATS,
+                     help="report format (default text); under GitHub Actions failures "
+                          "are also printed as ::error annotations")
     run.add_argument("--output", metavar="FILE", help="write the report to FILE")
     run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                      help="time limit per case and dtype (default 300)")
@@ -112,13 +115,25 @@ def _cmd_run(args) -> int:
     color = (args.output is None and sys.stdout.isatty()
              and "NO_COLOR" not in os.environ)
     text = render(result, args.format, color=color, verbose=args.verbose)
+    annotations = []
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from .report.annotations import github_annotations
+
+        annotations = github_annotations(result)
     if args.output:
         write_atomic(args.output, text)
+        for line in annotations:
+            print(line)
         s = result.summary
         print(f"{s['passed']} passed, {s['failed']} failed, {s['errored']} errored, "
               f"{s['skipped']} skipped; report written to {args.output}")
     else:
         sys.stdout.write(text)
+        # keep a JSON/JUnit/Markdown document on stdout whole: the runner reads
+        # workflow commands from stderr too
+        stream = sys.stdout if args.format == "text" else sys.stderr
+        for line in annotations:
+            print(line, file=stream)
     code = exit_code(result)
     if args.exit_zero and code == ExitCode.MISMATCH:
         return ExitCode.OK

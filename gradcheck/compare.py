@@ -50,8 +50,12 @@ class Tally:
     def add(self, got: Evaluation, ref: Evaluation, point: int) -> None:
         if got.grad_fn is not None and self.grad_fn is None:
             self.grad_fn = got.grad_fn
-        obtained = got.quantities()
-        for quantity, expected in ref.quantities().items():
+        self.add_quantities(got.quantities(), ref.quantities(), point, got.error)
+
+    def add_quantities(self, obtained: dict, expected_all: dict, point: int,
+                       bounds: dict | None = None) -> None:
+        """Compare ``obtained`` with ``expected_all`` quantity by quantity (by name)."""
+        for quantity, expected in expected_all.items():
             value = obtained.get(quantity)
             if expected is None:  # no differentiable path: .grad must stay None
                 if value is not None:
@@ -66,7 +70,7 @@ class Tally:
                 continue
             self._compare(quantity, np.asarray(value, dtype=float),
                           np.asarray(expected, dtype=float),
-                          None if got.error is None else got.error.get(quantity), point)
+                          None if bounds is None else bounds.get(quantity), point)
 
     def _compare(self, quantity, value, expected, bound, point) -> None:
         if value.shape != expected.shape:

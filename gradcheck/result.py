@@ -48,6 +48,7 @@ class WitnessResult:
     mismatched: int = 0            # elements outside tolerance
     grad_fn: tuple[str, ...] | None = None
     message: str = ""
+    diagnosis: str = ""            # what a wrong gradient looks like (sign, factor, ...)
 
     @property
     def worst_index(self) -> str | None:
@@ -62,7 +63,7 @@ class WitnessResult:
             "worst": self.worst.to_dict() if self.worst else None,
             "checked": self.checked, "mismatched": self.mismatched,
             "grad_fn": list(self.grad_fn) if self.grad_fn is not None else None,
-            "message": self.message,
+            "message": self.message, "diagnosis": self.diagnosis,
         })
 
 

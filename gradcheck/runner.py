@@ -19,7 +19,7 @@ from .backends import witness
 from .cases import Case, read_paths
 from .compare import Tally
 from .errors import CaseFileError, GradcheckError
-from .result import ERROR, FAILED, PASSED, CaseResult, RunResult
+from .result import ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunResult
 from .sampling import case_rng, sample
 
 DEFAULT_TIMEOUT = 300.0  # seconds one case (one dtype) may take
@@ -82,6 +82,8 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
     notes: list[str] = []
     try:
         with _time_limit(timeout):
+            if case.op is not None:
+                return _op_result(case, dtype, cache, base, start)
             ref = _reference(case, cache)
             for i in range(case.points):
                 point = sample(case, dtype, i)
@@ -120,6 +122,28 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
                       notes=tuple(dict.fromkeys(notes)), error_kind=kind)
 
 
+def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) -> CaseResult:
+    from .opcheck import run_op_case
+
+    try:
+        results = run_op_case(case, dtype, cache)
+    except CaseTimeout:
+        raise
+    except GradcheckError:
+        raise
+    except Exception as exc:  # the user's op raised: that is the case's error
+        tb = traceback.format_exc(limit=-3)
+        return CaseResult(**base, status=ERROR, error_kind="case", mode="op",
+                          message=f"the op raised {type(exc).__name__}: {exc}\n{tb}",
+                          seconds=time.perf_counter() - start)
+    if all(r.status == SKIPPED for r in results):
+        return CaseResult(**base, status=SKIPPED, witnesses=tuple(results), mode="op",
+                          message=results[0].message, seconds=time.perf_counter() - start)
+    status, message, kind = _verdict(case, results)
+    return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
+                      seconds=time.perf_counter() - start, mode="op", error_kind=kind)
+
+
 def _grad_fn_parity(results: list) -> list:
     """The engine promises PyTorch's graph: a ``grad_fn`` graph that differs from torch's
     (names, order, AccumulateGrad leaves) fails the engine witness."""
@@ -139,12 +163,15 @@ def _verdict(case: Case, results) -> tuple[str, str, str]:
     failed = [r for r in results if r.status == FAILED]
     if errored:
         return ERROR, "; ".join(f"{r.witness}: {r.message}" for r in errored), "internal"
+    def explain(r) -> str:
+        return f"{r.witness}: {r.message}" + (f" ({r.diagnosis})" if r.diagnosis else "")
+
     if case.expect == "fail":
         if failed:
-            return PASSED, "caught as expected: " + ", ".join(r.witness for r in failed), ""
+            return PASSED, "caught as expected: " + "; ".join(map(explain, failed)), ""
         return FAILED, "expected a mismatch (expect = \"fail\"), but every witness agreed", ""
     if failed:
-        return FAILED, "; ".join(f"{r.witness}: {r.message}" for r in failed), ""
+        return FAILED, "; ".join(map(explain, failed)), ""
     return PASSED, "", ""
 
 

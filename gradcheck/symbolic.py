@@ -158,7 +158,15 @@ class Reference:
                  for n, d in zip(self.wrt, partials)}
         retained = {n: unbroadcast(v_body * d, case.nodes[n].shape)
                     for n, d in zip(case.retain_grad, partials[len(self.wrt):])}
-        return Evaluation(value, grads, retained)
+        scale = {f"{n}.grad": unbroadcast(np.abs(v_body * d), case.input[n].shape)
+                 for n, d in zip(self.wrt, partials)}
+        xs = {spec.name: x for spec, x in zip(case.inputs, args)}
+        body_scale = np.abs(body_value) + sum(
+            (np.abs(d.reshape(padded) * xs[n]).reshape(shape)
+             for n, d in zip(self.wrt, partials)), np.zeros(shape))
+        scale["value"] = body_scale if top is None else np.asarray(
+            RULES[top.op].numpy(body_scale, top.axis, top.keepdims))
+        return Evaluation(value, grads, retained, scale=scale)
 
     # ------------------------------------------------------------------ expanded
     def _build_expanded(self) -> None:
@@ -202,16 +210,29 @@ class Reference:
                 np.array(names, dtype=object), _compile(args, exprs) if exprs else None)
 
     @staticmethod
-    def _vjp(jac, args, v_flat, sizes: dict) -> dict:
+    def _vjp(jac, args, v_flat, sizes: dict, absolute: bool = False) -> dict:
+        """vᵀJ by input name (or |v|ᵀ|J| with ``absolute``) from the non-zero entries."""
         rows, cols, names, fn = jac
         out = {name: np.zeros(size) for name, size in sizes.items()}
         if fn is None:
             return out
         values = np.asarray(fn(*args), dtype=float).reshape(-1)
+        if absolute:
+            values, v_flat = np.abs(values), np.abs(v_flat)
         for name in out:
             mask = names == name
             np.add.at(out[name], cols[mask], v_flat[rows[mask]] * values[mask])
         return out
+
+    def _row_scale(self, args, value) -> np.ndarray:
+        """|y| + |J|·|x| per output element: the forward's conditioning."""
+        rows, cols, names, fn = self._jac
+        out = np.abs(value).reshape(-1).copy()
+        if fn is not None:
+            flat = {s.name: np.abs(a) for s, a in zip(self.case.inputs, args)}
+            x = np.array([flat[n][c] for n, c in zip(names, cols)])
+            np.add.at(out, rows, np.abs(np.asarray(fn(*args), dtype=float).reshape(-1)) * x)
+        return out.reshape(value.shape)
 
     def _evaluate_expanded(self, point, v) -> Evaluation:
         case = self.case
@@ -225,13 +246,17 @@ class Reference:
         flat = self._vjp(self._jac, args, v_flat,
                          {n: int(np.prod(s, dtype=np.int64)) for n, s in sizes.items()})
         grads = {n: flat[n].reshape(sizes[n]) for n in self.wrt}
+        magnitude = self._vjp(self._jac, args, v_flat, {n: int(np.prod(s, dtype=np.int64))
+                                                        for n, s in sizes.items()}, True)
+        scale = {f"{n}.grad": magnitude[n].reshape(sizes[n]) for n in self.wrt}
+        scale["value"] = self._row_scale(args, value)
         retained = {}
         for name, h_fn, jac in self._retained:
             shape = case.nodes[name].shape
             h_args = args + [np.asarray(h_fn(*args), dtype=float).reshape(-1)]
             size = int(np.prod(shape, dtype=np.int64))
             retained[name] = self._vjp(jac, h_args, v_flat, {None: size})[None].reshape(shape)
-        return Evaluation(value, grads, retained)
+        return Evaluation(value, grads, retained, scale=scale)
 
     # ------------------------------------------------------------------ public
     def evaluate(self, point: dict[str, np.ndarray], v: np.ndarray) -> Evaluation:
@@ -243,6 +268,38 @@ class Reference:
                 out = self._evaluate_expanded(point, np.asarray(v, dtype=float))
         out.grads.update(dict.fromkeys(self.unreached))
         return out
+
+    def hvp(self, point: dict[str, np.ndarray], v: np.ndarray,
+            u: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Exact Hessian-vector product of vᵀy: for each input x_i,
+        Σ_j ∂²(vᵀy)/∂x_i∂x_j · u_j (what double backward computes).
+
+        Raises:
+            UnsupportedOpError: the formula is not elementwise (not yet supported).
+        """
+        if self.mode != "elementwise":
+            raise UnsupportedOpError("order = 2 needs an elementwise reference (possibly "
+                                     "under a final sum/mean)")
+        case, shape = self.case, self.body.shape
+        if not hasattr(self, "_second"):
+            syms = {s.name: _symbol(s.name) for s in case.inputs}
+            body = _lower(self.body, syms, scalar=True)
+            pairs = [(a, b) for a in self.wrt for b in self.wrt]
+            exprs = [_clean(sympy.diff(body, syms[a], syms[b])) for a, b in pairs]
+            self._second = (pairs, _compile([syms[s.name] for s in case.inputs], exprs))
+        pairs, fn = self._second
+        ndim = max(1, len(shape))
+        padded = (1,) * (ndim - len(shape)) + shape
+        args = [np.reshape(point[s.name], (1,) * (ndim - len(s.shape)) + s.shape)
+                for s in case.inputs]
+        with np.errstate(all="ignore"):
+            values = [np.broadcast_to(np.asarray(r, dtype=float), padded).reshape(shape)
+                      for r in fn(*args)]
+        v_body = top_cotangent(self.top, np.asarray(v, dtype=float), shape)
+        out = {n: np.zeros(shape) for n in self.wrt}
+        for (a, b), d2 in zip(pairs, values):
+            out[a] = out[a] + d2 * np.broadcast_to(u[b], shape)
+        return {n: unbroadcast(v_body * out[n], case.input[n].shape) for n in self.wrt}
 
     def derivative_text(self) -> dict[str, str]:
         """Human-readable derivatives (elementwise mode), for ``explain`` and reports."""

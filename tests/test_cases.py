@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradcheck.cases import (WITNESSES, Case, case_files, load_cases, read_file,
+from gradcheck.cases import (FORMULA_WITNESSES, WITNESSES, Case, case_files, load_cases, read_file,
                              read_paths)
 from gradcheck.errors import CaseFileError
 
@@ -114,7 +114,7 @@ def test_full_toml(tmp_path):
     assert soft.expr == "sum(log(1 + exp(x)))"
     assert soft.dtypes == ("float64", "float32")
     assert (soft.points, soft.seed, soft.atol, soft.rtol) == (5, 7, 1e-6, None)
-    assert soft.witnesses == WITNESSES
+    assert soft.witnesses == FORMULA_WITNESSES
     assert soft.expect == "pass"
     assert soft.gradient == "scalar"          # scalar output
     assert soft.lets == () and soft.retain_grad == ()

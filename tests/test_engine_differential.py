@@ -231,3 +231,14 @@ def test_the_differential_property_catches_a_broken_vjp(monkeypatch, row, vjp):
         rule, engine=dataclasses.replace(rule.engine, vjps=tuple(vjps))))
     with pytest.raises((AssertionError, ExceptionGroup)):
         test_random_programs_are_indistinguishable_from_torch()
+
+
+def test_a_second_backward_that_stops_at_a_freed_node_ran_the_ready_leaves_first():
+    # Found by the property above: PyTorch runs AccumulateGrad nodes before the others
+    # that are ready, so x1.grad has already grown when AbsBackward0 finds its saved
+    # tensor freed.
+    program = ({"x0": np.array(0.5), "x1": np.array(0.25)}, {"x0": True, "x1": True},
+               [("unary", "abs"), ("binary", "add", "x1", True)], -1, "twice")
+    engine, torch_side = execute("engine", program), execute("torch", program)
+    assert_same(engine, torch_side)
+    assert engine["calls"][1][1]["x1"] == 2.0

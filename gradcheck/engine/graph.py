@@ -11,6 +11,8 @@ input's gradient is summed back over broadcast axes to the input's shape.
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import threading
 
 import numpy as np
@@ -60,11 +62,19 @@ class no_grad(contextlib.ContextDecorator):
 
 # --------------------------------------------------------------------------- nodes
 
+_SEQUENCE = itertools.count()
+
+
 class Node:
     """One step of the backward pass. ``apply(grad)`` returns one gradient (or ``None``)
     per entry of ``next_functions``; ``_meta`` holds each input's (shape, dtype)."""
 
-    __slots__ = ("next_functions", "_meta", "_retained", "__weakref__")
+    __slots__ = ("next_functions", "_meta", "_retained", "_seq", "__weakref__")
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        self._seq = next(_SEQUENCE)     # creation order: PyTorch's sequence_nr
+        return self
 
     def name(self) -> str:
         return type(self).__name__
@@ -203,10 +213,12 @@ def run_backward(root: Node, grad: np.ndarray, retain_graph: bool = False) -> No
                 stack.append(child)
 
     grads = {root: grad}
-    ready = [root]
+    # PyTorch's order among ready nodes: AccumulateGrad first, then the node created
+    # last. It shows when a second backward stops at a freed node part way.
+    ready = [_priority(root)]
     with np.errstate(all="ignore"):   # PyTorch returns inf/nan silently, so do we
         while ready:
-            node = ready.pop()
+            node = heapq.heappop(ready)[2]
             g = grads.pop(node, None)
             if g is not None:
                 if node._retained is not None:
@@ -224,7 +236,11 @@ def run_backward(root: Node, grad: np.ndarray, retain_graph: bool = False) -> No
                 if child is not None:
                     deps[child] -= 1
                     if deps[child] == 0:
-                        ready.append(child)
+                        heapq.heappush(ready, _priority(child))
+
+
+def _priority(node: Node) -> tuple:
+    return (not isinstance(node, AccumulateGrad), -node._seq, node)
 
 
 def _retain(tensor, g) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-FORMATS = ("text", "json")
+FORMATS = ("text", "json", "junit", "markdown")
 
 
 def render(result, fmt: str, *, color: bool = False, verbose: bool = False) -> str:
@@ -15,4 +15,12 @@ def render(result, fmt: str, *, color: bool = False, verbose: bool = False) -> s
         from .text import render_text
 
         return render_text(result, color=color, verbose=verbose)
+    if fmt == "junit":
+        from .junit import render_junit
+
+        return render_junit(result)
+    if fmt == "markdown":
+        from .markdown import render_markdown
+
+        return render_markdown(result)
     raise ValueError(f"unknown format {fmt!r}")

@@ -1,0 +1,58 @@
+"""GitHub Actions error annotations: one ``::error`` workflow command per case that
+failed or errored, so the check shows up on the case file's line in the pull request.
+
+Escaping follows the runner's rules: in the message ``%`` ``\\r`` ``\\n`` become ``%25``
+``%0D`` ``%0A``; in a property value ``:`` and ``,`` also become ``%3A`` and ``%2C``.
+A newline therefore never ends the command, so case text cannot start a command of its
+own; other control characters (which could drive the log viewer) become ``?``."""
+
+from __future__ import annotations
+
+from ..result import ERROR, FAILED, PASSED
+from . import details
+
+
+def _printable(text) -> str:
+    return "".join(ch if ch.isprintable() or ch in "\r\n\t" else "?" for ch in str(text))
+
+
+def escape_data(text) -> str:
+    """A workflow command's message."""
+    return (_printable(text).replace("%", "%25").replace("\r", "%0D")
+            .replace("\n", "%0A"))
+
+
+def escape_property(text) -> str:
+    """A workflow command's property value (``file=``, ``line=``, ``title=``)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _message(case) -> str:
+    lines = [case.message] if case.message else []
+    for w in case.witnesses:
+        if w.status == PASSED:
+            continue
+        if w.message and w.message not in case.message:
+            lines.append(f"{w.witness}: {w.message}")
+        if w.worst is not None:
+            lines.append(f"{w.witness} worst {details.worst(w)}")
+        diag = details.diagnosis(w)
+        if diag:
+            lines.append(f"{w.witness} diagnosis: {diag}")
+    return "\n".join(lines) or case.status
+
+
+def github_annotations(result) -> list[str]:
+    """The ``::error`` lines for ``result`` (without newlines), in report order."""
+    out = []
+    for case in result.cases:
+        if case.status not in (FAILED, ERROR):
+            continue
+        props = []
+        if case.file:
+            props.append(f"file={escape_property(case.file)}")
+        if case.line:
+            props.append(f"line={int(case.line)}")
+        props.append(f"title={escape_property('gradcheck ' + details.title(case))}")
+        out.append(f"::error {','.join(props)}::{escape_data(_message(case))}")
+    return out

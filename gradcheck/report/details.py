@@ -1,0 +1,100 @@
+"""Plain-text pieces the CI renderers share: a case's title and location, a witness's
+worst element, and the full diagnosis of a case that did not pass.
+
+Everything here returns raw text (case names and messages as the case file wrote them);
+each renderer escapes for its own format."""
+
+from __future__ import annotations
+
+from ..result import PASSED
+
+
+def title(case) -> str:
+    """``name[dtype]``, the way pytest names a parametrized test (a case-file error has
+    no dtype: just the name)."""
+    return f"{case.name}[{case.dtype}]" if case.dtype and case.dtype != "-" else str(case.name)
+
+
+def where(case) -> str:
+    """``file:line`` (or the file alone when the line is unknown)."""
+    return f"{case.file}:{case.line}" if case.line else str(case.file)
+
+
+def worst(w) -> str:
+    """One line for a witness's worst element, or ``""`` when it has none."""
+    wr = w.worst
+    if wr is None:
+        return ""
+    return (f"{w.worst_index} at point {wr.point}: obtained {wr.obtained:.10g}, "
+            f"expected {wr.expected:.10g}, tolerance {wr.tolerance:.2g}")
+
+
+def diagnosis(w) -> str:
+    # WitnessResult.diagnosis is being added; older results simply have none.
+    return str(getattr(w, "diagnosis", "") or "")
+
+
+def first_line(text: str, default: str = "") -> str:
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else default
+
+
+def headline(case) -> str:
+    """A one-line summary of why a case did not pass (for attributes and titles)."""
+    failing = [w for w in case.witnesses if w.status != PASSED]
+    if case.message:
+        return first_line(case.message, case.status)
+    for w in failing:
+        if w.message:
+            return f"{w.witness}: {first_line(w.message)}"
+    return case.status
+
+
+def failing_witnesses(case) -> list:
+    return [w for w in case.witnesses if w.status != PASSED]
+
+
+def witness_lines(w) -> list[str]:
+    """Everything known about one witness that did not pass, one item a line."""
+    out = [f"witness {w.witness}: {w.status}"]
+    if w.message:
+        out += [f"  message: {line}" if i == 0 else f"           {line}"
+                for i, line in enumerate(str(w.message).splitlines())]
+    if w.worst is not None:
+        wr = w.worst
+        out += [f"  worst element: {w.worst_index}",
+                f"    quantity:  {wr.quantity}",
+                f"    index:     ({', '.join(map(str, wr.index))})",
+                f"    point:     {wr.point}",
+                f"    obtained:  {wr.obtained:.17g}",
+                f"    expected:  {wr.expected:.17g}",
+                f"    tolerance: {wr.tolerance:.3g}"]
+    if w.checked:
+        out.append(f"  mismatched: {w.mismatched} / {w.checked} elements; "
+                   f"max abs err {w.max_abs_err:.3g}, max rel err {w.max_rel_err:.3g}")
+    diag = diagnosis(w)
+    if diag:
+        out += [f"  diagnosis: {line}" if i == 0 else f"             {line}"
+                for i, line in enumerate(diag.splitlines())]
+    if w.grad_fn is not None:
+        out.append(f"  grad_fn: {' <- '.join(w.grad_fn) or '-'}")
+    return out
+
+
+def full_text(case) -> str:
+    """The whole diagnosis of one case: what a CI system shows under a failed test."""
+    out = [f"{title(case)} at {where(case)}: {case.status}"
+           + (' (expect = "fail")' if case.expect == "fail" else "")]
+    if case.message:
+        out += str(case.message).splitlines()
+    for w in case.witnesses:
+        if w.status != PASSED:
+            out += witness_lines(w)
+    agreed = [f"{w.witness} {w.max_rel_err:.1e}" for w in case.witnesses
+              if w.status == PASSED]
+    if agreed:
+        out.append("agreed (max rel err): " + ", ".join(agreed))
+    if case.mode or case.points:
+        out.append(f"reference: {case.mode or '-'}; {case.points} point(s), seed {case.seed}")
+    out += [f"note: {n}" for n in case.notes]
+    return "\n".join(out)

@@ -1,0 +1,84 @@
+"""JUnit XML report, shaped as pytest's ``junit_family=xunit1`` writes it (the family
+that keeps ``file`` and ``line``), so CI systems show one test per case and dtype.
+
+Case names and messages come from user files: ElementTree escapes markup, and
+:func:`xml_text` replaces every character XML 1.0 forbids (most control characters,
+lone surrogates, U+FFFE/U+FFFF) with a visible ``\\xNN`` / ``\\uNNNN``, so the document
+is always well-formed."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import PurePosixPath
+
+from ..result import ERROR, FAILED, PASSED, SKIPPED
+from . import details
+
+SUITE = "gradcheck"
+
+# Char ::= #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
+# (DEL and the C1 controls are allowed but discouraged by XML 1.0: escaped too.)
+_NOT_XML = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _visible(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def xml_text(value) -> str:
+    """``value`` as text that XML 1.0 can hold (ElementTree escapes the markup)."""
+    return _NOT_XML.sub(_visible, str(value))
+
+
+def classname(file: str) -> str:
+    """``cases/ops/swish.toml`` -> ``cases.ops.swish``, as pytest names a module."""
+    path = str(file or "").replace("\\", "/")
+    parts = [p for p in PurePosixPath(path).parts if p not in ("/", ".", "")]
+    if parts:
+        parts[-1] = PurePosixPath(parts[-1]).stem or parts[-1]
+    return ".".join(p.strip(".") or "_" for p in parts) or SUITE
+
+
+def _seconds(s: float) -> str:
+    return f"{max(float(s), 0.0):.3f}"
+
+
+def _testcase(case) -> ET.Element:
+    attrs = {"classname": classname(case.file), "name": details.title(case),
+             "file": case.file or ""}
+    if case.line:
+        attrs["line"] = str(case.line)
+    attrs["time"] = _seconds(case.seconds)
+    node = ET.Element("testcase", {k: xml_text(v) for k, v in attrs.items()})
+    if case.status == PASSED:
+        if case.message or case.notes:  # e.g. "caught as expected: torch"
+            out = ET.SubElement(node, "system-out")
+            out.text = xml_text("\n".join([case.message, *case.notes]).strip())
+        return node
+    tag = {FAILED: "failure", ERROR: "error", SKIPPED: "skipped"}[case.status]
+    child = ET.SubElement(node, tag, message=xml_text(details.headline(case)))
+    if case.status == FAILED:
+        child.set("type", "gradcheck.GradientMismatch")
+    elif case.status == ERROR:
+        child.set("type", f"gradcheck.{case.error_kind or 'internal'}_error")
+    else:
+        child.set("type", "gradcheck.skip")
+    child.text = xml_text(details.full_text(case))
+    return node
+
+
+def render_junit(result) -> str:
+    s = result.summary
+    suite = ET.Element("testsuite", {
+        "name": SUITE, "errors": str(s["errored"]), "failures": str(s["failed"]),
+        "skipped": str(s["skipped"]), "tests": str(len(result.cases)),
+        "time": _seconds(result.seconds)})
+    for case in result.cases:
+        suite.append(_testcase(case))
+    root = ET.Element("testsuites", name=SUITE)
+    root.append(suite)
+    ET.indent(root)
+    return ('<?xml version="1.0" encoding="utf-8"?>\n'
+            + ET.tostring(root, encoding="unicode") + "\n")

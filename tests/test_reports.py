@@ -1,0 +1,492 @@
+"""The CI-facing reports (issue 4, "CI outputs"): JUnit XML, Markdown for a pull-request
+comment, and GitHub Actions ``::error`` annotations. Built from hand-made RunResults
+(every status, expect = "fail", hostile names), then end to end through the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gradcheck.cli import ExitCode, main
+from gradcheck.report import FORMATS, render
+from gradcheck.report.annotations import escape_data, escape_property, github_annotations
+from gradcheck.report.junit import classname, render_junit, xml_text
+from gradcheck.report.markdown import cell, render_markdown
+from gradcheck.result import (ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunResult,
+                              WitnessResult, Worst)
+
+HOSTILE = "evil <b>&amp;\"'</b> ]]> \x1b[31mred\x00\x07 |pipe| [x](javascript:1) *e* @me\nline2"
+FORBIDDEN = ["\x00", "\x07", "\x1b"]
+DIAGNOSIS = "sign flipped: obtained = -1 x expected"
+
+
+def with_diagnosis(w: WitnessResult, text: str) -> WitnessResult:
+    """``w`` carrying a diagnosis, whether or not WitnessResult has that field yet."""
+    if "diagnosis" in {f.name for f in dataclasses.fields(w)}:
+        return dataclasses.replace(w, diagnosis=text)
+    object.__setattr__(w, "diagnosis", text)
+    return w
+
+
+WORST = Worst(quantity="x.grad", index=(1, 2), obtained=0.5, expected=-0.5,
+              tolerance=1e-7, point=2)
+
+
+def ok(name: str, rel: float = 1e-16) -> WitnessResult:
+    return WitnessResult(name, PASSED, max_abs_err=rel, max_rel_err=rel, checked=6)
+
+
+def make_result() -> RunResult:
+    bad = with_diagnosis(
+        WitnessResult("op", FAILED, max_abs_err=1.0, max_rel_err=2.0, worst=WORST,
+                      checked=6, mismatched=6,
+                      message="6 / 6 elements differ; worst x.grad[1,2]"), DIAGNOSIS)
+    cases = (
+        CaseResult("square", "cases/basic.toml", 3, "float64", PASSED,
+                   witnesses=(ok("engine"), ok("torch"), ok("numeric", 3e-13)),
+                   seconds=0.25, mode="elementwise", points=2),
+        CaseResult("swish-flipped", "cases/ops/wrong.toml", 12, "float32", FAILED,
+                   witnesses=(bad, ok("torch", 4e-8)), seconds=0.5, mode="expanded",
+                   message="op: 6 / 6 elements differ; worst x.grad[1,2]", points=3),
+        CaseResult("broken", "cases/bad.yaml", 7, "-", ERROR, error_kind="case",
+                   message="cases/bad.yaml:7: case 'broken': invalid expression\n"
+                           "  sum(x ** )"),
+        CaseResult("on-gpu", "cases/gpu.toml", 2, "float64", SKIPPED,
+                   message="no CUDA device"),
+        CaseResult("caught", "cases/ops/wrong.toml", 20, "float64", PASSED, expect="fail",
+                   witnesses=(bad, ok("torch")), message="caught as expected: op"),
+        CaseResult("agreed", "cases/ops/wrong.toml", 30, "float64", FAILED, expect="fail",
+                   witnesses=(ok("op"),),
+                   message='expected a mismatch (expect = "fail"), but every witness agreed'),
+        CaseResult(HOSTILE, "cases/evil<&>.toml", 1, "float64", FAILED,
+                   witnesses=(with_diagnosis(dataclasses.replace(bad, message=HOSTILE),
+                                             HOSTILE),),
+                   message=HOSTILE, notes=(HOSTILE,)),
+    )
+    return RunResult(cases, seconds=1.25)
+
+
+RESULT = make_result()
+
+
+# --------------------------------------------------------------------------- JUnit
+
+def parse(xml: str) -> ET.Element:
+    return ET.fromstring(xml.encode("utf-8"))
+
+
+def test_formats_include_the_ci_formats():
+    assert {"junit", "markdown"} <= set(FORMATS)
+    assert render(RESULT, "junit") == render_junit(RESULT)
+    assert render(RESULT, "markdown") == render_markdown(RESULT)
+
+
+def test_junit_parses_and_counts_match_the_summary():
+    xml = render_junit(RESULT)
+    assert xml.startswith('<?xml version="1.0" encoding="utf-8"?>')
+    root = parse(xml)
+    assert root.tag == "testsuites"
+    (suite,) = root
+    assert suite.tag == "testsuite" and suite.get("name") == "gradcheck"
+    s = RESULT.summary
+    assert suite.get("tests") == str(len(RESULT.cases)) == "7"
+    assert suite.get("failures") == str(s["failed"]) == "3"
+    assert suite.get("errors") == str(s["errored"]) == "1"
+    assert suite.get("skipped") == str(s["skipped"]) == "1"
+    assert float(suite.get("time")) == 1.25
+    cases = suite.findall("testcase")
+    assert len(cases) == len(RESULT.cases)
+    assert len(suite.findall("testcase/failure")) == 3
+    assert len(suite.findall("testcase/error")) == 1
+    assert len(suite.findall("testcase/skipped")) == 1
+
+
+def test_junit_one_testcase_per_case_and_dtype():
+    cases = parse(render_junit(RESULT)).findall("testsuite/testcase")
+    names = [c.get("name") for c in cases]
+    assert names[:6] == ["square[float64]", "swish-flipped[float32]", "broken",
+                         "on-gpu[float64]", "caught[float64]", "agreed[float64]"]
+    first = cases[0]
+    assert first.attrib == {"classname": "cases.basic", "name": "square[float64]",
+                            "file": "cases/basic.toml", "line": "3", "time": "0.250"}
+    assert cases[1].get("classname") == "cases.ops.wrong"
+    for c in cases:
+        float(c.get("time"))
+    assert list(first) == []                    # a pass has no child
+    # caught as expect = "fail" said: a pass, with what was caught
+    caught = cases[4]
+    assert caught.find("failure") is None and "caught as expected" in caught.find("system-out").text
+
+
+def test_junit_failure_carries_message_worst_element_and_diagnosis():
+    cases = parse(render_junit(RESULT)).findall("testsuite/testcase")
+    failure = cases[1].find("failure")
+    assert failure.get("message") == "op: 6 / 6 elements differ; worst x.grad[1,2]"
+    body = failure.text
+    for needle in ("swish-flipped[float32] at cases/ops/wrong.toml:12",
+                   "witness op: failed", "6 / 6 elements differ",
+                   "quantity:  x.grad", "index:     (1, 2)", "point:     2",
+                   "obtained:  0.5", "expected:  -0.5", "tolerance: 1e-07",
+                   f"diagnosis: {DIAGNOSIS}", "agreed (max rel err): torch 4.0e-08"):
+        assert needle in body, needle
+    agreed = cases[5].find("failure")
+    assert "every witness agreed" in agreed.get("message")
+    assert 'expect = "fail"' in agreed.text
+
+
+def test_junit_error_and_skipped_carry_messages():
+    cases = parse(render_junit(RESULT)).findall("testsuite/testcase")
+    error = cases[2].find("error")
+    assert error.get("message") == "cases/bad.yaml:7: case 'broken': invalid expression"
+    assert "sum(x ** )" in error.text and error.get("type") == "gradcheck.case_error"
+    skipped = cases[3].find("skipped")
+    assert skipped.get("message") == "no CUDA device"
+
+
+def test_junit_escapes_hostile_text_and_stays_well_formed():
+    xml = render_junit(RESULT)
+    for ch in FORBIDDEN:
+        assert ch not in xml
+    assert "<b>" not in xml and "]]>" not in xml
+    hostile = parse(xml).findall("testsuite/testcase")[6]
+    shown = xml_text(HOSTILE)
+    assert hostile.get("name") == shown + "[float64]"
+    assert '<b>&amp;"\'</b> ]]>' in hostile.get("name")
+    assert "\\x1b[31mred\\x00\\x07" in hostile.get("name")
+    assert hostile.get("file") == "cases/evil<&>.toml"
+    failure = hostile.find("failure")
+    assert failure.get("message") == xml_text(HOSTILE.splitlines()[0])
+    assert failure.text.count(shown.splitlines()[1]) >= 3      # message, witness, note
+
+
+@pytest.mark.parametrize("text", ["\x00", "\x08\x0b\x0c\x1f", "\ud800", "\ufffe\uffff",
+                                  "\x7f\x85"])
+def test_xml_text_removes_what_xml_forbids(text):
+    out = xml_text(f"a{text}b")
+    assert out.startswith("a") and out.endswith("b") and text not in out
+    case = dataclasses.replace(RESULT.cases[1], name=text, message=text)
+    parse(render_junit(RunResult((case,))))          # well-formed whatever the text
+    render_junit(RunResult((case,))).encode("utf-8")  # and writable as UTF-8
+
+
+def test_xml_text_keeps_what_xml_allows():
+    text = "tab\tnl\ncr\r é ✓ 𝔸 \ud7ff \ue000"
+    assert xml_text(text) == text
+
+
+@pytest.mark.parametrize("file, expected", [
+    ("cases/ops/swish.toml", "cases.ops.swish"), ("a.yaml", "a"),
+    ("/abs/dir/c.toml", "abs.dir.c"), ("./x/y.toml", "x.y"), ("win\\d\\e.toml", "win.d.e"),
+    ("", "gradcheck"),
+])
+def test_classname_is_the_dotted_file_path(file, expected):
+    assert classname(file) == expected
+
+
+def _junit_shape(root: ET.Element) -> dict[str, set[str]]:
+    """Every element tag with the attribute names it carries."""
+    shape: dict[str, set[str]] = {}
+    for el in root.iter():
+        shape.setdefault(el.tag, set()).update(el.attrib)
+    return shape
+
+
+def test_junit_has_the_shape_pytest_writes(tmp_path):
+    """pytest's own junitxml (family xunit1, the one with file and line; captured output
+    as system-out) on a pass, a failure, an error and a skip: ours uses the same
+    elements and attributes."""
+    (tmp_path / "test_sample.py").write_text(textwrap.dedent("""
+        import pytest
+
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("setup")
+
+        def test_pass():
+            print("out")
+
+        def test_fail():
+            assert 1 == 2
+
+        def test_error(broken):
+            pass
+
+        def test_skip():
+            pytest.skip("why")
+    """))
+    report = tmp_path / "pytest.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    "-o", "junit_family=xunit1", "-o", "junit_logging=system-out", f"--junitxml={report}",
+                    str(tmp_path / "test_sample.py")], cwd=tmp_path, capture_output=True,
+                   check=False)
+    theirs = _junit_shape(ET.parse(report).getroot())
+    ours = _junit_shape(parse(render_junit(RESULT)))
+    assert {"testsuites", "testsuite", "testcase", "failure", "error", "skipped"} \
+        <= set(ours) <= set(theirs)
+    for tag, attrs in ours.items():
+        extra = attrs - theirs[tag] - {"type"}    # the schema allows type everywhere
+        assert not extra, (tag, extra)
+    for tag in ("testsuite", "testcase"):
+        missing = theirs[tag] - ours[tag] - {"timestamp", "hostname"}
+        assert not missing, (tag, missing)
+    for tag in ("failure", "error", "skipped"):
+        assert "message" in ours[tag]
+
+
+def test_junitparser_reads_it():
+    junitparser = pytest.importorskip("junitparser")
+    xml = junitparser.JUnitXml.fromstring(render_junit(RESULT))
+    suites = list(xml) if isinstance(xml, junitparser.JUnitXml) else [xml]
+    (suite,) = suites
+    assert (suite.name, suite.tests, suite.failures, suite.errors, suite.skipped) == \
+        ("gradcheck", 7, 3, 1, 1)
+    kinds = {}
+    for case in suite:
+        kinds[case.name] = [type(r).__name__ for r in case.result]
+    assert kinds["square[float64]"] == []
+    assert kinds["swish-flipped[float32]"] == ["Failure"]
+    assert kinds["broken"] == ["Error"]
+    assert kinds["on-gpu[float64]"] == ["Skipped"]
+    failed = next(c for c in suite if c.name == "swish-flipped[float32]")
+    (failure,) = failed.result
+    assert failure.message.startswith("op: 6 / 6") and DIAGNOSIS in failure.text
+
+
+# --------------------------------------------------------------------------- Markdown
+
+def _table_rows(md: str, header_start: str) -> list[str]:
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return rows
+
+
+def _cells(row: str) -> list[str]:
+    return re.split(r"(?<!\\)\|", row)[1:-1]
+
+
+def test_markdown_title_and_problem_table():
+    md = render_markdown(RESULT)
+    title = md.splitlines()[0]
+    assert title.startswith("## ❌ gradcheck: 2 passed, 3 failed, 1 errored, 1 skipped")
+    rows = _table_rows(md, "| status | case | dtype | location | witness")
+    # the failed, errored, skipped and hostile cases; passes (caught included) left out
+    assert len(rows) == 5
+    assert all(len(_cells(r)) == 7 for r in rows)
+    flipped = _cells(rows[0])
+    assert "failed" in flipped[0] and "swish\\-flipped" not in flipped[1]
+    assert "swish-flipped" in flipped[1] and flipped[2].strip() == "float32"
+    assert "cases/ops/wrong.toml:12" in flipped[3] and flipped[4].strip() == "op"
+    assert flipped[5].strip() == cell(
+        "x.grad[1,2] at point 2: obtained 0.5, expected -0.5, tolerance 1e-07", code=True)
+    assert "6 / 6 elements differ" in flipped[6] and DIAGNOSIS in flipped[6]
+    assert "error" in _cells(rows[1])[0] and "invalid expression<br>" in _cells(rows[1])[6]
+    assert "skipped" in _cells(rows[2])[0] and "no CUDA device" in _cells(rows[2])[6]
+
+
+def test_markdown_details_has_every_case_and_each_witness_error():
+    md = render_markdown(RESULT)
+    assert "<details>" in md and "</details>" in md
+    head = "| status | case | dtype | location | engine | torch | numeric | op | time |"
+    assert head in md.splitlines()
+    rows = _table_rows(md, head)
+    assert len(rows) == len(RESULT.cases)
+    square = [c.strip() for c in _cells(rows[0])]
+    assert square[4:8] == ["1.0e-16", "1.0e-16", "3.0e-13", "-"]
+    assert _cells(rows[1])[7].strip() == "2.0e+00 ❌"
+    assert _cells(rows[2])[4].strip() == "-"               # the errored case ran nothing
+
+
+def test_markdown_escapes_hostile_text():
+    md = render_markdown(RESULT)
+    for ch in FORBIDDEN:
+        assert ch not in md
+    allowed = re.sub(r"</?(code|br|details|summary)>", "", md)
+    assert "<" not in allowed and ">" not in allowed          # no HTML from user text
+    assert "&lt;b&gt;&amp;amp;&quot;&#x27;&lt;/b&gt;" in md
+    assert "\\|pipe\\|" in md and "\\[x\\](javascript:1)" in md and "\\*e\\*" in md
+    hostile = [r for r in _table_rows(md, "| status | case | dtype | location | witness")
+               if "evil" in r]
+    assert len(hostile) == 1 and len(_cells(hostile[0])) == 7   # one line, seven cells
+    assert "<br>line2" in hostile[0]
+
+
+def test_markdown_cell_escapes_pipes_and_newlines():
+    assert cell("a|b\nc\r\nd") == "a\\|b<br>c<br>d"
+    assert cell("x", code=True) == "<code>x</code>"
+    assert cell("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
+    assert cell("a\\|b") == "a\\\\\\|b"
+    assert cell("y" * 50, limit=10) == "y" * 9 + "…"
+
+
+def test_markdown_all_passed():
+    md = render_markdown(RunResult(RESULT.cases[:1], seconds=0.5))
+    assert md.startswith("## ✅ gradcheck: 1 passed, 0 failed, 0 errored, 0 skipped")
+    assert "| witness |" not in md and "<details>" in md
+
+
+def test_markdown_stays_under_githubs_comment_limit():
+    many = RunResult(tuple(dataclasses.replace(RESULT.cases[0], name=f"case-{i}" + "x" * 80)
+                           for i in range(2000)))
+    md = render_markdown(many)
+    assert len(md) < 65536 and "more |" in md
+
+
+# --------------------------------------------------------------------------- annotations
+
+def test_annotation_escaping_is_exact():
+    assert escape_data("100% a\r\nb: c, d") == "100%25 a%0D%0Ab: c, d"
+    assert escape_property("a:b,c%d\r\ne") == "a%3Ab%2Cc%25d%0D%0Ae"
+    assert escape_data("%0A") == "%250A"                 # no double decoding
+    assert escape_data("a\x1bb\x00") == "a?b?"
+
+
+def test_annotations_for_failed_and_errored_cases_only():
+    lines = github_annotations(RESULT)
+    assert len(lines) == 4                               # flipped, broken, agreed, hostile
+    assert all("\n" not in line and "\r" not in line for line in lines)
+    assert lines[0] == (
+        "::error file=cases/ops/wrong.toml,line=12,title=gradcheck swish-flipped[float32]::"
+        "op: 6 / 6 elements differ; worst x.grad[1,2]"
+        "%0Aop worst x.grad[1,2] at point 2: obtained 0.5, expected -0.5, tolerance 1e-07"
+        f"%0Aop diagnosis: {DIAGNOSIS}")
+    assert lines[1].startswith("::error file=cases/bad.yaml,line=7,title=gradcheck broken::"
+                               "cases/bad.yaml:7: case 'broken': invalid expression%0A")
+    assert lines[2].startswith("::error file=cases/ops/wrong.toml,line=30,"
+                               "title=gradcheck agreed[float64]::expected a mismatch")
+    hostile = lines[3]
+    for ch in FORBIDDEN:
+        assert ch not in hostile
+    props, message = hostile[len("::error "):].split("::", 1)
+    assert props.startswith("file=cases/evil<&>.toml,line=1,title=gradcheck evil")
+    assert props.count(",") == 2 and "%0A" in props and "%2C" not in props.split(",")[0]
+    assert message.startswith("evil <b>&amp;") and "%0Aline2" in message
+
+
+def test_annotation_without_a_line_leaves_it_out():
+    case = dataclasses.replace(RESULT.cases[2], line=None, file="a,b:c.toml")
+    (line,) = github_annotations(RunResult((case,)))
+    assert line.startswith("::error file=a%2Cb%3Ac.toml,title=gradcheck broken::")
+
+
+# --------------------------------------------------------------------------- CLI
+
+CORRECT_BUT_EXPECT_FAIL = """\
+[[case]]
+name = "correct-but-expected-to-fail"
+expr = "sum(sin(x))"
+inputs.x = { shape = [3] }
+expect = "fail"
+points = 1
+"""
+
+PASSING = """\
+[[case]]
+name = "fine"
+expr = "sum(x**2)"
+inputs.x = { shape = [2] }
+points = 1
+"""
+
+
+@pytest.fixture
+def failing(tmp_path: Path) -> Path:
+    path = tmp_path / "ops.toml"
+    path.write_text(CORRECT_BUT_EXPECT_FAIL, encoding="utf-8")
+    return path
+
+
+def gc(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_prints_annotations_after_the_report_under_actions(capsys, failing, monkeypatch):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    code, out, _ = gc(capsys, "run", failing, "--witness", "torch")
+    assert code == ExitCode.MISMATCH
+    expected = (f"::error file={failing},line=1,"
+                "title=gradcheck correct-but-expected-to-fail[float64]::"
+                'expected a mismatch (expect = "fail"), but every witness agreed')
+    lines = out.splitlines()
+    assert lines[-1] == expected
+    assert lines[-2].startswith("0 passed, 1 failed")         # the report came first
+
+
+def test_cli_annotations_before_the_summary_with_output(capsys, failing, monkeypatch,
+                                                         tmp_path):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    report = tmp_path / "reports" / "gradcheck.xml"
+    code, out, _ = gc(capsys, "run", failing, "--witness", "torch", "--format", "junit",
+                      "--output", report)
+    assert code == ExitCode.MISMATCH
+    lines = out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"::error file={failing},line=1,title=gradcheck ")
+    assert lines[1].startswith("0 passed, 1 failed, 0 errored, 0 skipped; report written")
+
+
+def test_cli_machine_format_on_stdout_keeps_annotations_off_it(capsys, failing,
+                                                                monkeypatch):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    code, out, err = gc(capsys, "run", failing, "--witness", "torch", "--format", "junit")
+    parse(out)                                                # stdout is the document
+    assert "::error" not in out and err.count("::error file=") == 1
+
+
+@pytest.mark.parametrize("value", [None, "false", "1"])
+def test_cli_no_annotations_outside_actions(capsys, failing, monkeypatch, value):
+    if value is None:
+        monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    else:
+        monkeypatch.setenv("GITHUB_ACTIONS", value)
+    code, out, err = gc(capsys, "run", failing, "--witness", "torch")
+    assert code == ExitCode.MISMATCH and "::error" not in out + err
+
+
+def test_cli_no_annotations_when_everything_passes(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    path = tmp_path / "fine.toml"
+    path.write_text(PASSING, encoding="utf-8")
+    code, out, err = gc(capsys, "run", path, "--witness", "torch")
+    assert code == ExitCode.OK and "::error" not in out + err
+
+
+def test_cli_junit_output_end_to_end(capsys, tmp_path, failing, monkeypatch):
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    path = tmp_path / "fine.toml"
+    path.write_text(PASSING, encoding="utf-8")
+    report = tmp_path / "out" / "gradcheck.xml"
+    code, out, _ = gc(capsys, "run", path, failing, "--witness", "torch", "--witness",
+                      "engine", "--format", "junit", "--output", report)
+    assert code == ExitCode.MISMATCH
+    assert out.splitlines() == [f"1 passed, 1 failed, 0 errored, 0 skipped; "
+                                f"report written to {report}"]
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
+    fine, bad = suite.findall("testcase")
+    assert fine.get("name") == "fine[float64]" and fine.find("failure") is None
+    assert bad.get("file") == str(failing) and bad.get("line") == "1"
+    assert "every witness agreed" in bad.find("failure").get("message")
+    assert re.search(r"agreed \(max rel err\): .*torch \d", bad.find("failure").text)
+
+
+def test_cli_markdown_end_to_end(capsys, failing, monkeypatch):
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    code, out, _ = gc(capsys, "run", failing, "--witness", "torch", "--format", "markdown")
+    assert code == ExitCode.MISMATCH
+    assert out.startswith("## ❌ gradcheck: 0 passed, 1 failed, 0 errored, 0 skipped")
+    assert "correct\\-but" not in out and "correct-but-expected-to-fail" in out
+    assert cell(f"{failing}:1") in out and "<details>" in out
