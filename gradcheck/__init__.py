@@ -29,5 +29,20 @@ def run(paths, **options):
     return _run(paths, **options)
 
 
-__all__ = ["__version__", "run", "load_cases", "GradcheckError", "CaseFileError",
+def check_op(op, reference, inputs, **options):
+    """Check a custom op against its formula; see :func:`gradcheck.testing.check_op`."""
+    from .testing import check_op as _check_op
+
+    return _check_op(op, reference, inputs, **options)
+
+
+def assert_op(op, reference, inputs, **options):
+    """Like :func:`check_op`, raising :class:`GradientMismatch` on a failure."""
+    __tracebackhide__ = True
+    from .testing import assert_op as _assert_op
+
+    return _assert_op(op, reference, inputs, **options)
+
+
+__all__ = ["__version__", "run", "load_cases", "check_op", "assert_op", "GradcheckError", "CaseFileError",
            "UnsupportedOpError", "GradientMismatch"]

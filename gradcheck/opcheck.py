@@ -80,7 +80,7 @@ class OpCheck:
     def __init__(self, case, dtype: str, cache: dict):
         self.case, self.dtype = case, dtype
         self.refs = references(case, cache)
-        self.kind = kind_of(load(case.op, case.file))
+        self.kind = kind_of(load(case.op, case.file) if isinstance(case.op, str) else case.op)
         self.runner = Runner(case, self.kind, dtype, case.device)
         self.tallies = {c: Tally("op", dtype, case.atol, case.rtol) for c in CHECKS}
         # (obtained, expected, expected with v = ones) per point and v, for diagnosis

@@ -132,7 +132,7 @@ def test_junit_failure_carries_message_worst_element_and_diagnosis():
     body = failure.text
     for needle in ("swish-flipped[float32] at cases/ops/wrong.toml:12",
                    "witness op: failed", "6 / 6 elements differ",
-                   "quantity:  x.grad", "index:     (1, 2)", "point:     2",
+                   "quantity:  x.grad", "index:     [1, 2]", "point:     2",
                    "obtained:  0.5", "expected:  -0.5", "tolerance: 1e-07",
                    f"diagnosis: {DIAGNOSIS}", "agreed (max rel err): torch 4.0e-08"):
         assert needle in body, needle
@@ -372,6 +372,12 @@ def test_annotations_for_failed_and_errored_cases_only():
     assert props.startswith("file=cases/evil<&>.toml,line=1,title=gradcheck evil")
     assert props.count(",") == 2 and "%0A" in props and "%2C" not in props.split(",")[0]
     assert message.startswith("evil <b>&amp;") and "%0Aline2" in message
+
+
+def test_annotation_does_not_repeat_what_the_message_says():
+    case = dataclasses.replace(RESULT.cases[1], message=f"op: differs ({DIAGNOSIS})")
+    (line,) = github_annotations(RunResult((case,)))
+    assert line.count(DIAGNOSIS) == 1 and line.count("6 / 6 elements differ") == 1
 
 
 def test_annotation_without_a_line_leaves_it_out():

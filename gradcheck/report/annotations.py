@@ -37,7 +37,7 @@ def _message(case) -> str:
         if w.worst is not None:
             lines.append(f"{w.witness} worst {details.worst(w)}")
         diag = details.diagnosis(w)
-        if diag:
+        if diag and diag not in case.message:
             lines.append(f"{w.witness} diagnosis: {diag}")
     return "\n".join(lines) or case.status
 

@@ -26,7 +26,7 @@ def worst(w) -> str:
     if wr is None:
         return ""
     return (f"{w.worst_index} at point {wr.point}: obtained {wr.obtained:.10g}, "
-            f"expected {wr.expected:.10g}, tolerance {wr.tolerance:.2g}")
+            f"expected {wr.expected:.10g}, tolerance {wr.tolerance:.3g}")
 
 
 def diagnosis(w) -> str:
@@ -41,10 +41,9 @@ def first_line(text: str, default: str = "") -> str:
 
 def headline(case) -> str:
     """A one-line summary of why a case did not pass (for attributes and titles)."""
-    failing = [w for w in case.witnesses if w.status != PASSED]
     if case.message:
         return first_line(case.message, case.status)
-    for w in failing:
+    for w in failing_witnesses(case):
         if w.message:
             return f"{w.witness}: {first_line(w.message)}"
     return case.status
@@ -64,7 +63,7 @@ def witness_lines(w) -> list[str]:
         wr = w.worst
         out += [f"  worst element: {w.worst_index}",
                 f"    quantity:  {wr.quantity}",
-                f"    index:     ({', '.join(map(str, wr.index))})",
+                f"    index:     [{', '.join(map(str, wr.index))}]",
                 f"    point:     {wr.point}",
                 f"    obtained:  {wr.obtained:.17g}",
                 f"    expected:  {wr.expected:.17g}",
