@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="report format (default text); under GitHub Actions failures "
                           "are also printed as ::error annotations")
     run.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    run.add_argument("--device", choices=["cpu", "cuda"],
+                     help="run ops and the torch witness on this device (cases on an "
+                          "absent device are skipped)")
     run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                      help="time limit per case and dtype (default 300)")
     run.add_argument("--exit-zero", action="store_true",
@@ -109,6 +112,7 @@ def _cmd_run(args) -> int:
 
     result = run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
                  points=args.points, witnesses=args.witness, timeout=args.timeout,
+                 device=args.device,
                  progress=progress)
     if tty:
         print("\r\033[K", end="", file=sys.stderr, flush=True)

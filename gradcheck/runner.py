@@ -80,6 +80,10 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
     tallies = {w: Tally(w, dtype, case.atol, case.rtol) for w in witnesses}
     errors: dict[str, str] = {}
     notes: list[str] = []
+    if case.device != "cpu" and not _device_present(case.device):
+        return CaseResult(**base, status=SKIPPED, seconds=time.perf_counter() - start,
+                          message=f"device = {case.device!r}, but no such device is "
+                                  "present here")
     try:
         with _time_limit(timeout):
             if case.op is not None:
@@ -122,6 +126,12 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
                       notes=tuple(dict.fromkeys(notes)), error_kind=kind)
 
 
+def _device_present(device: str) -> bool:
+    import torch
+
+    return device == "cuda" and torch.cuda.is_available()
+
+
 def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) -> CaseResult:
     from .opcheck import run_op_case
 
@@ -136,9 +146,6 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
         return CaseResult(**base, status=ERROR, error_kind="case", mode="op",
                           message=f"the op raised {type(exc).__name__}: {exc}\n{tb}",
                           seconds=time.perf_counter() - start)
-    if all(r.status == SKIPPED for r in results):
-        return CaseResult(**base, status=SKIPPED, witnesses=tuple(results), mode="op",
-                          message=results[0].message, seconds=time.perf_counter() - start)
     status, message, kind = _verdict(case, results)
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
                       seconds=time.perf_counter() - start, mode="op", error_kind=kind)
@@ -184,7 +191,8 @@ def file_error(exc: CaseFileError) -> CaseResult:
 
 def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None = None,
            seed: int | None = None, points: int | None = None,
-           witnesses: Iterable[str] | None = None) -> list[tuple[Case, str]]:
+           witnesses: Iterable[str] | None = None,
+           device: str | None = None) -> list[tuple[Case, str]]:
     """Apply command-line overrides: the (case, dtype) runs to do, in order."""
     runs = []
     for case in cases:
@@ -195,6 +203,8 @@ def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None =
             changes["seed"] = seed
         if points is not None:
             changes["points"] = points
+        if device is not None:
+            changes["device"] = device
         if witnesses:
             wanted = set(witnesses)
             changes["witnesses"] = tuple(w for w in case.witnesses if w in wanted)
@@ -208,6 +218,7 @@ def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None =
 def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str | None = None,
         seed: int | None = None, points: int | None = None,
         witnesses: Iterable[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT,
+        device: str | None = None,
         progress: Callable[[int, int, CaseResult], None] | None = None) -> RunResult:
     """Run every case under ``paths``.
 
@@ -220,7 +231,7 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
     results = [file_error(e) for e in errors
                if not keyword or e.case is None or keyword in e.case]
     runs = select(cases, keyword=keyword, dtype=dtype, seed=seed, points=points,
-                  witnesses=witnesses)
+                  witnesses=witnesses, device=device)
     cache: dict = {}
     for n, (case, d) in enumerate(runs, 1):
         result = run_case(case, d, cache=cache, timeout=timeout)

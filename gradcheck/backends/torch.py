@@ -20,7 +20,7 @@ _OPERATORS = {"add", "sub", "mul", "div", "pow", "neg", "lt", "le", "gt", "ge"}
 def build(case, point: dict[str, np.ndarray], dtype: str):
     """Forward in torch: (output, leaves by name, retained lets by name)."""
     tdtype = DTYPES[dtype]
-    leaves = {s.name: torch.tensor(point[s.name], dtype=tdtype,
+    leaves = {s.name: torch.tensor(point[s.name], dtype=tdtype, device=case.device,
                                    requires_grad=s.requires_grad) for s in case.inputs}
     retained: dict[str, torch.Tensor] = {}
 
@@ -38,8 +38,8 @@ def build(case, point: dict[str, np.ndarray], dtype: str):
             return value
         rule = RULES[node.op]
         if node.op not in _OPERATORS:
-            args = [a if isinstance(a, torch.Tensor) else torch.tensor(a, dtype=tdtype)
-                    for a in args]
+            args = [a if isinstance(a, torch.Tensor) else
+                    torch.tensor(a, dtype=tdtype, device=case.device) for a in args]
         if rule.kind == REDUCTION:
             return rule.torch(args[0], node.axis, node.keepdims)
         return rule.torch(*args)
@@ -49,7 +49,7 @@ def build(case, point: dict[str, np.ndarray], dtype: str):
 
 
 def _numpy(t) -> np.ndarray | None:
-    return None if t is None else t.detach().to(torch.float64).numpy().copy()
+    return None if t is None else t.detach().cpu().to(torch.float64).numpy().copy()
 
 
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evaluation:
@@ -57,7 +57,7 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evalua
     if isinstance(case.gradient, str) and case.gradient == "scalar":
         y.backward()
     else:
-        y.backward(torch.tensor(np.asarray(v), dtype=DTYPES[dtype]))
+        y.backward(torch.tensor(np.asarray(v), dtype=DTYPES[dtype], device=case.device))
     return Evaluation(
         value=_numpy(y),
         grads={s.name: _numpy(leaves[s.name].grad) for s in case.inputs if s.requires_grad},
