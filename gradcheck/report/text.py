@@ -20,7 +20,12 @@ def printable(text: str) -> str:
 def _errs(case) -> str:
     parts = []
     for w in case.witnesses:
-        err = "error" if w.status == ERROR else f"{w.max_rel_err:.1e}"
+        if w.status == ERROR:
+            err = "error"
+        elif w.status == FAILED and not w.max_rel_err:
+            err = "FAIL"    # a failure that is not an element error (a shape, a None)
+        else:
+            err = f"{w.max_rel_err:.1e}"
         parts.append(f"{w.witness} {err}")
     return "  ".join(parts)
 

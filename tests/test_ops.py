@@ -1,0 +1,395 @@
+"""Custom ops: the bundled examples (cases/ops) pass, each deliberately wrong op is caught
+with its own diagnosis, and the ways an op can break the run (import failure, an
+exception, the wrong number of gradients, an absent device, nondeterminism, a wrong
+double backward) give the right status."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from gradcheck.cases import load_cases
+from gradcheck.opcheck import OpCheck
+from gradcheck.runner import run, run_case
+
+OPS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "ops.toml"
+CASES = {c.name: c for c in load_cases(OPS)}
+CORRECT = [n for n, c in CASES.items() if c.expect == "pass"]
+DTYPES = ("float64", "float32")
+
+#: wrong op -> (the check that fails, a phrase only its diagnosis holds)
+WRONG = {
+    "swish-sign-flipped": ("backward", "has its sign flipped"),
+    "half-square-factor-2": ("backward", "is 2 times the exact gradient"),
+    "row-sum-squares-mean": ("backward", "is 1/5 of the exact gradient (5 = the size of "
+                                         "axis 1 of x): mean instead of sum?"),
+    "mul-swapped": ("backward", "x.grad and y.grad are swapped"),
+    "linear-transposed-W": ("backward", "W.grad is the transpose of the exact gradient"),
+    "linear-bias-not-summed": ("shapes", "broadcasting not summed back (sum over axis 0)"),
+    "tanh-ignores-grad-output": ("backward", "x.grad ignores grad_output"),
+    "leaky-relu-wrong-branch": ("backward", "x.grad is right at"),
+}
+#: what identifies each kind of diagnosis (regular expressions), to tell one from another
+KINDS = (r"sign flipped", r"\d times the exact gradient", r"\d of the exact gradient",
+         r"are swapped", r"was returned for", r"transpose of", r"broadcasting not summed",
+         r"ignores grad_output", r"is right at", r"is zero but")
+
+
+def kinds(text: str) -> set[str]:
+    return {k for k in KINDS if re.search(k, text)}
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    """Every bundled op case in both dtypes, run once: {(name, dtype): CaseResult}."""
+    cache: dict = {}
+    return {(n, d): run_case(CASES[n], d, cache=cache, timeout=None)
+            for n in CASES for d in CASES[n].dtypes}
+
+
+def test_every_bundled_case_runs_in_both_dtypes():
+    assert set(WRONG) | {"swish-no-double-backward"} == {
+        n for n, c in CASES.items() if c.expect == "fail"}
+    assert all(c.dtypes == DTYPES for c in CASES.values())
+    kinds = {c.op for c in CASES.values()}
+    assert {"myops:EngineSoftplus", "myops:log_softmax", "myops:SinCos"} <= kinds
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", CORRECT)
+def test_correct_op_passes_without_diagnosis(bundled, name, dtype):
+    result = bundled[name, dtype]
+    assert result.status == "passed", result.message
+    assert result.witnesses and all(w.status == "passed" for w in result.witnesses)
+    assert not any(w.diagnosis for w in result.witnesses)
+    # Asked anyway, the diagnosis finds nothing wrong (no false alarm).
+    check = OpCheck(CASES[name], dtype, {})
+    check.run()
+    assert check.samples and check.diagnosis() == ""
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(WRONG))
+def test_wrong_op_is_caught_with_its_own_diagnosis(bundled, name, dtype):
+    check, phrase = WRONG[name]
+    result = bundled[name, dtype]
+    assert result.status == "passed" and result.message.startswith("caught as expected")
+    failed = result.witness(f"op.{check}")
+    assert failed.status == "failed"
+    assert phrase in failed.diagnosis
+    own = kinds(phrase)
+    assert len(own) == 1
+    for w in result.witnesses:  # no other kind of diagnosis, on any check
+        assert kinds(w.diagnosis) <= own, w.diagnosis
+    assert f"({failed.diagnosis})" in result.message
+    # Without expect = "fail", the same op fails the case.
+    plain = run_case(dataclasses.replace(CASES[name], expect="pass"), dtype, timeout=None)
+    assert plain.status == "failed"
+
+
+def test_broadcast_bias_is_summed_by_autograd_and_caught_by_shapes(bundled):
+    result = bundled["linear-bias-not-summed", "float64"]
+    assert result.witness("op.backward").status == "passed"  # autograd summed it back
+    shapes = result.witness("op.shapes")
+    assert shapes.message == ("LinearBiasNotSummed.backward returned a gradient of shape "
+                              "[4, 5] for b of shape [5]")
+
+
+def test_wrong_branch_names_the_fraction_of_right_elements(bundled):
+    diagnosis = bundled["leaky-relu-wrong-branch", "float64"].witness("op.backward").diagnosis
+    assert "of 96 elements and wrong elsewhere: a wrong branch of a piecewise?" in diagnosis
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_double_backward(bundled, dtype):
+    good = bundled["swish-double-backward", dtype]
+    assert good.status == "passed" and good.witness("op.double").status == "passed"
+    assert good.witness("op.double").checked > 0
+    bad = bundled["swish-no-double-backward", dtype]
+    assert [w.witness for w in bad.witnesses if w.status == "failed"] == ["op.double"]
+
+
+def test_bundled_folder_run_is_clean():
+    result = run([OPS.parent], timeout=None)
+    assert result.summary["failed"] == result.summary["errored"] == 0
+    assert result.summary["passed"] == sum(len(c.dtypes) for c in CASES.values())
+
+
+# --------------------------------------------------------------------------- ops that break
+
+_counter = itertools.count()
+
+
+def run_ops(tmp_path: Path, source: str, cases: str):
+    """Write ``source`` as a fresh module and ``cases`` (``{mod}`` for its name) as a
+    case file next to it; run the file."""
+    module = f"user_ops_{next(_counter)}_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text("import torch\n\n" + textwrap.dedent(source))
+    path = tmp_path / "cases.toml"
+    path.write_text(textwrap.dedent(cases).replace("{mod}", module))
+    return {c.name: c for c in run([path], timeout=None).cases}
+
+
+GOOD = """
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+"""
+
+
+def test_an_op_that_cannot_be_imported_is_a_case_error_and_the_run_goes_on(tmp_path):
+    results = run_ops(tmp_path, GOOD, """
+        [[case]]
+        name = "missing-module"
+        op = "no_such_module_here:Op"
+        reference = "x ** 2"
+        inputs.x = { shape = [3] }
+
+        [[case]]
+        name = "missing-attribute"
+        op = "{mod}:NoSuchOp"
+        reference = "x ** 2"
+        inputs.x = { shape = [3] }
+
+        [[case]]
+        name = "fine"
+        op = "{mod}:Square"
+        reference = "x ** 2"
+        inputs.x = { shape = [3] }
+    """)
+    missing = results["missing-module"]
+    assert missing.status == "error" and missing.error_kind == "case"
+    assert "cannot import op 'no_such_module_here:Op'" in missing.message
+    assert "ModuleNotFoundError" in missing.message
+    attribute = results["missing-attribute"]
+    assert attribute.status == "error" and ":NoSuchOp'" in attribute.message
+    assert "AttributeError" in attribute.message
+    assert results["fine"].status == "passed"
+
+
+def test_an_op_that_raises_is_an_error(tmp_path):
+    results = run_ops(tmp_path, """
+        class Broken(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                raise ValueError("kernel not compiled for this shape")
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+
+        class BrokenBackward(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                raise RuntimeError("out of shared memory")
+    """, """
+        [[case]]
+        name = "forward-raises"
+        op = "{mod}:Broken"
+        reference = "x"
+        inputs.x = { shape = [3] }
+
+        [[case]]
+        name = "backward-raises"
+        op = "{mod}:BrokenBackward"
+        reference = "x"
+        inputs.x = { shape = [3] }
+        expect = "fail"
+    """)
+    forward = results["forward-raises"]
+    assert forward.status == "error"
+    assert "the op raised ValueError: kernel not compiled for this shape" in forward.message
+    backward = results["backward-raises"]  # an error is not a catch, even for expect fail
+    assert backward.status == "error" and "out of shared memory" in backward.message
+
+
+def test_wrong_number_of_gradients_names_the_function(tmp_path):
+    results = run_ops(tmp_path, """
+        class TooMany(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return 2 * x
+
+            @staticmethod
+            def backward(ctx, g):
+                return 2 * g, g
+
+
+        class TooFew(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y):
+                return x * y
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+
+        class ExtraNone(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return 2 * x
+
+            @staticmethod
+            def backward(ctx, g):
+                return 2 * g, None
+
+
+        import gradcheck.engine as engine
+
+
+        class EngineTooMany(engine.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return 2 * x
+
+            @staticmethod
+            def backward(ctx, g):
+                return 2 * g, g
+    """, """
+        [[case]]
+        name = "too-many"
+        op = "{mod}:TooMany"
+        reference = "2 * x"
+        inputs.x = { shape = [3] }
+
+        [[case]]
+        name = "too-few"
+        op = "{mod}:TooFew"
+        reference = "x * y"
+        inputs.x = { shape = [3] }
+        inputs.y = { shape = [3] }
+
+        [[case]]
+        name = "extra-none"
+        op = "{mod}:ExtraNone"
+        reference = "2 * x"
+        inputs.x = { shape = [3] }
+
+        [[case]]
+        name = "engine-too-many"
+        op = "{mod}:EngineTooMany"
+        reference = "2 * x"
+        inputs.x = { shape = [3] }
+    """)
+    for name, function in [("too-many", "TooManyBackward"), ("too-few", "TooFewBackward"),
+                           ("engine-too-many", "EngineTooManyBackward")]:
+        r = results[name]
+        assert r.status == "error", name
+        assert f"function {function} returned an incorrect number of gradients" in r.message
+    # PyTorch accepts a trailing None; op.shapes still says backward's return is wrong.
+    extra = results["extra-none"]
+    assert extra.status == "failed"
+    assert [w.witness for w in extra.witnesses if w.status == "failed"] == ["op.shapes"]
+    assert extra.witness("op.shapes").message == (
+        "ExtraNone.backward returned 2 gradients; forward took 1 inputs")
+
+
+def test_gradient_for_an_input_that_needs_none(tmp_path):
+    results = run_ops(tmp_path, """
+        class AlwaysBoth(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, w):
+                ctx.save_for_backward(x, w)
+                return w * x
+
+            @staticmethod
+            def backward(ctx, g):
+                x, w = ctx.saved_tensors
+                return w * g, x * g
+    """, """
+        [[case]]
+        name = "both"
+        op = "{mod}:AlwaysBoth"
+        reference = "w * x"
+        inputs.x = { shape = [3] }
+        inputs.w = { shape = [3], requires_grad = false }
+    """)
+    both = results["both"]
+    assert both.status == "failed"
+    assert "AlwaysBoth.backward returned a gradient for w, which needs none" in \
+        both.witness("op.shapes").message
+    assert both.witness("op.backward").status == "passed"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_cuda_case_without_a_gpu_is_skipped(tmp_path):
+    results = run_ops(tmp_path, GOOD, """
+        [[case]]
+        name = "on-gpu"
+        op = "{mod}:Square"
+        reference = "x ** 2"
+        inputs.x = { shape = [3] }
+        device = "cuda"
+        dtype = ["float64", "float32"]
+
+        [[case]]
+        name = "wrong-on-gpu"
+        op = "{mod}:Square"
+        reference = "x ** 3"
+        inputs.x = { shape = [3] }
+        device = "cuda"
+        expect = "fail"
+    """)
+    for r in results.values():
+        assert r.status == "skipped", r
+        assert "cuda" in r.message.lower() and "no" in r.message.lower()
+    summary = run([tmp_path / "cases.toml"], timeout=None).summary
+    assert summary["skipped"] == 3 and summary["failed"] == summary["errored"] == 0
+
+
+NOISY = """
+class NoisySquare(torch.autograd.Function):
+    \"\"\"A backward with a nondeterministic reduction order, modelled as noise.\"\"\"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g + 1e-12 * torch.randn_like(x)
+"""
+
+
+def test_nondeterministic_backward_and_nondet_tol(tmp_path):
+    results = run_ops(tmp_path, NOISY, """
+        [[case]]
+        name = "strict"
+        op = "{mod}:NoisySquare"
+        reference = "x ** 2"
+        inputs.x = { shape = [8] }
+
+        [[case]]
+        name = "tolerant"
+        op = "{mod}:NoisySquare"
+        reference = "x ** 2"
+        inputs.x = { shape = [8] }
+        nondet_tol = 1e-9
+    """)
+    strict = results["strict"]
+    assert strict.status == "failed"
+    assert [w.witness for w in strict.witnesses if w.status == "failed"] == ["op.determinism"]
+    tolerant = results["tolerant"]
+    assert tolerant.status == "passed", tolerant.message
+    assert tolerant.witness("op.determinism").checked > 0
