@@ -17,15 +17,18 @@ def test_bench_rows_cover_every_checker_and_size():
         assert ("torch.autograd.gradcheck fast_mode", n) in checkers
     assert ("gradcheck", 100) in checkers
     assert all(r.seconds > 0 and r.verified for r in rows)
-    passes = {r.checker for r in rows if r.workload.startswith("chain")}
-    assert passes == {"engine forward", "engine backward", "torch forward",
-                      "torch backward"}
+    from gradcheck.bench import CHAINS
+
+    for label in CHAINS:
+        passes = {r.checker for r in rows if r.workload.endswith(f"({label})")}
+        assert passes == {"engine forward", "engine backward", "torch forward",
+                          "torch backward"}
     table = markdown(rows)
     for r in rows:
         assert f"| {r.checker} |" in table
     ratios = engine_ratios(rows)
-    assert set(ratios) == {"engine backward / engine forward",
-                           "engine (forward+backward) / torch (forward+backward)"}
+    assert len(ratios) == 2 * len(CHAINS)
+    assert all(k.startswith("engine") and k.endswith("]") for k in ratios)
     assert all(v > 0 for v in ratios.values())
 
 
@@ -40,5 +43,5 @@ def test_bench_command_saves_json_and_markdown(tmp_path, monkeypatch, capsys):
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert {r["checker"] for r in saved["rows"]} >= {"gradcheck", "torch.autograd.gradcheck",
                                                      "engine forward"}
-    assert len(saved["ratios"]) == 2
+    assert len(saved["ratios"]) == 4
     assert (tmp_path / "bench.md").read_text() in capsys.readouterr().out
