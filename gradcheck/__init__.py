@@ -1,48 +1,50 @@
 """gradcheck: check gradients against the exact symbolic derivative.
 
 A formula is parsed once, lowered to a SymPy tree, differentiated by SymPy and compiled
-with lambdify; PyTorch autograd and finite differences are compared against that exact
-reference.
+with lambdify; gradcheck's own engine, PyTorch autograd, finite differences and a user's
+custom op are compared against that exact reference.
+
+Public API (imported on first use, so ``import gradcheck`` stays light):
+
+- :func:`check`, :func:`assert_gradients`: a formula, in a test;
+- :func:`check_op`, :func:`assert_op`: a custom autograd op against its formula;
+- :func:`run`, :func:`load_cases`: case files;
+- ``gradcheck.engine`` (``Tensor``, ``Function``, ``no_grad``), ``gradcheck.strategies``;
+- errors: :class:`GradcheckError` > :class:`CaseFileError`, :class:`UnsupportedOpError`,
+  :class:`GradientMismatch` (also an ``AssertionError``).
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
 
 from .errors import CaseFileError, GradcheckError, GradientMismatch, UnsupportedOpError
 
+__version__ = "0.1.0"
 
-def load_cases(path):
-    """The validated cases of a case file or folder (see :func:`gradcheck.cases.load_cases`)."""
-    from .cases import load_cases as _load
+_LAZY = {
+    "check": ("testing", "check"),
+    "assert_gradients": ("testing", "assert_gradients"),
+    "check_op": ("testing", "check_op"),
+    "assert_op": ("testing", "assert_op"),
+    "run": ("runner", "run"),
+    "load_cases": ("cases", "load_cases"),
+    "engine": ("engine", None),
+    "strategies": ("strategies", None),
+}
 
-    return _load(path)
-
-
-def run(paths, **options):
-    """Run the cases under ``paths``; returns a :class:`gradcheck.result.RunResult`.
-
-    Options: ``keyword``, ``dtype``, ``seed``, ``points``, ``witnesses``, ``timeout``.
-    """
-    from .runner import run as _run
-
-    return _run(paths, **options)
-
-
-def check_op(op, reference, inputs, **options):
-    """Check a custom op against its formula; see :func:`gradcheck.testing.check_op`."""
-    from .testing import check_op as _check_op
-
-    return _check_op(op, reference, inputs, **options)
-
-
-def assert_op(op, reference, inputs, **options):
-    """Like :func:`check_op`, raising :class:`GradientMismatch` on a failure."""
-    __tracebackhide__ = True
-    from .testing import assert_op as _assert_op
-
-    return _assert_op(op, reference, inputs, **options)
-
-
-__all__ = ["__version__", "run", "load_cases", "check_op", "assert_op", "GradcheckError", "CaseFileError",
+__all__ = ["__version__", "check", "assert_gradients", "check_op", "assert_op", "run",
+           "load_cases", "engine", "strategies", "GradcheckError", "CaseFileError",
            "UnsupportedOpError", "GradientMismatch"]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'gradcheck' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    mod = importlib.import_module(f".{module}", __name__)
+    return mod if attr is None else getattr(mod, attr)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -28,6 +28,7 @@ TOLERANCES: dict[tuple[str, str], tuple[float, float]] = {
 }
 SAFETY = 4.0
 FLOOR = 1e-9
+WORST_KEPT = 5     # worst elements a result keeps for its report
 
 
 class Tally:
@@ -42,8 +43,7 @@ class Tally:
             self.atol = max(self.atol, atol) if witness == "numeric" else atol
         self.max_abs = self.max_rel = 0.0
         self.checked = self.mismatched = 0
-        self.worst: Worst | None = None
-        self.worst_ratio = -1.0
+        self.top: list[tuple[float, Worst]] = []   # (|diff| / tol, element), worst first
         self.problems: list[str] = []
         self.grad_fn: tuple[str, ...] | None = None
 
@@ -98,13 +98,20 @@ class Tally:
         self.mismatched += int(bad.sum())
         self.max_abs = max(self.max_abs, float(diff.max()))
         self.max_rel = max(self.max_rel, float(rel.max()))
-        k = int(np.argmax(ratio))
-        if float(ratio.flat[k]) > self.worst_ratio:
-            self.worst_ratio = float(ratio.flat[k])
-            idx = np.unravel_index(k, expected.shape)
-            self.worst = Worst(quantity, tuple(int(i) for i in idx), float(value.flat[k]),
-                               float(expected.flat[k]), float(np.broadcast_to(tol, expected.shape).flat[k]),
-                               point)
+        tol = np.broadcast_to(tol, expected.shape)
+        flat = ratio.reshape(-1)
+        top = np.argsort(-flat, kind="stable")[:WORST_KEPT]
+        for k in top:
+            idx = tuple(int(i) for i in np.unravel_index(int(k), expected.shape))
+            self.top.append((float(flat[k]), Worst(quantity, idx, float(value.flat[k]),
+                                                   float(expected.flat[k]),
+                                                   float(tol.flat[k]), point)))
+        self.top.sort(key=lambda pair: -pair[0])
+        del self.top[WORST_KEPT:]
+
+    @property
+    def worst(self) -> Worst | None:
+        return self.top[0][1] if self.top else None
 
     def result(self) -> WitnessResult:
         status = FAILED if self.mismatched else PASSED
@@ -116,4 +123,5 @@ class Tally:
                        f"got {w.obtained:.10g}, expected {w.expected:.10g} "
                        f"(|diff| {abs(w.obtained - w.expected):.3g} > tol {w.tolerance:.3g})")
         return WitnessResult(self.witness, status, self.max_abs, self.max_rel, self.worst,
-                             self.checked, self.mismatched, self.grad_fn, message)
+                             self.checked, self.mismatched, self.grad_fn, message,
+                             worst_elements=tuple(w for _, w in self.top))

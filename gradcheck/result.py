@@ -49,6 +49,7 @@ class WitnessResult:
     grad_fn: tuple[str, ...] | None = None
     message: str = ""
     diagnosis: str = ""            # what a wrong gradient looks like (sign, factor, ...)
+    worst_elements: tuple[Worst, ...] = ()   # the few furthest outside tolerance
 
     @property
     def worst_index(self) -> str | None:
@@ -64,6 +65,7 @@ class WitnessResult:
             "checked": self.checked, "mismatched": self.mismatched,
             "grad_fn": list(self.grad_fn) if self.grad_fn is not None else None,
             "message": self.message, "diagnosis": self.diagnosis,
+            "worst_elements": [w.to_dict() for w in self.worst_elements],
         })
 
 

@@ -80,6 +80,7 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
     tallies = {w: Tally(w, dtype, case.atol, case.rtol) for w in witnesses}
     errors: dict[str, str] = {}
     notes: list[str] = []
+    samples: dict[str, list] = {w: [] for w in witnesses}  # for the diagnosis
     if case.device != "cpu" and not _device_present(case.device):
         return CaseResult(**base, status=SKIPPED, seconds=time.perf_counter() - start,
                           message=f"device = {case.device!r}, but no such device is "
@@ -105,6 +106,7 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
                         errors[w] = f"{type(exc).__name__}: {exc}"
                         continue
                     tallies[w].add(got, expected, i)
+                    samples[w].append((got.grads, expected.grads))
     except GradcheckError as exc:
         return CaseResult(**base, status=ERROR, message=str(exc), error_kind="case",
                           seconds=time.perf_counter() - start)
@@ -118,12 +120,27 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
         r = tallies[w].result()
         if w in errors:
             r = dataclasses.replace(r, status=ERROR, message=errors[w])
+        elif r.status == FAILED:
+            r = dataclasses.replace(r, diagnosis=_diagnose(samples[w]))
         results.append(r)
     results = _grad_fn_parity(results)
     status, message, kind = _verdict(case, results)
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
                       seconds=time.perf_counter() - start, mode=ref.mode,
                       notes=tuple(dict.fromkeys(notes)), error_kind=kind)
+
+
+def _diagnose(samples: list) -> str:
+    """What a witness's wrong gradients look like, across its points."""
+    from .diagnose import diagnose, diagnose_points
+
+    notes: list[str] = []
+    for got, expected in samples:
+        notes = diagnose(got, {k: e for k, e in expected.items() if e is not None})
+        if notes:
+            break
+    notes += diagnose_points(samples)
+    return "; ".join(dict.fromkeys(notes))
 
 
 def _device_present(device: str) -> bool:

@@ -58,6 +58,46 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
     return run_case(case, dtype, timeout=None)
 
 
+def check(expr: str, inputs: Mapping[str, Any], *, dtype: str = "float64",
+          name: str | None = None, **options) -> CaseResult:
+    """Check every witness's gradient of a formula against the exact derivative.
+
+    Args:
+        expr: the formula, e.g. ``"sum(tanh(x @ W + b) ** 2)"``.
+        inputs: name -> shape (sampled in its domain), a table of case-file input keys
+            (``{"shape": [3], "domain": "positive"}``), or a concrete NumPy array /
+            torch tensor (used as given).
+        dtype: "float64" or "float32".
+        options: any other case-file key (let, gradient, retain_grad, points, seed,
+            atol, rtol, witnesses, expect).
+
+    Raises:
+        CaseFileError: the formula or an option is invalid.
+    """
+    from .cases import case_from_dict
+    from .runner import run_case
+
+    raw = {"name": name or expr, "expr": expr, "inputs": _input_table(inputs), **options}
+    return run_case(case_from_dict(raw, file="<check>"), dtype, timeout=None)
+
+
+def assert_gradients(expr: str, inputs: Mapping[str, Any], **options) -> CaseResult:
+    """:func:`check`, raising :class:`GradientMismatch` unless every witness agrees.
+
+    Raises:
+        GradientMismatch: the message has pytest-approx's shape: mismatched elements,
+            max absolute and relative difference, a table of the worst elements, the
+            diagnosis, the seed and a call that reproduces the failure.
+    """
+    __tracebackhide__ = True
+    result = check(expr, inputs, **options)
+    if result.status != PASSED:
+        call = _call("check", repr(expr), inputs, options, result)
+        raise GradientMismatch(mismatch_message(
+            f"gradients of {expr!r} disagree with the exact derivative", result, call))
+    return result
+
+
 def assert_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any],
               **options) -> CaseResult:
     """:func:`check_op`, raising :class:`GradientMismatch` unless every check passes.
@@ -69,26 +109,53 @@ def assert_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any],
     __tracebackhide__ = True  # pytest: show the caller's line, not this helper
     result = check_op(op, reference, inputs, **options)
     if result.status != PASSED:
-        raise GradientMismatch(_explain(op, reference, inputs, options, result))
+        label = op if isinstance(op, str) else getattr(op, "__name__", repr(op))
+        call = _call("check_op", f"{label}, {reference!r}", inputs, options, result)
+        raise GradientMismatch(mismatch_message(
+            f"op {label} does not match {reference!r}", result, call))
     return result
 
 
-def _explain(op, reference, inputs, options, result: CaseResult) -> str:
-    label = op if isinstance(op, str) else getattr(op, "__name__", repr(op))
-    lines = [f"op {label} does not match {reference!r} ({result.dtype}): {result.status}"]
+def _call(fn: str, first: str, inputs, options, result: CaseResult) -> str:
+    """A one-line call that reproduces ``result`` (same seed and dtype)."""
+    shown = dict(options)
+    shown.setdefault("seed", result.seed)
+    shown.setdefault("dtype", result.dtype)
+    shapes = {k: (tuple(v) if isinstance(v, (list, tuple)) else
+                  {"shape": list(np.shape(v))} if hasattr(v, "shape") else v)
+              for k, v in inputs.items()}
+    args = ", ".join(f"{k}={v!r}" for k, v in shown.items())
+    return f"gradcheck.{fn}({first}, {shapes!r}, {args})"
+
+
+def mismatch_message(title: str, result: CaseResult, call: str) -> str:
+    """A failure explained as pytest's ``approx`` does: per failing witness the
+    mismatched elements, max differences and an aligned table of the worst elements;
+    then the diagnosis and how to reproduce it."""
+    lines = [f"{title} ({result.dtype}, seed {result.seed}): {result.status}"]
+    if not result.witnesses and result.message:
+        lines.append(f"  {result.message}")
+    rows = []
     for w in result.witnesses:
         if w.status == PASSED:
             continue
-        lines.append(f"  {w.witness}: {w.message or w.status}")
+        if w.mismatched and w.checked:
+            lines.append(f"  {w.witness}: Mismatched elements: {w.mismatched} / {w.checked}")
+            lines.append(f"    Max absolute difference: {w.max_abs_err:.6g}")
+            lines.append(f"    Max relative difference: {w.max_rel_err:.6g}")
+        else:
+            lines.append(f"  {w.witness}: {w.message or w.status}")
         if w.diagnosis:
             lines.append(f"    diagnosis: {w.diagnosis}")
-    if not result.witnesses and result.message:
-        lines.append(f"  {result.message}")
-    shown = {k: v for k, v in options.items()}
-    shown.setdefault("seed", result.seed)
-    args = ", ".join(f"{k}={v!r}" for k, v in shown.items())
-    shapes = {k: (tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in inputs.items()
-              if not hasattr(v, "shape")}
-    lines.append(f"  reproduce: gradcheck.check_op({label}, {reference!r}, "
-                 f"{shapes or '...'}{', ' + args if args else ''})")
+        for e in w.worst_elements:
+            if abs(e.obtained - e.expected) > e.tolerance:
+                index = f"{e.quantity}[{','.join(map(str, e.index))}]"
+                rows.append((index, f"{e.obtained:.10g}", f"{e.expected:.10g}", w.witness,
+                             str(e.point)))
+    if rows:
+        head = ("Index", "Obtained", "Expected", "Witness", "Point")
+        widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+        lines.append("  " + " | ".join(h.ljust(n) for h, n in zip(head, widths)))
+        lines += ["  " + " | ".join(c.ljust(n) for c, n in zip(r, widths)) for r in rows]
+    lines.append(f"  reproduce: {call}")
     return "\n".join(lines)

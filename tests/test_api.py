@@ -58,3 +58,42 @@ def test_float32_and_options():
     result = gradcheck.check_op(Cube, "x ** 3", {"x": {"shape": [4], "domain": [0.5, 1]}},
                                 dtype="float32", points=2)
     assert result.status == "passed" and result.dtype == "float32"
+
+
+def test_check_and_assert_gradients_on_a_formula():
+    result = gradcheck.check("sum(tanh(x @ W) ** 2)", {"x": (2, 3), "W": (3, 2)})
+    assert result.status == "passed"
+    assert {w.witness for w in result.witnesses} == {"engine", "torch", "numeric"}
+    assert gradcheck.assert_gradients("x * y", {"x": (3,), "y": np.ones(3)}).status \
+        == "passed"
+
+
+def test_assert_gradients_fails_like_pytest_approx(monkeypatch):
+    import dataclasses
+
+    from gradcheck.rules import RULES
+
+    class BadExp(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.exp(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * torch.exp(x) * 1.5
+
+    monkeypatch.setitem(RULES, "exp", dataclasses.replace(RULES["exp"], torch=BadExp.apply))
+    with pytest.raises(GradientMismatch) as info:
+        gradcheck.assert_gradients("sum(exp(x))", {"x": (4,)}, seed=7)
+    text = str(info.value)
+    assert "torch: Mismatched elements: 12 / 15" in text   # 3 points x (value + 4)
+    assert "Max absolute difference" in text and "Max relative difference: 0.5" in text
+    assert "diagnosis: x.grad is 3/2 times the exact gradient" in text
+    header = next(line for line in text.splitlines() if "Index" in line)
+    assert [c.strip() for c in header.split("|")] == ["Index", "Obtained", "Expected",
+                                                      "Witness", "Point"]
+    assert "x.grad[" in text
+    assert "reproduce: gradcheck.check('sum(exp(x))', {'x': (4,)}, seed=7, " \
+           "dtype='float64')" in text
