@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 
 from conftest import check
-from formulas import formulas
 from gradcheck.cases import case_from_dict
+from gradcheck.strategies import formulas
 
 
 @settings(max_examples=300)
