@@ -6,7 +6,9 @@ reference (:mod:`gradcheck.symbolic`) is compared against each of them.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
+
+import numpy as np
 
 
 def witness(name: str) -> Callable:
@@ -36,3 +38,49 @@ def grad_fn_chain(y) -> tuple[str, ...]:
         names.append(type(fn).__name__)
         stack.extend(f for f, _ in reversed(fn.next_functions) if f is not None)
     return tuple(names)
+
+
+def drive(case, leaves: dict, apply: Callable, tensor: Callable, v: np.ndarray,
+          to_numpy: Callable):
+    """Rebuild the formula on an autograd library and run its backward, the way a user
+    would: ``retain_grad()`` on the retained lets, ``y.backward()`` for a scalar case,
+    ``y.backward(v)`` otherwise. Shared by the torch and engine witnesses.
+
+    Args:
+        leaves: input name -> leaf tensor of the library.
+        apply: ``(node, args) -> tensor`` for a primitive (the library's table column).
+        tensor: ``array -> tensor`` of the library, in the run's dtype and device.
+        to_numpy: ``tensor or None -> float64 array or None``.
+    """
+    from ..evaluation import Evaluation
+    from ..tree import fold
+
+    retained: dict[str, Any] = {}
+
+    def visit(node, args):
+        if node.op == "input":
+            return leaves[node.name]
+        if node.op == "const":
+            return node.const
+        if node.op == "let":
+            value = args[0]
+            if node.name in case.retain_grad:
+                if getattr(value, "requires_grad", False):
+                    value.retain_grad()
+                retained[node.name] = value
+            return value
+        return apply(node, args)
+
+    y = fold(case.output, visit)
+    if isinstance(case.gradient, str) and case.gradient == "scalar":
+        y.backward()
+    else:
+        y.backward(tensor(v))
+    return Evaluation(
+        value=to_numpy(y),
+        grads={s.name: to_numpy(leaves[s.name].grad) for s in case.inputs
+               if s.requires_grad},
+        retained={n: to_numpy(getattr(retained[n], "grad", None))
+                  for n in case.retain_grad},
+        grad_fn=grad_fn_chain(y),
+    )

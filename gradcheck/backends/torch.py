@@ -9,43 +9,21 @@ import torch
 
 from ..evaluation import Evaluation
 from ..rules import REDUCTION, RULES
-from ..tree import fold
-from . import grad_fn_chain
+from . import drive
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 # Operators accept Python numbers as they are; functions get 0-d tensors of the run dtype.
 _OPERATORS = {"add", "sub", "mul", "div", "pow", "neg", "lt", "le", "gt", "ge"}
 
 
-def build(case, point: dict[str, np.ndarray], dtype: str):
-    """Forward in torch: (output, leaves by name, retained lets by name)."""
-    tdtype = DTYPES[dtype]
-    leaves = {s.name: torch.tensor(point[s.name], dtype=tdtype, device=case.device,
-                                   requires_grad=s.requires_grad) for s in case.inputs}
-    retained: dict[str, torch.Tensor] = {}
-
-    def visit(node, args):
-        if node.op == "input":
-            return leaves[node.name]
-        if node.op == "const":
-            return node.const
-        if node.op == "let":
-            value = args[0]
-            if node.name in case.retain_grad:
-                if isinstance(value, torch.Tensor) and value.requires_grad:
-                    value.retain_grad()
-                retained[node.name] = value
-            return value
-        rule = RULES[node.op]
-        if node.op not in _OPERATORS:
-            args = [a if isinstance(a, torch.Tensor) else
-                    torch.tensor(a, dtype=tdtype, device=case.device) for a in args]
-        if rule.kind == REDUCTION:
-            return rule.torch(args[0], node.axis, node.keepdims)
-        return rule.torch(*args)
-
-    out = fold(case.output, visit)
-    return out, leaves, retained
+def _apply(node, args, dtype, device):
+    rule = RULES[node.op]
+    if node.op not in _OPERATORS:
+        args = [a if isinstance(a, torch.Tensor) else
+                torch.tensor(a, dtype=dtype, device=device) for a in args]
+    if rule.kind == REDUCTION:
+        return rule.torch(args[0], node.axis, node.keepdims)
+    return rule.torch(*args)
 
 
 def _numpy(t) -> np.ndarray | None:
@@ -53,14 +31,9 @@ def _numpy(t) -> np.ndarray | None:
 
 
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evaluation:
-    y, leaves, retained = build(case, point, dtype)
-    if isinstance(case.gradient, str) and case.gradient == "scalar":
-        y.backward()
-    else:
-        y.backward(torch.tensor(np.asarray(v), dtype=DTYPES[dtype], device=case.device))
-    return Evaluation(
-        value=_numpy(y),
-        grads={s.name: _numpy(leaves[s.name].grad) for s in case.inputs if s.requires_grad},
-        retained={n: _numpy(getattr(retained[n], "grad", None)) for n in case.retain_grad},
-        grad_fn=grad_fn_chain(y),
-    )
+    tdtype, device = DTYPES[dtype], case.device
+    leaves = {s.name: torch.tensor(point[s.name], dtype=tdtype, device=device,
+                                   requires_grad=s.requires_grad) for s in case.inputs}
+    return drive(case, leaves, lambda node, args: _apply(node, args, tdtype, device),
+                 lambda a: torch.tensor(np.asarray(a), dtype=tdtype, device=device),
+                 v, _numpy)
