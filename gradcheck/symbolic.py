@@ -301,13 +301,6 @@ class Reference:
             out[a] = out[a] + d2 * np.broadcast_to(u[b], shape)
         return {n: unbroadcast(v_body * out[n], case.input[n].shape) for n in self.wrt}
 
-    def derivative_text(self) -> dict[str, str]:
-        """Human-readable derivatives (elementwise mode), for ``explain`` and reports."""
-        if self.mode != "elementwise":
-            return {}
-        syms = {s: _symbol(s) for s in self.wrt}
-        return {n: str(_clean(sympy.diff(self.tree, syms[n]))) for n in self.wrt}
-
 
 def _symbol(name: str) -> sympy.Symbol:
     """The scalar symbol of an input or ``let``. The leading underscore keeps it apart

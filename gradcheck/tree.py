@@ -51,7 +51,7 @@ class Node:
         return f"{self.op}({', '.join(map(repr, self.args))})"
 
 
-def walk(root: Node, *, into_lets: bool = True) -> Iterator[Node]:
+def walk(root: Node) -> Iterator[Node]:
     """Every node below ``root`` once, children before parents (iterative)."""
     seen: set[int] = set()
     stack: list[tuple[Node, bool]] = [(root, False)]
@@ -64,8 +64,6 @@ def walk(root: Node, *, into_lets: bool = True) -> Iterator[Node]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        if node.op == "let" and not into_lets:
-            continue
         for child in reversed(node.args):
             if id(child) not in seen:
                 stack.append((child, False))

@@ -256,7 +256,7 @@ def test_let_names_are_shared_nodes(names):
     scope = dict(names, h=h)
     node = parse("sum(h ** 2, axis=1) + sum(h, axis=1)", scope)
     assert node.shape == (2,)
-    lets = [n for n in walk(node, into_lets=False) if n.op == "let"]
+    lets = [n for n in walk(node) if n.op == "let"]
     assert lets == [h]  # the same node object, once
     assert parse("h", scope) is h
 

@@ -19,9 +19,6 @@ import numpy as np
 
 from ..errors import GradcheckError
 
-TORCH_DTYPES = ("float64", "float32")
-
-
 class OpImportError(GradcheckError):
     """The op named by a case cannot be imported."""
 
