@@ -15,6 +15,7 @@ transpose of a symmetric matrix or the swap of two equal gradients are not error
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
@@ -295,3 +296,33 @@ def _partial(name: str, per_point, rtol: float, atol: float) -> str | None:
     if total - right <= _LISTED and not whole_point_wrong:
         message += "; wrong: " + ", ".join(wrong)
     return message
+
+
+#: (rtol, atol) for deciding that a pattern fits, by the dtype the gradients came in.
+TOLERANCES = {"float64": (1e-6, 1e-9), "float32": (1e-4, 1e-5)}
+
+
+def summarize(samples: list[tuple[dict, dict, dict | None]], dtype: str = "float64") -> str:
+    """One text for a failing check: the pattern of the first sample that shows one,
+    then :func:`diagnose_points` over all samples for the inputs no pattern explained
+    (the diagonal of a transposed gradient is right, which is no "wrong branch").
+
+    Args:
+        samples: ``(obtained, expected, exact VJP for v = ones or None)`` per point and v;
+            an ``expected`` value ``None`` means no gradient is expected.
+        dtype: the dtype of ``obtained``, which sets the tolerances.
+    """
+    rtol, atol = TOLERANCES.get(dtype, TOLERANCES["float64"])
+    notes: list[str] = []
+    for got, expected, ones in samples:
+        notes = diagnose(got, {n: e for n, e in expected.items() if e is not None},
+                         ones_vjp=ones, rtol=rtol, atol=atol)
+        if notes:
+            break
+    names = {n for _, expected, _ in samples for n in expected}
+    explained = {n for n in names if any(
+        re.search(rf"(?<![\w.]){re.escape(n)}\.grad\b", note) for note in notes)}
+    notes += diagnose_points(
+        [(got, {n: e for n, e in expected.items() if n not in explained})
+         for got, expected, _ in samples], rtol=rtol, atol=atol)
+    return "; ".join(dict.fromkeys(notes))

@@ -20,7 +20,6 @@ proportional to. A failing check carries a diagnosis (:mod:`gradcheck.diagnose`)
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 
@@ -36,9 +35,6 @@ JACOBIAN_LIMIT = 64        # output elements up to which every one-hot v is chec
 CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "double")
 #: (rtol, atol) under which a diagnosis calls an element right, by dtype: float32
 #: arithmetic is off by more than float64's 1e-6 relative where terms cancel.
-DIAGNOSIS_TOLERANCES = {"float64": (1e-6, 1e-9), "float32": (1e-4, 1e-5)}
-
-
 def references(case, cache: dict) -> list:
     """One compiled symbolic reference per output of the op."""
     from .symbolic import Reference
@@ -232,29 +228,15 @@ class OpCheck:
         self.tallies[check].problems.append(message)
 
     def diagnosis(self) -> str:
-        """What the wrong gradients look like, from the first point that shows a pattern
-        and from all points together."""
-        from .diagnose import diagnose_points
+        """What the wrong gradients look like (see :func:`gradcheck.diagnose.summarize`)."""
+        from .diagnose import summarize
 
-        notes: list[str] = []
-        for got, exact, ones in self.samples:
-            notes = self.diagnose(got, exact, ones)
-            if notes:
-                break
-        # An input a pattern explains is not also "right at some points" (the diagonal
-        # of a transposed gradient is right, for one).
-        explained = {n for n in self.case.input if any(
-            re.search(rf"(?<![\w.]){re.escape(n)}\.grad\b", note) for note in notes)}
-        rtol, atol = DIAGNOSIS_TOLERANCES[self.dtype]
-        notes += diagnose_points(
-            [(got, {n: e for n, e in exact.items() if n not in explained})
-             for got, exact, _ in self.samples], rtol=rtol, atol=atol)
-        return "; ".join(dict.fromkeys(notes))
+        return summarize(self.samples, self.dtype)
 
     def diagnose(self, got: dict, exact: dict, ones: dict | None = None) -> list[str]:
-        from .diagnose import diagnose
+        from .diagnose import TOLERANCES, diagnose
 
-        rtol, atol = DIAGNOSIS_TOLERANCES[self.dtype]
+        rtol, atol = TOLERANCES[self.dtype]
         return diagnose(got, exact, ones_vjp=ones, rtol=rtol, atol=atol)
 
     def results(self) -> list[WitnessResult]:

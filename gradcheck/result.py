@@ -11,7 +11,7 @@ PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 
 def _plain(x: Any) -> Any:
     """JSON-safe: tuples to lists, non-finite floats to strings."""
-    if isinstance(x, float) and x != x or x in (float("inf"), float("-inf")):
+    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
         return str(x)
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]

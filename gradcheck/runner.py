@@ -106,7 +106,7 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
                         errors[w] = f"{type(exc).__name__}: {exc}"
                         continue
                     tallies[w].add(got, expected, i)
-                    samples[w].append((got.grads, expected.grads))
+                    samples[w].append((got.grads, expected.grads, None))
     except GradcheckError as exc:
         return CaseResult(**base, status=ERROR, message=str(exc), error_kind="case",
                           seconds=time.perf_counter() - start)
@@ -121,26 +121,15 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
         if w in errors:
             r = dataclasses.replace(r, status=ERROR, message=errors[w])
         elif r.status == FAILED:
-            r = dataclasses.replace(r, diagnosis=_diagnose(samples[w]))
+            from .diagnose import summarize
+
+            r = dataclasses.replace(r, diagnosis=summarize(samples[w], dtype))
         results.append(r)
     results = _grad_fn_parity(results)
     status, message, kind = _verdict(case, results)
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
                       seconds=time.perf_counter() - start, mode=ref.mode,
                       notes=tuple(dict.fromkeys(notes)), error_kind=kind)
-
-
-def _diagnose(samples: list) -> str:
-    """What a witness's wrong gradients look like, across its points."""
-    from .diagnose import diagnose, diagnose_points
-
-    notes: list[str] = []
-    for got, expected in samples:
-        notes = diagnose(got, {k: e for k, e in expected.items() if e is not None})
-        if notes:
-            break
-    notes += diagnose_points(samples)
-    return "; ".join(dict.fromkeys(notes))
 
 
 def _device_present(device: str) -> bool:

@@ -67,28 +67,39 @@ def sample(case, dtype: str, index: int) -> Point:
         else:
             values[spec.name] = _round(_draw(spec, rng, spec.shape), dtype)
             free.append(spec)
+    bad = settle(case, values, free, rng, dtype)
+    notes = tuple(sorted({f"point {index} stays within {MARGIN} of a kink or singularity "
+                          f"of {node.op} ({node!r})" for node, _ in bad}))
+    return Point(values, notes)
+
+
+def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str) -> list:
+    """Redraw the elements of the ``free`` inputs (in place in ``values``) that sit within
+    MARGIN of a kink or singularity, or outside their domain after rounding; returns the
+    hazards still too close after MAX_ROUNDS as (node, mask) pairs."""
+    from .cases import in_domain
+
     split = elementwise_split(case.output)
     body = split[0] if split else case.output
+    bad = _too_close(body, values)
     for _ in range(MAX_ROUNDS):
-        bad = _too_close(body, values)
-        if not bad or not free:
+        outside = {s.name: ~in_domain(values[s.name], s.domain) for s in free}
+        if not free or (not bad and not any(m.any() for m in outside.values())):
             break
         for spec in free:
             if split is not None:
                 mask = np.zeros(body.shape, dtype=bool)
-                for node, far in bad:
-                    mask |= np.broadcast_to(far, body.shape)
+                for _node, near in bad:
+                    mask |= np.broadcast_to(near, body.shape)
                 mask = unbroadcast(mask, spec.shape, np.any)
             else:
-                mask = np.ones(spec.shape, dtype=bool)
+                mask = np.full(spec.shape, bool(bad))
+            mask = mask | outside[spec.name]
             if mask.any():
                 fresh = _round(_draw(spec, rng, spec.shape), dtype)
                 values[spec.name] = np.where(mask, fresh, values[spec.name])
-    else:
         bad = _too_close(body, values)
-    notes = tuple(sorted({f"point {index} stays within {MARGIN} of a kink or singularity "
-                          f"of {node.op} ({node!r})" for node, _ in bad}))
-    return Point(values, notes)
+    return bad
 
 
 def _too_close(body, values) -> list:

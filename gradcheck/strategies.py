@@ -79,11 +79,11 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.extra import numpy as hnp
 
-from .cases import DTYPES, Case, case_from_dict, in_domain
+from .cases import DTYPES, Case, case_from_dict
 from .expr import CONSTANTS, MAX_ELEMENTS
 from .rules import COMPARISON, FUNCTIONS, RULES
-from .sampling import _RANGES, MAX_ROUNDS, _draw, _round, _too_close, sample
-from .tree import ShapeError, broadcast, elementwise_split, result_shape, unbroadcast
+from .sampling import _RANGES, _round, sample, settle
+from .tree import ShapeError, broadcast, result_shape
 
 __all__ = ["formulas", "points", "DEFAULT_INPUTS", "DEFAULT_FUNCTIONS", "GUARDS",
            "MAX_DEPTH"]
@@ -482,23 +482,6 @@ def _points(draw, case: Case, dtype: str) -> dict[str, np.ndarray]:
             values[spec.name] = _round(raw, dtype)
             free.append(spec)
     rng = np.random.default_rng(draw(st.integers(0, 2**64 - 1)))
-    split = elementwise_split(case.output)
-    body = split[0] if split else case.output
-    for _ in range(MAX_ROUNDS + 1):
-        bad = _too_close(body, values)
-        outside = {s.name: ~in_domain(values[s.name], s.domain) for s in free}
-        if not bad and not any(m.any() for m in outside.values()):
-            return values
-        for spec in free:
-            if split is not None:
-                mask = np.zeros(body.shape, dtype=bool)
-                for _node, near in bad:
-                    mask |= np.broadcast_to(near, body.shape)
-                mask = unbroadcast(mask, spec.shape, np.any)
-            else:
-                mask = np.full(spec.shape, bool(bad))
-            mask = mask | outside[spec.name]
-            if mask.any():
-                fresh = _round(_draw(spec, rng, spec.shape), dtype)
-                values[spec.name] = np.where(mask, fresh, values[spec.name])
+    if not settle(case, values, free, rng, dtype):
+        return values
     reject()  # still within MARGIN of a kink (or no free input can move it)

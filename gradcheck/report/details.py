@@ -30,8 +30,12 @@ def worst(w) -> str:
 
 
 def diagnosis(w) -> str:
-    # WitnessResult.diagnosis is being added; older results simply have none.
-    return str(getattr(w, "diagnosis", "") or "")
+    return w.diagnosis or ""
+
+
+def chain(names) -> str:
+    """A grad_fn graph's node names, depth first, as one line."""
+    return " <- ".join(names) if names else "-"
 
 
 def first_line(text: str, default: str = "") -> str:
@@ -76,7 +80,7 @@ def witness_lines(w) -> list[str]:
         out += [f"  diagnosis: {line}" if i == 0 else f"             {line}"
                 for i, line in enumerate(diag.splitlines())]
     if w.grad_fn is not None:
-        out.append(f"  grad_fn: {' <- '.join(w.grad_fn) or '-'}")
+        out.append(f"  grad_fn: {chain(w.grad_fn)}")
     return out
 
 

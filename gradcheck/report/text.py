@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import details
 from ..result import ERROR, FAILED, PASSED, SKIPPED
 
 _LABEL = {PASSED: "PASS", FAILED: "FAIL", ERROR: "ERROR", SKIPPED: "SKIP"}
@@ -30,10 +31,6 @@ def _errs(case) -> str:
     return "  ".join(parts)
 
 
-def chain(names) -> str:
-    return " <- ".join(names) if names else "-"
-
-
 def render_text(result, *, color: bool = False, verbose: bool = False) -> str:
     cases = result.cases
     lines = []
@@ -56,18 +53,14 @@ def render_text(result, *, color: bool = False, verbose: bool = False) -> str:
 
 def _details(c, verbose: bool) -> list[str]:
     out = []
-    where = f"{c.file}:{c.line}" if c.line else c.file
     if c.status != PASSED:
-        out.append(f"      at {printable(where)}")
+        out.append(f"      at {printable(details.where(c))}")
     if c.message:
         out += [f"      {printable(line)}" for line in c.message.splitlines()]
     for w in c.witnesses:
         if w.status != PASSED and w.worst is not None:
-            wr = w.worst
-            out.append(f"      {w.witness}: worst {w.worst_index} at point {wr.point}: "
-                       f"obtained {wr.obtained:.10g}  expected {wr.expected:.10g}  "
-                       f"tol {wr.tolerance:.2g}")
+            out.append(f"      {w.witness}: worst {details.worst(w)}")
         if w.grad_fn is not None and (verbose or c.status != PASSED):
-            out.append(f"      {w.witness} grad_fn: {chain(w.grad_fn)}")
+            out.append(f"      {w.witness} grad_fn: {details.chain(w.grad_fn)}")
     out += [f"      note: {printable(n)}" for n in c.notes]
     return out
