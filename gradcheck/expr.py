@@ -12,10 +12,8 @@ import ast
 import math
 from typing import Mapping
 
-import sympy
-
 from .errors import CaseFileError
-from .rules import COMPARISON, FUNCTIONS, REDUCTION, RULES, sympy_scalar_constant
+from .rules import COMPARISON, FUNCTIONS, REDUCTION, RULES
 from .tree import Node, ShapeError, normalize_axis, result_shape
 
 MAX_CHARS = 20_000        # characters in one expression
@@ -28,7 +26,7 @@ MAX_EXPONENT = 64         # magnitude of a constant exponent
 MAX_CONSTANT = 1e300      # magnitude of any constant subexpression
 MAX_ELEMENTS = 10_000_000  # elements of any tensor in the formula (inputs, intermediates)
 
-CONSTANTS = {"pi": (sympy.pi, math.pi), "E": (sympy.E, math.e)}
+CONSTANTS = {"pi": math.pi, "E": math.e}   # names usable in a formula, and their floats
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
            ast.Pow: "pow", ast.MatMult: "matmul"}
@@ -179,14 +177,13 @@ class _Builder:
         if not math.isfinite(value) or abs(value) > MAX_LITERAL:
             raise _Fail(f"number literal exceeds {MAX_LITERAL:g} in magnitude", node)
         text = repr(value) if isinstance(value, float) else str(value)
-        return Node("const", value=sympy_scalar_constant(text), const=float(value))
+        return Node("const", exact=text, const=float(value))
 
     def visit_Name(self, node: ast.Name) -> Node:
         if node.id in self.names:
             return self.names[node.id]
         if node.id in CONSTANTS:
-            exact, approx = CONSTANTS[node.id]
-            return Node("const", value=exact, const=approx)
+            return Node("const", exact=node.id, const=CONSTANTS[node.id])
         if node.id in FUNCTIONS:
             raise _Fail(f"{node.id} is a function; call it as {node.id}(...)", node)
         known = ", ".join(sorted(self.names)) or "none"
@@ -205,7 +202,9 @@ class _Builder:
         if isinstance(node.op, ast.USub):
             operand = self.build(node.operand)
             if operand.op == "const":
-                return Node("const", value=-operand.value, const=-operand.const)
+                text = operand.exact
+                text = text[1:] if text.startswith("-") else "-" + text
+                return Node("const", exact=text, const=-operand.const)
             return self.apply("neg", [operand], node)
         raise _Fail(f"operator {_describe(node.op)} is not allowed", node)
 

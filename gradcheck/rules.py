@@ -25,10 +25,15 @@ Each row holds, for one operation of the expression language:
 
 Axes reaching the array-valued columns are already normalised to a tuple of
 non-negative ints (``None`` never reaches them).
+
+Importing this module costs only NumPy: SymPy, SciPy, torch and the engine are imported
+when a column that needs them is first called (``_s`` and ``_t`` look a function up at
+call time), so parsing and listing cases stay instant.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import numbers
 import operator
@@ -36,7 +41,23 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
-import sympy
+
+
+class _LazyModule:
+    """A module imported on first attribute access (``sympy`` below: only the columns'
+    bodies touch it, when called)."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._module = None
+
+    def __getattr__(self, attr: str):
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attr)
+
+
+sympy = _LazyModule("sympy")
 
 ELEMENTWISE = "elementwise"
 REDUCTION = "reduction"
@@ -96,6 +117,16 @@ def _torch():
     import torch  # imported lazily: listing cases must not pay for torch
 
     return torch
+
+
+def _s(fname: str) -> Callable[..., Any]:
+    """``sympy.<fname>``, looked up when called (SymPy is imported lazily)."""
+
+    def call(*args, **kwargs):
+        return getattr(sympy, fname)(*args, **kwargs)
+
+    call.__name__ = f"sympy_{fname}"
+    return call
 
 
 def _t(fname: str) -> Callable[..., Any]:
@@ -402,49 +433,49 @@ _ROWS: list[Rule] = [
     _unary("neg", lambda x: -x, np.negative, lambda x: -x, doc="-x",
            engine=_e("NegBackward0", lambda g, ans, x: -g, saves=False)),
     # exponentials and logarithms
-    _unary("exp", sympy.exp, np.exp, _t("exp"),
+    _unary("exp", _s("exp"), np.exp, _t("exp"),
            engine=_e("ExpBackward0", lambda g, ans, x: g * ans)),
-    _unary("log", sympy.log, np.log, _t("log"), hazard=_abs,
+    _unary("log", _s("log"), np.log, _t("log"), hazard=_abs,
            engine=_e("LogBackward0", lambda g, ans, x: g / x)),
     _unary("log1p", lambda x: sympy.log(1 + x), np.log1p, _t("log1p"),
            hazard=lambda x: np.abs(1 + np.asarray(x)),
            engine=_e("Log1PBackward0", lambda g, ans, x: g / (x + 1))),
     _unary("expm1", lambda x: sympy.exp(x) - 1, np.expm1, _t("expm1"),
            engine=_e("Expm1Backward0", lambda g, ans, x: g * (ans + 1))),
-    _unary("sqrt", sympy.sqrt, np.sqrt, _t("sqrt"), hazard=_abs,
+    _unary("sqrt", _s("sqrt"), np.sqrt, _t("sqrt"), hazard=_abs,
            engine=_e("SqrtBackward0", lambda g, ans, x: g / (2 * ans))),
     # trigonometric and hyperbolic
-    _unary("sin", sympy.sin, np.sin, _t("sin"),
+    _unary("sin", _s("sin"), np.sin, _t("sin"),
            engine=_e("SinBackward0", lambda g, ans, x: g * np.cos(x))),
-    _unary("cos", sympy.cos, np.cos, _t("cos"),
+    _unary("cos", _s("cos"), np.cos, _t("cos"),
            engine=_e("CosBackward0", lambda g, ans, x: g * -np.sin(x))),
-    _unary("tan", sympy.tan, np.tan, _t("tan"), hazard=lambda x: np.abs(np.cos(x)),
+    _unary("tan", _s("tan"), np.tan, _t("tan"), hazard=lambda x: np.abs(np.cos(x)),
            engine=_e("TanBackward0", lambda g, ans, x: g * (1 + ans * ans))),
-    _unary("asin", sympy.asin, np.arcsin, _t("asin"), hazard=lambda x: 1 - np.abs(x),
+    _unary("asin", _s("asin"), np.arcsin, _t("asin"), hazard=lambda x: 1 - np.abs(x),
            engine=_e("AsinBackward0", lambda g, ans, x: g / np.sqrt(1 - x * x))),
-    _unary("acos", sympy.acos, np.arccos, _t("acos"), hazard=lambda x: 1 - np.abs(x),
+    _unary("acos", _s("acos"), np.arccos, _t("acos"), hazard=lambda x: 1 - np.abs(x),
            engine=_e("AcosBackward0", lambda g, ans, x: -g / np.sqrt(1 - x * x))),
-    _unary("atan", sympy.atan, np.arctan, _t("atan"),
+    _unary("atan", _s("atan"), np.arctan, _t("atan"),
            engine=_e("AtanBackward0", lambda g, ans, x: g / (x * x + 1))),
-    _unary("sinh", sympy.sinh, np.sinh, _t("sinh"),
+    _unary("sinh", _s("sinh"), np.sinh, _t("sinh"),
            engine=_e("SinhBackward0", lambda g, ans, x: g * np.cosh(x))),
-    _unary("cosh", sympy.cosh, np.cosh, _t("cosh"),
+    _unary("cosh", _s("cosh"), np.cosh, _t("cosh"),
            engine=_e("CoshBackward0", lambda g, ans, x: g * np.sinh(x))),
-    _unary("tanh", sympy.tanh, np.tanh, _t("tanh"),
+    _unary("tanh", _s("tanh"), np.tanh, _t("tanh"),
            engine=_e("TanhBackward0", lambda g, ans, x: g * (1 - ans * ans))),
-    _unary("asinh", sympy.asinh, np.arcsinh, _t("asinh"),
+    _unary("asinh", _s("asinh"), np.arcsinh, _t("asinh"),
            engine=_e("AsinhBackward0", lambda g, ans, x: g / np.sqrt(x * x + 1))),
-    _unary("acosh", sympy.acosh, np.arccosh, _t("acosh"),
+    _unary("acosh", _s("acosh"), np.arccosh, _t("acosh"),
            hazard=lambda x: np.asarray(x) - 1,
            engine=_e("AcoshBackward0", lambda g, ans, x: g / np.sqrt(x * x - 1))),
-    _unary("atanh", sympy.atanh, np.arctanh, _t("atanh"), hazard=lambda x: 1 - np.abs(x),
+    _unary("atanh", _s("atanh"), np.arctanh, _t("atanh"), hazard=lambda x: 1 - np.abs(x),
            engine=_e("AtanhBackward0", lambda g, ans, x: g / (1 - x * x))),
     # non-smooth and special
-    _unary("abs", sympy.Abs, np.abs, _t("abs"), hazard=_abs,
+    _unary("abs", _s("Abs"), np.abs, _t("abs"), hazard=_abs,
            engine=_e("AbsBackward0", lambda g, ans, x: g * np.sign(x))),
-    _unary("sign", sympy.sign, np.sign, _t("sign"), hazard=_abs,
+    _unary("sign", _s("sign"), np.sign, _t("sign"), hazard=_abs,
            engine=_e("SignBackward0", lambda g, ans, x: np.zeros_like(g), saves=False)),
-    _unary("erf", sympy.erf, _np_erf, _t("erf"),
+    _unary("erf", _s("erf"), _np_erf, _t("erf"),
            engine=_e("ErfBackward0",
                      lambda g, ans, x: g * (2 / _SQRT_PI) * np.exp(-x * x))),
     _unary("sigmoid", lambda x: 1 / (1 + sympy.exp(-x)), _np_sigmoid, _t("sigmoid"),
@@ -457,11 +488,11 @@ _ROWS: list[Rule] = [
     _unary("relu", _sym_relu, lambda x: np.maximum(x, 0.0), _t("relu"), hazard=_abs,
            doc="max(x, 0)",
            engine=_e("ReluBackward0", lambda g, ans, x: np.where(ans > 0, g, 0.0))),
-    _binary("maximum", sympy.Max, np.maximum, _t("maximum"),
+    _binary("maximum", _s("Max"), np.maximum, _t("maximum"),
             hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b)),
             engine=_e("MaximumBackward0", lambda g, ans, a, b: g * _share(a, b),
                       lambda g, ans, a, b: g * _share(b, a))),
-    _binary("minimum", sympy.Min, np.minimum, _t("minimum"),
+    _binary("minimum", _s("Min"), np.minimum, _t("minimum"),
             hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b)),
             engine=_e("MinimumBackward0", lambda g, ans, a, b: g * _share(b, a),
                       lambda g, ans, a, b: g * _share(a, b))),
@@ -470,10 +501,10 @@ _ROWS: list[Rule] = [
          engine=_e("WhereBackward0", None, lambda g, ans, c, a, b: np.where(c, g, 0.0),
                    lambda g, ans, c, a, b: np.where(c, 0.0, g))),
     # conditions of where()
-    _comparison("lt", sympy.StrictLessThan, operator.lt),
-    _comparison("le", sympy.LessThan, operator.le),
-    _comparison("gt", sympy.StrictGreaterThan, operator.gt),
-    _comparison("ge", sympy.GreaterThan, operator.ge),
+    _comparison("lt", _s("StrictLessThan"), operator.lt),
+    _comparison("le", _s("LessThan"), operator.le),
+    _comparison("gt", _s("StrictGreaterThan"), operator.gt),
+    _comparison("ge", _s("GreaterThan"), operator.ge),
     # reductions, with axis= and keepdims=
     _reduction("sum", lambda e: sympy.Add(*e), _np_reduce(np.sum), _torch_reduce("sum"),
                engine=_e(_reduction_name("Sum"), lambda g, ans, x, axis, keepdims:
@@ -527,9 +558,14 @@ BACKENDS: tuple[str, ...] = ("sympy", "numpy", "torch", "engine")
 
 
 def sympy_scalar_constant(text: str) -> sympy.Expr:
-    """An exact SymPy number for a decimal literal (``0.1`` becomes ``1/10``)."""
+    """The exact SymPy number a constant's text stands for: a decimal literal (``0.1``
+    becomes ``1/10``), ``pi`` or ``E``, possibly negated (``-pi``)."""
     from fractions import Fraction
 
+    if text.startswith("-"):
+        return -sympy_scalar_constant(text[1:])
+    if text in ("pi", "E"):
+        return getattr(sympy, text)
     f = Fraction(text)
     return sympy.Integer(f.numerator) if f.denominator == 1 else sympy.Rational(
         f.numerator, f.denominator)

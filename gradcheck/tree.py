@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .rules import COMPARISON, ELEMENTWISE, LINALG, REDUCTION, RULES
+from .rules import COMPARISON, ELEMENTWISE, LINALG, REDUCTION, RULES, sympy_scalar_constant
 
 
 class ShapeError(ValueError):
@@ -30,7 +30,7 @@ class Node:
     args: tuple["Node", ...] = ()
     shape: tuple[int, ...] = ()
     name: str = ""                      # input or let name
-    value: Any = None                   # const: exact SymPy number
+    exact: str | None = None            # const: its exact value as text ("0.1", "-pi")
     axis: tuple[int, ...] | None = None  # reductions: normalised, non-negative
     keepdims: bool = False
     const: float | None = None          # float value when no input is below this node
@@ -40,6 +40,11 @@ class Node:
         return RULES[self.op]
 
     @property
+    def value(self):
+        """const: the exact SymPy number (SymPy is imported on first use, not by parsing)."""
+        return None if self.exact is None else sympy_scalar_constant(self.exact)
+
+    @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
@@ -47,7 +52,7 @@ class Node:
         if self.op in ("input", "let"):
             return self.name
         if self.op == "const":
-            return str(self.value)
+            return self.exact
         return f"{self.op}({', '.join(map(repr, self.args))})"
 
 
