@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
                                        "reports/bench.json and reports/bench.md.")
     bench.add_argument("--out", default="reports", metavar="DIR",
                        help="folder for bench.json and bench.md (default reports)")
+    bench.add_argument("--quick", action="store_true",
+                       help="small sizes, one run each (seconds, not minutes); the "
+                            "targets are not assessed")
     return p
 
 
@@ -163,7 +166,7 @@ def _cmd_list(args) -> int:
 def _cmd_bench(args) -> int:
     from .bench import main as bench_main
 
-    return bench_main(args.out)
+    return bench_main(args.out, quick=args.quick)
 
 
 def main(argv: list[str] | None = None) -> int:

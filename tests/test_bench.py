@@ -1,47 +1,197 @@
-"""The benchmark runs its workloads and saves what it printed (no timing assertions)."""
+"""``gradcheck bench --quick`` runs every workload and saves what it printed: the
+structure of the table, never its timings."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import json
+import re
+import sys
+from dataclasses import replace
 
-from gradcheck.bench import engine_ratios, markdown, run_bench
+import pytest
+
+from gradcheck.bench import (CHAINS, QUICK, SECTIONS, TEMPLATES, count_ops,
+                             formula_of_size, markdown, random_formula, run_bench,
+                             size_goal, to_json)
 from gradcheck.cli import main
 
+JAX = importlib.util.find_spec("jax") is not None
+ROW_KEYS = {"section", "name", "sizes", "seconds", "runs", "ratio", "ratio_of", "verified",
+            "target", "met", "extra"}
 
-def test_bench_rows_cover_every_checker_and_size():
-    rows = run_bench(sizes=(10, 20), big=100, repeat=1, chain=(100, 8))
-    checkers = {(r.checker, r.n) for r in rows}
-    for n in (10, 20):
-        assert ("gradcheck", n) in checkers
-        assert ("torch.autograd.gradcheck", n) in checkers
-        assert ("torch.autograd.gradcheck fast_mode", n) in checkers
-    assert ("gradcheck", 100) in checkers
-    assert all(r.seconds > 0 and r.verified for r in rows)
-    from gradcheck.bench import CHAINS
 
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """One ``gradcheck bench --quick`` run: (json, markdown, stdout, stderr)."""
+    out = tmp_path_factory.mktemp("bench")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        assert main(["bench", "--quick", "--out", str(out)]) == 0
+    return (json.loads((out / "bench.json").read_text(encoding="utf-8")),
+            (out / "bench.md").read_text(encoding="utf-8"), stdout.getvalue(),
+            stderr.getvalue())
+
+
+def rows(saved, section):
+    return [r for r in saved["rows"] if r["section"] == section]
+
+
+def test_json_has_every_section_with_notes_and_rows_that_say_what_they_verified(quick):
+    saved = quick[0]
+    assert saved["version"] == 2 and saved["quick"] is True
+    assert [s["id"] for s in saved["sections"]] == list(SECTIONS)
+    for s in saved["sections"]:
+        assert s["title"] == SECTIONS[s["id"]] and s["notes"]
+        assert all(a["name"] and a["reason"] for a in s["absent"])
+        assert rows(saved, s["id"]), s["id"]
+    assert {"python", "numpy", "sympy", "torch", "cpus"} <= set(saved["environment"])
+    for r in saved["rows"]:
+        assert set(r) == ROW_KEYS
+        assert r["section"] in SECTIONS and r["name"] and r["sizes"]
+        assert isinstance(r["verified"], str) and len(r["verified"]) > 10, r
+        assert r["runs"] >= 1
+        assert r["seconds"] is not None or r["ratio"] is not None or r["extra"].get(
+            "capped"), r
+        if r["ratio"] is not None:
+            assert r["ratio_of"]
+        # a quick run has targets but does not assess them
+        assert r["met"] is None
+
+
+def test_checkers_section_has_every_checker_at_every_size(quick):
+    saved = quick[0]
+    got = {(r["name"], r["sizes"]["n"]) for r in rows(saved, "checkers")}
+    names = ["gradcheck", "gradcheck, compiled reference reused",
+             "torch.autograd.gradcheck", "torch.autograd.gradcheck fast_mode"]
+    section = next(s for s in saved["sections"] if s["id"] == "checkers")
+    if JAX:
+        names += ["jax.test_util.check_grads", "jax.test_util.check_grads, first call"]
+    else:
+        assert any("jax" in a["name"] and "not importable" in a["reason"]
+                   for a in section["absent"])
+    for n in QUICK.sizes:
+        for name in names:
+            assert (name, n) in got
+    assert ("gradcheck", QUICK.big) in got
+    for r in rows(saved, "checkers"):
+        if r["name"] != "gradcheck":
+            assert r["ratio"] is not None and "gradcheck" in r["ratio_of"]
+    verified = {r["name"]: r["verified"] for r in rows(saved, "checkers")}
+    assert "every element" in verified["gradcheck"]
+    assert "every element of the Jacobian" in verified["torch.autograd.gradcheck"]
+    assert "one random projection" in verified["torch.autograd.gradcheck fast_mode"]
+    if JAX:
+        assert "one random projection" in verified["jax.test_util.check_grads"]
+
+
+def test_memory_section_has_time_and_peak_memory_against_targets(quick):
+    saved = quick[0]
+    by = {r["name"]: r for r in rows(saved, "memory")}
+    time_row = by["gradcheck, every witness: wall time"]
+    memory_row = by["gradcheck, every witness: peak memory"]
+    assert time_row["sizes"] == {"n": QUICK.memory_n} and time_row["seconds"] > 0
+    assert time_row["target"] and memory_row["target"]
+    extra = memory_row["extra"]
+    assert extra["input_bytes"] == 8 * QUICK.memory_n and extra["peak_bytes"] >= 0
+    assert extra["method"] in ("VmHWM", "ru_maxrss")
+    assert memory_row["ratio"] == pytest.approx(extra["peak_bytes"] / extra["input_bytes"])
+    assert all(w in time_row["verified"] for w in ("engine", "torch", "numeric"))
+
+
+def test_compile_section_has_both_ways_for_every_formula(quick):
+    saved = quick[0]
+    compile_rows = rows(saved, "compile")
+    kinds = {(r["name"], r["sizes"]["depth"], r["extra"]["large"]) for r in compile_rows}
+    for depth in QUICK.depths:
+        assert ("Reference (gradcheck.symbolic)", depth, False) in kinds
+        assert ("sympy.diff + lambdify(cse=True)", depth, False) in kinds
+    large = [r for r in compile_rows if r["extra"]["large"]]
+    assert {r["name"] for r in large} == {"Reference (gradcheck.symbolic)",
+                                         "sympy.diff + lambdify(cse=True)"}
+    assert abs(large[0]["sizes"]["ops"] - QUICK.large_ops) <= 0.1 * QUICK.large_ops
+    assert next(r for r in large if r["name"].startswith("Reference"))["target"]
+    for r in compile_rows:
+        assert r["sizes"]["inputs"] == 8 and r["extra"]["formula"]
+        if r["name"].startswith("sympy") and r["ratio"] is not None:
+            assert r["extra"]["agrees"] is True  # both give the same gradient
+
+
+def test_engine_section_has_every_pass_and_both_ratios_per_chain(quick):
+    saved = quick[0]
     for label in CHAINS:
-        passes = {r.checker for r in rows if r.workload.endswith(f"({label})")}
-        assert passes == {"engine forward", "engine backward", "torch forward",
-                          "torch backward"}
-    table = markdown(rows)
-    for r in rows:
-        assert f"| {r.checker} |" in table
-    ratios = engine_ratios(rows)
-    assert len(ratios) == 2 * len(CHAINS)
-    assert all(k.startswith("engine") and k.endswith("]") for k in ratios)
-    assert all(v > 0 for v in ratios.values())
+        chain = {r["name"]: r for r in rows(saved, "engine") if r["sizes"]["chain"] == label}
+        assert set(chain) == {"engine forward", "engine backward", "torch forward",
+                              "torch backward", "engine backward / engine forward",
+                              "engine / torch (forward + backward)"}
+        for name in ("engine backward / engine forward",
+                     "engine / torch (forward + backward)"):
+            assert chain[name]["ratio"] > 0 and chain[name]["target"].startswith("<=")
 
 
-def test_bench_command_saves_json_and_markdown(tmp_path, monkeypatch, capsys):
-    import gradcheck.bench as bench
+def test_markdown_is_what_was_printed_and_shows_every_row(quick):
+    saved, table, stdout, _ = quick
+    assert table in stdout
+    for section in SECTIONS.values():
+        assert f"## {section}" in table
+    assert "| workload | size | seconds | runs | ratio | verified | target | target met |" \
+        in table
+    lines = [line for line in table.splitlines() if line.startswith("| ")]
+    assert len(lines) == len(saved["rows"]) + len(SECTIONS)  # rows + one header each
+    for r in saved["rows"]:
+        assert any(line.startswith(f"| {r['name']}") for line in lines), r["name"]
+    assert "not assessed (quick sizes)" in table
 
-    real = bench.run_bench
-    monkeypatch.setattr(bench, "run_bench",
-                        lambda progress=None: real(sizes=(10,), big=50, repeat=1,
-                                                   chain=(100, 8), progress=progress))
-    assert main(["bench", "--out", str(tmp_path)]) == 0
-    saved = json.loads((tmp_path / "bench.json").read_text())
-    assert {r["checker"] for r in saved["rows"]} >= {"gradcheck", "torch.autograd.gradcheck",
-                                                     "engine forward"}
-    assert len(saved["ratios"]) == 4
-    assert (tmp_path / "bench.md").read_text() in capsys.readouterr().out
+
+def test_progress_goes_to_stderr_one_line_as_each_workload_starts_and_ends(quick):
+    stderr = quick[3]
+    starts = re.findall(r"^bench: \[(\d+)/(\d+)\] start ", stderr, re.M)
+    dones = re.findall(r"^bench: \[(\d+)/(\d+)\] done ", stderr, re.M)
+    assert starts and len(starts) == len(dones) == int(starts[0][1])
+    assert "| workload |" not in stderr
+
+
+def test_jax_section_is_absent_with_a_reason_when_jax_cannot_be_imported(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)  # `import jax` raises ImportError
+    report = run_bench(replace(QUICK, sizes=(10,), big=20), sections=("checkers",))
+    assert list(report.notes) == ["checkers"]
+    assert not any("jax" in r.name for r in report.rows)
+    (absent,) = report.absent["checkers"]
+    assert absent["name"] == "jax.test_util.check_grads"
+    assert "jax is not importable" in absent["reason"]
+    assert "**absent**: jax.test_util.check_grads: jax is not importable" in markdown(report)
+    assert to_json(report)["sections"][0]["absent"] == [absent]
+
+
+def test_random_formulas_are_seeded_exactly_deep_and_use_only_the_listed_ops():
+    assert random_formula(5, 3) == random_formula(5, 3)
+    assert random_formula(5, 3) != random_formula(5, 4)
+    allowed = {"sin", "exp", "log", "tanh"}
+    for depth in (2, 4, 6):
+        expr = random_formula(depth, 0)
+        assert set(re.findall(r"[a-z]+(?=\()", expr)) <= allowed
+        assert set(re.findall(r"x\d+", expr)) <= {f"x{i}" for i in range(8)}
+    assert count_ops("sin(x0) + x1") == 4  # sin, +, two inputs
+    assert len(TEMPLATES) == 6
+    expr, ops, _ = formula_of_size(8, size_goal(8))
+    assert size_goal(8) == 190 and abs(ops - 190) <= 38 and count_ops(expr) == ops
+
+
+def test_a_capped_compile_is_shown_as_over_the_cap_with_a_lower_bound_ratio():
+    from gradcheck.bench import Report, Row
+
+    sizes = {"depth": 8, "ops": 190, "inputs": 8, "seed": 1}
+    report = Report(False, [
+        Row("compile", "Reference (gradcheck.symbolic)", sizes, 25.0, "builds it", 1,
+            target="< 2 s at depth 8", met=False, extra={"capped": False}),
+        Row("compile", "sympy.diff + lambdify(cse=True)", sizes, None, "the same", 1,
+            extra={"capped": True, "cap_seconds": 20.0, "ratio_at_least": 4.0})],
+        {"compile": ["a note"]}, {"compile": []}, {"python": "3"}, 1.0)
+    table = markdown(report)
+    assert "| sympy.diff + lambdify(cse=True) | depth 8, 190 ops | > 20 (cap) | 1 | > 4.0× |" \
+        in table
+    assert "| < 2 s at depth 8 | no |" in table
+    saved = to_json(report)
+    assert saved["rows"][1]["seconds"] is None and saved["rows"][1]["extra"]["capped"]
