@@ -1,5 +1,7 @@
-"""The symbolic reference: the formula as a SymPy tree, differentiated by SymPy, compiled
-once per case with ``lambdify`` (with common-subexpression elimination).
+"""The symbolic reference: the formula as a SymPy tree, differentiated exactly by reverse
+mode over its DAG (:mod:`gradcheck.adjoint`, linear in the formula's size where
+``sympy.diff`` swells exponentially on nested formulas), compiled once per case with
+``lambdify``.
 
 Two shapes of formula:
 
@@ -8,9 +10,9 @@ Two shapes of formula:
   the Jacobian's diagonal; the compiled kernel runs on whole arrays, so a check is O(n)
   and works for millions of elements.
 - **expanded** (matmul, inner reductions, ...): every input element is its own symbol
-  and the formula an array of scalar expressions. SymPy differentiates each output
-  element with respect to the symbols it actually contains (the Jacobian's sparsity),
-  which gives the exact Jacobian; vᵀJ is then a sum over its entries.
+  and the formula an array of scalar expressions. One reverse sweep per output element
+  gives its derivatives with respect to exactly the symbols it depends on (the
+  Jacobian's sparsity), which is the exact Jacobian; vᵀJ is then a sum over its entries.
 
 A ``let`` name listed in ``retain_grad`` becomes a symbol of its own (the other paths
 from the inputs stay as they are), which is exactly what PyTorch's ``h.grad`` means.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
+from .adjoint import Program
 from .errors import UnsupportedOpError
 from .evaluation import Evaluation
 from .forward import evaluate
@@ -129,14 +132,16 @@ class Reference:
         syms = {s.name: _symbol(s.name) for s in case.inputs}
         args = [syms[s.name] for s in case.inputs]
         body = _lower(self.body, syms, scalar=True)
-        exprs = [body] + [_clean(sympy.diff(body, syms[n])) for n in self.wrt]
+        program = Program(_clean)
+        grads = program.gradient(body, [syms[n] for n in self.wrt])
+        exprs = [program.value(body)] + [grads.get(syms[n], 0) for n in self.wrt]
         for name in case.retain_grad:
             h = _symbol(name)
-            local = dict(syms, **{name: h})
-            partial = _clean(sympy.diff(_lower(self.body, local, scalar=True), h))
-            exprs.append(partial.subs(h, _lower(case.nodes[name].args[0], syms, True)))
+            program.define(h, _lower(case.nodes[name].args[0], syms, True))
+            body_h = _lower(self.body, dict(syms, **{name: h}), scalar=True)
+            exprs.append(program.gradient(body_h, [h]).get(h, 0))
         self.tree = body
-        self._kernel = _compile(args, exprs)
+        self._kernel = program.lambdify(args, exprs, modules=_MODULES)
 
     def _evaluate_elementwise(self, point, v) -> Evaluation:
         case = self.case
@@ -180,7 +185,9 @@ class Reference:
             list(sym.flat) for _, sym in self.selectors.values()]
         self.tree = out
         wrt = {s for n in self.wrt for s in self.symbols[n].flat}
-        self._forward = _compile(self.args, list(out.flat))
+        self._program = Program(_clean)
+        self._forward = self._program.lambdify(
+            self.args, [self._program.value(y) for y in out.flat], modules=_MODULES)
         self._jac = self._jacobian(out, wrt, self.args)
         self._retained = []
         for name in case.retain_grad:
@@ -190,7 +197,9 @@ class Reference:
             out_h = _lower(case.output, local, False, self.selectors)
             h_value = _lower(let.args[0], self.symbols, False, self.selectors)
             args = self.args + [list(h.flat)]
-            self._retained.append((name, _compile(self.args, list(h_value.flat)),
+            h_fn = self._program.lambdify(
+                self.args, [self._program.value(e) for e in h_value.flat], modules=_MODULES)
+            self._retained.append((name, h_fn,
                                    self._jacobian(out_h, set(h.flat), args, h)))
 
     def _jacobian(self, out: np.ndarray, wrt: set, args: list, target=None):
@@ -199,15 +208,16 @@ class Reference:
             s: (None, k) for k, s in enumerate(target.flat)}
         rows, cols, names, exprs = [], [], [], []
         for k, y in enumerate(out.flat):
-            y = sympy.sympify(y)
-            for sym in sorted(y.free_symbols & wrt, key=lambda s: index[s][1]):
+            grads = self._program.gradient(y, wrt)
+            for sym in sorted(grads, key=lambda s: index[s][1]):
                 name, j = index[sym]
                 rows.append(k)
                 cols.append(j)
                 names.append(name)
-                exprs.append(_clean(sympy.diff(y, sym)))
+                exprs.append(grads[sym])
+        fn = self._program.lambdify(args, exprs, modules=_MODULES) if exprs else None
         return (np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64),
-                np.array(names, dtype=object), _compile(args, exprs) if exprs else None)
+                np.array(names, dtype=object), fn)
 
     @staticmethod
     def _vjp(jac, args, v_flat, sizes: dict, absolute: bool = False) -> dict:
