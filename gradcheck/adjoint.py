@@ -70,8 +70,20 @@ class Program:
     def value(self, expr):
         """The symbol (or atom) that holds ``expr``'s value; emits the assignments of
         every subexpression not seen before, children first."""
-        expr = sympy.sympify(expr)
-        stack = [(expr, False)]
+        return self.values([expr])[0]
+
+    def values(self, exprs: list) -> list:
+        """:meth:`value` of each of ``exprs``, in one walk."""
+        exprs = [sympy.sympify(e) for e in exprs]
+        stack = [(e, False) for e in reversed(exprs) if e not in self._value]
+        if stack:
+            # Each node is rebuilt as it is, over its operands' symbols, unevaluated
+            # (one context for the whole walk: entering one clears SymPy's cache).
+            with sympy.core.parameters.evaluate(False):
+                self._walk(stack)
+        return [self._value[e] for e in exprs]
+
+    def _walk(self, stack: list) -> None:
         while stack:
             node, ready = stack.pop()
             if node in self._value:
@@ -89,7 +101,6 @@ class Program:
                 self._value[node] = self._bind(rebuilt)
             else:
                 self._value[node] = rebuilt
-        return self._value[expr]
 
     def operands(self, node) -> list:
         """The number-valued subexpressions ``node`` is computed from directly: its
@@ -148,7 +159,7 @@ class Program:
             parts = terms.pop(node, None)
             if not parts:
                 continue
-            total = sympy.Add(*parts)
+            total = sympy.Add(*parts, evaluate=False)
             if node.is_Atom:
                 if node in wrt:
                     grads[node] = total
@@ -156,7 +167,8 @@ class Program:
             if not total.is_Atom:
                 total = self._bind(total)
             for operand, d in self.partials(node):
-                terms.setdefault(operand, []).append(total * d)
+                terms.setdefault(operand, []).append(
+                    total if d == 1 else sympy.Mul(total, d, evaluate=False))
         return grads
 
     def lambdify(self, args, outputs: list, **options):
@@ -171,7 +183,43 @@ class Program:
                 needed |= expr.free_symbols
         kept.reverse()
         return sympy.lambdify(args, outputs, cse=lambda exprs: (kept, exprs),
-                              docstring_limit=None, **options)
+                              printer=_printer(options.get("modules")),
+                              docstring_limit=0, **options)
+
+
+def _fast_code(expr) -> str | None:
+    """Python code for sums, products and integer powers of symbols and integers (most
+    of a program's lines), or None for anything else."""
+    if isinstance(expr, sympy.Symbol):
+        return expr.name
+    if isinstance(expr, sympy.Integer):
+        return f"({expr})"
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        parts = [_fast_code(a) for a in expr.args]
+        if None in parts:
+            return None
+        return "(" + (" + " if isinstance(expr, sympy.Add) else "*").join(parts) + ")"
+    if isinstance(expr, sympy.Pow) and isinstance(expr.exp, sympy.Integer):
+        base = _fast_code(expr.base)
+        return None if base is None else f"({base}**({expr.exp}))"
+    return None
+
+
+def _printer(modules):
+    """lambdify's own SciPy printer, told not to sort the terms of sums (sorting does not
+    change a value), with a short cut for the program's most common lines (printing is
+    most of the compile time otherwise)."""
+    from sympy.printing.numpy import SciPyPrinter
+
+    class Printer(SciPyPrinter):
+        def doprint(self, expr, assign_to=None):
+            code = _fast_code(expr) if assign_to is None else None
+            return code if code is not None else super().doprint(expr, assign_to)
+
+    user = {k: k for m in (modules or []) if isinstance(m, dict) for k in m}
+    return Printer({"fully_qualified_modules": False, "inline": True,
+                    "allow_unknown_functions": True, "user_functions": user,
+                    "order": "none"})
 
 
 def _local_derivative(rebuilt, s: sympy.Symbol):
@@ -183,7 +231,9 @@ def _local_derivative(rebuilt, s: sympy.Symbol):
         others = list(rebuilt.args)
         others.remove(s)
         if s not in others:
-            return sympy.Mul(*others)
+            return sympy.Mul(*others, evaluate=False)
+    if isinstance(rebuilt, sympy.Function) and rebuilt.args == (s,):
+        return rebuilt.fdiff(1)  # sin, exp, tanh, ...: the function's own rule
     return sympy.diff(rebuilt, s)
 
 

@@ -99,7 +99,10 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
                     if w in errors:
                         continue
                     try:
-                        got = witness(w)(case, point.values, v, dtype)
+                        # finite differences group their perturbations by the
+                        # reference's sparsity pattern
+                        hints = {"sparsity": ref.sparsity} if w == "numeric" else {}
+                        got = witness(w)(case, point.values, v, dtype, **hints)
                     except CaseTimeout:
                         raise
                     except Exception as exc:  # a witness that raises is that witness's error

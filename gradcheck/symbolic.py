@@ -74,7 +74,11 @@ def _lower(root: Node, symbols: dict[str, object], scalar: bool,
             return np.asarray(np.frompyfunc(rule.sympy, rule.arity, 1)(*args), dtype=object)
         return np.asarray(rule.sympy(*args), dtype=object)
 
-    return fold(root, visit, symbols)
+    # Unevaluated: SymPy's automatic simplification asks assumption queries that cost
+    # milliseconds per node (tanh of a sum of products: 3 ms) and changes nothing exact;
+    # the adjoint program rebuilds every node evaluated anyway.
+    with sympy.core.parameters.evaluate(False):
+        return fold(root, visit, symbols)
 
 
 def _is_step_derivative(e) -> bool:
@@ -187,7 +191,7 @@ class Reference:
         wrt = {s for n in self.wrt for s in self.symbols[n].flat}
         self._program = Program(_clean)
         self._forward = self._program.lambdify(
-            self.args, [self._program.value(y) for y in out.flat], modules=_MODULES)
+            self.args, self._program.values(list(out.flat)), modules=_MODULES)
         self._jac = self._jacobian(out, wrt, self.args)
         self._retained = []
         for name in case.retain_grad:
@@ -198,7 +202,7 @@ class Reference:
             h_value = _lower(let.args[0], self.symbols, False, self.selectors)
             args = self.args + [list(h.flat)]
             h_fn = self._program.lambdify(
-                self.args, [self._program.value(e) for e in h_value.flat], modules=_MODULES)
+                self.args, self._program.values(list(h_value.flat)), modules=_MODULES)
             self._retained.append((name, h_fn,
                                    self._jacobian(out_h, set(h.flat), args, h)))
 
@@ -269,6 +273,19 @@ class Reference:
         return Evaluation(value, grads, retained, scale=scale)
 
     # ------------------------------------------------------------------ public
+    @property
+    def sparsity(self) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+        """The Jacobian's structural non-zeros by input (and retained ``let``) name, as
+        flat (output row, input element) index arrays; None for an elementwise formula
+        (its Jacobian is diagonal up to broadcasting)."""
+        if self.mode != "expanded":
+            return None
+        rows, cols, names, _ = self._jac
+        out = {n: (rows[names == n], cols[names == n]) for n in self.wrt}
+        for name, _, (r, c, _, _) in self._retained:
+            out[name] = (r, c)
+        return out
+
     def evaluate(self, point: dict[str, np.ndarray], v: np.ndarray) -> Evaluation:
         """Output value and exact vᵀJ at ``point`` (float64 arrays by input name)."""
         with np.errstate(all="ignore"):

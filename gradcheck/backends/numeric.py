@@ -8,7 +8,9 @@ error) plus the rounding error ``eps·Σ|f|/h`` bounds the error of R(h). That b
 a guessed tolerance, is what the comparison allows this witness.
 
 Elementwise formulas have a diagonal Jacobian, so all elements of an input are perturbed
-at once (six evaluations per input); other formulas are perturbed element by element.
+at once (six evaluations per input). Other formulas are perturbed in groups of elements
+that share no output (a colouring of the symbolic sparsity pattern): a banded Jacobian
+takes a few groups, a dense one one group per element.
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ def _step(x: np.ndarray) -> np.ndarray:
     return STEP * np.maximum(1.0, np.abs(x))
 
 
-def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evaluation:
+def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
+        sparsity: dict | None = None) -> Evaluation:
+    """``sparsity``: the reference's structural Jacobian pattern by name
+    (:attr:`gradcheck.symbolic.Reference.sparsity`), used to group perturbations."""
     env = {k: np.asarray(x, dtype=np.float64) for k, x in point.items()}
     lets: dict[str, np.ndarray] = {}
     value = evaluate(case.output, env, lets=lets)
@@ -55,7 +60,8 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evalua
             if split is not None:
                 grad, err = _diagonal(split, env, name, x0, v)
             else:
-                grad, err = _columns(case.output, env, name, x0, v)
+                grad, err = _columns(case.output, env, name, x0, v,
+                                     (sparsity or {}).get(name))
             getattr(out, where)[name] = grad
             out.error[f"{name}.grad"] = err
     return out
@@ -75,22 +81,69 @@ def _diagonal(split, env, name, x0, v):
             unbroadcast(np.abs(v_body) * err, x0.shape))
 
 
-def _columns(root, env, name, x0, v):
-    """vᵀJ column by column: one perturbation per element of the input."""
-    v = np.broadcast_to(np.asarray(v, dtype=float), root.shape)
-    grad = np.zeros(x0.shape)
-    err = np.zeros(x0.shape)
+def colour(rows: np.ndarray, cols: np.ndarray, n_cols: int, n_rows: int) -> list[list[int]]:
+    """Greedy colouring of the Jacobian's columns: columns in one group share no output
+    row, so one perturbation of the whole group measures each of them."""
+    touches = [[] for _ in range(n_cols)]
+    for r, c in zip(rows.tolist(), cols.tolist()):
+        touches[c].append(r)
+    groups: list[list[int]] = []
+    used: list[np.ndarray] = []
+    for j in range(n_cols):
+        for g, mask in enumerate(used):
+            if not mask[touches[j]].any():
+                break
+        else:
+            g = len(groups)
+            groups.append([])
+            used.append(np.zeros(n_rows, dtype=bool))
+        groups[g].append(j)
+        used[g][touches[j]] = True
+    return groups
+
+
+def _columns(root, env, name, x0, v, pattern=None):
+    """vᵀJ by perturbing groups of elements: with the symbolic sparsity ``pattern``
+    ((rows, cols) of the structural non-zeros) a diagonal or banded Jacobian needs a
+    handful of groups instead of one per element. A group whose perturbation moves an
+    output row the pattern says it cannot is measured again element by element, so a
+    wrong pattern costs time, never a wrong witness."""
+    v = np.broadcast_to(np.asarray(v, dtype=float), root.shape).reshape(-1)
     flat = x0.reshape(-1)
-    for j in range(flat.size):
-        hj = _step(flat[j])
+    n, m = flat.size, v.size
+    if pattern is None:
+        groups = [[j] for j in range(n)]
+        rows_of = {j: slice(None) for j in range(n)}
+    else:
+        rows, cols = pattern
+        groups = colour(rows, cols, n, m)
+        rows_of = {j: rows[cols == j] for j in range(n)}
+    h = _step(flat)
+    grad, err = np.zeros(n), np.zeros(n)
 
-        def f(t, j=j):
-            x = flat.copy()
-            x[j] = t
-            return evaluate(root, env, overrides={name: x.reshape(x0.shape)})
+    def measure(group, rows_of):
+        step = np.zeros(n)
+        step[group] = h[group]
 
-        d, e = _derivative(f, flat[j], hj)
-        idx = np.unravel_index(j, x0.shape)
-        grad[idx] = np.sum(v * d)
-        err[idx] = np.sum(np.abs(v) * e)
-    return grad, err
+        def f(t):
+            x = (flat + t * step).reshape(x0.shape)
+            return np.broadcast_to(evaluate(root, env, overrides={name: x}),
+                                   root.shape).reshape(-1)
+
+        d, e = _derivative(f, 0.0, 1.0)   # d/dt f(x + t·step) = Σ_j J[:, j] h_j
+        for j in group:
+            r = rows_of[j]
+            grad[j] = np.sum(v[r] * d[r]) / h[j]
+            err[j] = np.sum(np.abs(v[r]) * e[r]) / h[j]
+        return d, e
+
+    for group in groups:
+        d, e = measure(group, rows_of)
+        if pattern is not None:
+            outside = np.ones(m, dtype=bool)
+            for j in group:
+                outside[rows_of[j]] = False
+            if np.any(np.abs(d[outside]) > e[outside]):
+                for j in group:           # the pattern missed a dependency here
+                    measure([j], {j: slice(None)})
+    return grad.reshape(x0.shape), err.reshape(x0.shape)
