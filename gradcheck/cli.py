@@ -52,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
                           "absent device are skipped)")
     run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                      help="time limit per case and dtype (default 300)")
+    run.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                     help="run the cases in N worker processes (0: one per CPU; default 1, "
+                          "in this process); the report is the same as a serial run's")
+    run.add_argument("--scheduler", metavar="ADDRESS",
+                     help="run the cases on the Dask distributed cluster whose scheduler "
+                          "is at ADDRESS, e.g. tcp://host:8786 (pip install "
+                          "'gradcheck[distributed]')")
     run.add_argument("--exit-zero", action="store_true",
                      help="exit 0 even when cases fail (the report still says so)")
     run.add_argument("-v", "--verbose", action="store_true",
@@ -98,12 +105,18 @@ def exit_code(result) -> ExitCode:
 
 
 def _cmd_run(args) -> int:
+    from .parallel import ParallelError
     from .report import render
     from .report.text import printable
     from .runner import run
 
     if args.points is not None and not 1 <= args.points <= 1000:
         print("gradcheck: error: --points must be from 1 to 1000", file=sys.stderr)
+        return ExitCode.USAGE
+    if args.jobs < 0 or (args.jobs != 1 and args.scheduler):
+        print("gradcheck: error: " + ("--jobs must be 0 or more" if args.jobs < 0 else
+                                      "--jobs and --scheduler exclude each other"),
+              file=sys.stderr)
         return ExitCode.USAGE
     tty = sys.stderr.isatty()
 
@@ -113,10 +126,16 @@ def _cmd_run(args) -> int:
             print(f"\r\033[K[{n}/{total}] {printable(result.name)} ({result.dtype})", end="",
                   file=sys.stderr, flush=True)
 
-    result = run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
-                 points=args.points, witnesses=args.witness, timeout=args.timeout,
-                 device=args.device,
-                 progress=progress)
+    try:
+        result = run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
+                     points=args.points, witnesses=args.witness, timeout=args.timeout,
+                     device=args.device, jobs=args.jobs, scheduler=args.scheduler,
+                     progress=progress)
+    except ParallelError as exc:
+        if tty:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+        print(f"gradcheck: error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
     if tty:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     color = (args.output is None and sys.stdout.isatty()

@@ -90,11 +90,11 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
             if case.op is not None:
                 return _op_result(case, dtype, cache, base, start)
             ref = _reference(case, cache)
-            for i in range(case.points):
-                point = sample(case, dtype, i)
+            points = [sample(case, dtype, i) for i in range(case.points)]
+            vs = [cotangent(case, dtype, i) for i in range(case.points)]
+            expectations = ref.evaluations([p.values for p in points], vs)
+            for i, (point, v, expected) in enumerate(zip(points, vs, expectations)):
                 notes.extend(point.notes)
-                v = cotangent(case, dtype, i)
-                expected = ref.evaluate(point.values, v)
                 for w in witnesses:
                     if w in errors:
                         continue
@@ -198,6 +198,22 @@ def file_error(exc: CaseFileError) -> CaseResult:
                       error_kind="case")
 
 
+def override(case: Case, *, seed: int | None = None, points: int | None = None,
+             witnesses: Iterable[str] | None = None, device: str | None = None) -> Case:
+    """``case`` with the command line's overrides applied (itself when there are none)."""
+    changes = {}
+    if seed is not None:
+        changes["seed"] = seed
+    if points is not None:
+        changes["points"] = points
+    if device is not None:
+        changes["device"] = device
+    if witnesses:
+        wanted = set(witnesses)
+        changes["witnesses"] = tuple(w for w in case.witnesses if w in wanted)
+    return dataclasses.replace(case, **changes) if changes else case
+
+
 def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None = None,
            seed: int | None = None, points: int | None = None,
            witnesses: Iterable[str] | None = None,
@@ -207,18 +223,7 @@ def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None =
     for case in cases:
         if keyword and keyword not in case.name:
             continue
-        changes = {}
-        if seed is not None:
-            changes["seed"] = seed
-        if points is not None:
-            changes["points"] = points
-        if device is not None:
-            changes["device"] = device
-        if witnesses:
-            wanted = set(witnesses)
-            changes["witnesses"] = tuple(w for w in case.witnesses if w in wanted)
-        if changes:
-            case = dataclasses.replace(case, **changes)
+        case = override(case, seed=seed, points=points, witnesses=witnesses, device=device)
         for d in ([dtype] if dtype else case.dtypes):
             runs.append((case, d))
     return runs
@@ -228,19 +233,34 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
         seed: int | None = None, points: int | None = None,
         witnesses: Iterable[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT,
         device: str | None = None,
-        progress: Callable[[int, int, CaseResult], None] | None = None) -> RunResult:
+        progress: Callable[[int, int, CaseResult], None] | None = None,
+        jobs: int = 1, scheduler: str | None = None) -> RunResult:
     """Run every case under ``paths``.
+
+    ``jobs`` > 1 (0: one per CPU) runs the cases in that many worker processes,
+    ``scheduler`` on the Dask cluster at that address (see :mod:`gradcheck.parallel`);
+    the result is the same as a serial run's, in the same order. ``progress(n, total,
+    result)`` is called as each result comes in.
 
     Raises:
         CaseFileError: a path does not exist or is not a case file.
+        ParallelError: ``scheduler`` is given but Dask's distributed package is missing or
+            the scheduler cannot be reached.
+        ValueError: ``jobs`` is negative.
     """
     start = time.perf_counter()
     cases, errors = read_paths(paths)
     # A file that cannot be read at all (no case name) is reported whatever -k says.
     results = [file_error(e) for e in errors
                if not keyword or e.case is None or keyword in e.case]
-    runs = select(cases, keyword=keyword, dtype=dtype, seed=seed, points=points,
-                  witnesses=witnesses, device=device)
+    overrides = dict(seed=seed, points=points, witnesses=witnesses, device=device)
+    runs = select(cases, keyword=keyword, dtype=dtype, **overrides)
+    if jobs != 1 or scheduler:
+        from .parallel import run_parallel
+
+        results += run_parallel(runs, overrides, timeout=timeout, jobs=jobs,
+                                scheduler=scheduler, progress=progress)
+        return RunResult(tuple(results), time.perf_counter() - start)
     cache: dict = {}
     for n, (case, d) in enumerate(runs, 1):
         result = run_case(case, d, cache=cache, timeout=timeout)

@@ -1,0 +1,236 @@
+"""Parallel and distributed runs (``gradcheck run --jobs N`` / ``--scheduler ADDRESS``):
+the same report as a serial run, a worker that dies costs only the case it was running,
+time limits hold inside workers, and a cluster that cannot be used is a usage error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gradcheck import parallel
+from gradcheck.cli import ExitCode, main
+from gradcheck.runner import run
+
+CASES = Path(__file__).parent.parent / "cases"
+# A bit of everything, from every bundled file: elementwise and expanded formulas, a YAML
+# file, retain_grad, float32, custom ops (imported by the workers), expect = "fail";
+# seed and points overridden, which the workers must apply too.
+SUBSET = dict(paths=[str(CASES)], keyword="sig", points=1, seed=3)
+
+# The op module of the crash tests: ops that kill their own process, one that loops in
+# Python, one that never lets SIGALRM in, and a correct one. Each test writes it under a
+# name of its own: a Dask worker keeps the modules it imported.
+OPS = """
+import os
+import signal
+import time
+
+import torch
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def killed(x):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def exits(x):
+    os._exit(7)
+
+
+def loops(x):
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        pass
+    return x * x
+
+
+def deaf(x):
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    time.sleep(60)
+    return x * x
+"""
+
+
+def op_case(name: str, op: str, **keys) -> str:
+    extra = "".join(f"{k} = {v}\n" for k, v in keys.items())
+    return (f'[[case]]\nname = "{name}"\nop = "MODULE:{op}"\nreference = "x**2"\n'
+            f"inputs.x = {{ shape = [3] }}\n{extra}\n")
+
+
+BLOCKS = {
+    "before": '[[case]]\nname = "before"\nexpr = "sum(x**2)"\ninputs.x = { shape = [3] }\n\n',
+    "killed": op_case("killed", "killed"),
+    "square-op": op_case("square-op", "Square", dtype='["float64", "float32"]'),
+    "broken": '[[case]]\nname = "broken"\nexpr = "sum(x ** )"\ninputs.x = { shape = [3] }\n\n',
+    "exits": op_case("exits", "exits"),
+    "loops": op_case("loops", "loops"),
+    "deaf": op_case("deaf", "deaf"),
+    "after": '[[case]]\nname = "after"\nexpr = "sum(sin(x))"\ninputs.x = { shape = [3] }\n\n',
+}
+
+
+def write_crashes(folder: Path, module: str, names: list[str]) -> Path:
+    (folder / f"{module}.py").write_text(OPS)
+    path = folder / "crashes.toml"
+    text = "[defaults]\npoints = 1\n\n" + "".join(BLOCKS[n] for n in names)
+    path.write_text(text.replace("MODULE", module))
+    return path
+
+
+def same(got: dict, expected: dict) -> None:
+    """``got == expected``, failing on the first case that differs (a readable diff)."""
+    for g, e in zip(got["cases"], expected["cases"]):
+        assert g == e
+    assert got == expected
+
+
+def plain(result) -> dict:
+    """A run as its JSON report, without the durations (the one thing that may differ)."""
+    data = result.to_dict()
+    data["summary"].pop("seconds")
+    for case in data["cases"]:
+        case.pop("seconds")
+    return data
+
+
+def check_report(data: dict, names: list[str], errors: dict[str, str]) -> None:
+    """The report holds every case of ``names`` in the serial order (the file's error
+    first), the ``errors`` with those words in their message, the others passed."""
+    order = sorted(names, key=lambda n: n != "broken")   # stable: the rest keep order
+    assert [c["name"] for c in data["cases"]] == [
+        r for n in order for r in ([n, n] if n == "square-op" else [n])]
+    for case in data["cases"]:
+        name = case["name"]
+        if name in errors:
+            assert case["status"] == "error", case
+            assert errors[name] in case["message"], case["message"]
+            assert case["error_kind"] == "case"   # an op's crash or time-out is the op's
+        elif name != "broken":
+            assert case["status"] == "passed", case
+    died = [c for c in data["cases"] if "worker process died" in c["message"]]
+    assert {c["name"] for c in died} == {"killed", "exits"} & set(names)
+
+
+# --------------------------------------------------------------------------- --jobs
+
+@pytest.fixture(scope="module")
+def serial():
+    """The subset's report from a serial run, without durations."""
+    result = run(**SUBSET)
+    assert len(result.cases) > 8 and {c.status for c in result.cases} >= {"passed"}
+    return plain(result)
+
+
+def test_jobs_report_equals_serial(serial, tmp_path):
+    # from a plain script, as a user would call it: the workers are fresh interpreters
+    # that do not import the caller's __main__, so no `if __name__ == "__main__"` guard
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(f"""
+        import json
+        import gradcheck
+        seen = []
+        result = gradcheck.run(**{SUBSET!r}, jobs=2,
+                               progress=lambda n, total, r: seen.append((n, total)))
+        print(json.dumps({{"report": result.to_dict(), "progress": seen}}))
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    report = data["report"]
+    report["summary"].pop("seconds")
+    for case in report["cases"]:
+        case.pop("seconds")
+    same(report, serial)
+    total = len(serial["cases"])
+    assert sorted(map(tuple, data["progress"])) == [(n, total) for n in range(1, total + 1)]
+
+
+def test_jobs_dead_or_stuck_worker_costs_only_its_case(tmp_path, monkeypatch, capsys):
+    # "loops" is stopped by the time limit inside its worker (SIGALRM); "deaf" blocks
+    # SIGALRM, so the parent kills its worker once the limit and a grace period have
+    # passed; "killed" kills its worker, and "after" then runs in a new one
+    monkeypatch.setattr(parallel, "KILL_GRACE", 0.5)
+    names = ["loops", "deaf", "before", "square-op", "broken", "killed", "after"]
+    path = write_crashes(tmp_path, "crash_jobs", names)
+    out = tmp_path / "report.json"
+    code = main(["run", str(path), "--jobs", "2", "--timeout", "3", "--format", "json",
+                 "--output", str(out)])
+    assert code == ExitCode.USAGE          # case errors; nothing failed
+    assert "4 passed, 0 failed, 4 errored" in capsys.readouterr().out
+    check_report(json.loads(out.read_text()), names, {
+        "killed": "worker process died while running this case (killed by SIGKILL)",
+        "loops": "ran past its time limit of 3 s",
+        "deaf": "ran past its time limit of 3 s and did not stop; its worker process "
+                "was killed"})
+
+
+def test_jobs_usage_errors(capsys):
+    assert main(["run", str(CASES), "--jobs", "-1"]) == ExitCode.USAGE
+    assert "--jobs must be 0 or more" in capsys.readouterr().err
+    assert main(["run", str(CASES), "--jobs", "2", "--scheduler", "tcp://h:1"]) == \
+        ExitCode.USAGE
+    assert "exclude each other" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- Dask
+
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    # KilledWorker at the first death (by default the scheduler tries four workers); a
+    # case merely queued on the dying worker gets it too, and gradcheck runs it again
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                      dashboard_address=":0") as c:
+            yield c
+
+
+def test_dask_report_equals_serial(cluster, serial):
+    same(plain(run(**SUBSET, scheduler=cluster.scheduler_address)), serial)
+
+
+def test_dask_dead_or_stuck_worker_costs_only_its_case(cluster, tmp_path):
+    # a case running past its limit in a worker's thread (where SIGALRM cannot reach)
+    # is stopped too
+    names = ["before", "exits", "square-op", "broken", "loops", "after"]
+    path = write_crashes(tmp_path, "crash_dask", names)
+    out = tmp_path / "report.json"
+    code = main(["run", str(path), "--scheduler", cluster.scheduler_address,
+                 "--timeout", "3", "--format", "json", "--output", str(out)])
+    assert code == ExitCode.USAGE
+    check_report(json.loads(out.read_text()), names, {
+        "exits": "worker process died while running this case (Dask's KilledWorker",
+        "loops": "ran past its time limit of 3 s"})
+
+
+def test_dask_missing_or_unreachable_is_a_usage_error(monkeypatch, capsys):
+    pytest.importorskip("distributed")
+    path = str(CASES / "retain_grad.toml")
+    assert main(["run", path, "--scheduler", "no-port-here"]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "cannot reach the Dask scheduler at 'no-port-here'" in err
+    monkeypatch.setattr(parallel, "CONNECT_TIMEOUT", "0.5s")
+    assert main(["run", path, "--scheduler", "tcp://127.0.0.1:1"]) == ExitCode.USAGE
+    assert "cannot reach the Dask scheduler" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "distributed", None)   # as if not installed
+    assert main(["run", path, "--scheduler", "tcp://127.0.0.1:8786"]) == ExitCode.USAGE
+    assert "pip install 'gradcheck[distributed]'" in capsys.readouterr().err
