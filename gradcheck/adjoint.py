@@ -234,6 +234,14 @@ def _local_derivative(rebuilt, s: sympy.Symbol):
             return sympy.Mul(*others, evaluate=False)
     if isinstance(rebuilt, sympy.Function) and rebuilt.args == (s,):
         return rebuilt.fdiff(1)  # sin, exp, tanh, ...: the function's own rule
+    if isinstance(rebuilt, sympy.Piecewise):
+        # Conditions are constant almost everywhere: the derivative is the chosen
+        # piece's. Built unevaluated: SymPy's own would simplify the conditions, which
+        # can take minutes on nested ones and changes no value.
+        pieces = [(sympy.S.One if e == s else sympy.S.Zero, c) for e, c in rebuilt.args]
+        if all(e == 0 for e, _ in pieces):
+            return sympy.S.Zero
+        return sympy.Piecewise(*pieces, evaluate=False)
     return sympy.diff(rebuilt, s)
 
 

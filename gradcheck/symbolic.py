@@ -28,7 +28,8 @@ from .errors import UnsupportedOpError
 from .evaluation import Evaluation
 from .forward import evaluate
 from .rules import REDUCTION, RULES
-from .tree import Node, differentiable_names, elementwise_split, fold, top_cotangent, unbroadcast
+from .tree import (SLAB, Node, cut, differentiable_names, elementwise_split, fold, slabs,
+                   top_cotangent, unbroadcast)
 
 EXPANSION_LIMIT = 4096  # input elements a formula that mixes elements may have
 
@@ -74,10 +75,16 @@ def _lower(root: Node, symbols: dict[str, object], scalar: bool,
             return np.asarray(np.frompyfunc(rule.sympy, rule.arity, 1)(*args), dtype=object)
         return np.asarray(rule.sympy(*args), dtype=object)
 
-    # Unevaluated: SymPy's automatic simplification asks assumption queries that cost
-    # milliseconds per node (tanh of a sum of products: 3 ms) and changes nothing exact;
-    # the adjoint program rebuilds every node evaluated anyway.
-    with sympy.core.parameters.evaluate(False):
+    # Unevaluated first: SymPy's automatic simplification asks assumption queries that
+    # cost milliseconds per node (tanh of a sum of products: 3 ms) and changes no value.
+    # Some constructions need it, though (a Piecewise nested in a condition is rewritten
+    # through simplify(), which fails on unevaluated sums): those are lowered evaluated.
+    try:
+        with sympy.core.parameters.evaluate(False):
+            return fold(root, visit, symbols)
+    except Exception:
+        if selectors is not None:
+            selectors.clear()
         return fold(root, visit, symbols)
 
 
@@ -147,17 +154,56 @@ class Reference:
         self.tree = body
         self._kernel = program.lambdify(args, exprs, modules=_MODULES)
 
-    def _evaluate_elementwise(self, point, v) -> Evaluation:
-        case = self.case
-        shape = self.body.shape
+    def _kernel_args(self, point) -> list[np.ndarray]:
         # Every argument at least 1-D and of the body's rank: NumPy then returns arrays
         # (never bare scalars) everywhere, which np.select in Piecewise code requires.
-        ndim = max(1, len(shape))
-        args = [np.reshape(point[s.name], (1,) * (ndim - len(s.shape)) + s.shape)
-                for s in case.inputs]
-        padded = (1,) * (ndim - len(shape)) + shape
-        out = [np.broadcast_to(np.asarray(r, dtype=float), padded).reshape(shape)
-               for r in self._kernel(*args)]
+        ndim = max(1, len(self.body.shape))
+        return [np.reshape(point[s.name], (1,) * (ndim - len(s.shape)) + s.shape)
+                for s in self.case.inputs]
+
+    def _padded(self) -> tuple[int, ...]:
+        shape = self.body.shape
+        return (1,) * (max(1, len(shape)) - len(shape)) + shape
+
+    def _run_kernel(self, args: list[np.ndarray], padded: tuple) -> list[np.ndarray]:
+        """The kernel's outputs at the shape ``padded``, computed slab by slab, so that
+        each of the program's intermediate arrays stays small (a million-element case
+        would otherwise hold dozens of full-size temporaries at once)."""
+        pieces = slabs(padded)
+        if len(pieces) == 1:
+            return [np.broadcast_to(np.asarray(r, dtype=float), padded)
+                    for r in self._kernel(*args)]
+        outs = None
+        for axis, part, where in pieces:
+            results = self._kernel(*[cut(a, len(padded), axis, part) for a in args])
+            if outs is None:
+                outs = [np.empty(padded) for _ in results]
+            for o, r in zip(outs, results):
+                o[where] = r
+        return outs
+
+    def _evaluations_elementwise(self, points: list, vs: list):
+        """One kernel call for all the points when they are small together (the call's
+        fixed cost then dominates), one per point otherwise."""
+        padded = self._padded()
+        size = int(np.prod(padded, dtype=np.int64))
+        if len(points) > 1 and size * len(points) <= SLAB:
+            stacked = [np.stack(a) for a in zip(*(self._kernel_args(p) for p in points))]
+            outs = self._run_kernel(stacked, (len(points),) + padded)
+            for i, (p, v) in enumerate(zip(points, vs)):
+                yield self._evaluate_elementwise(p, v, [o[i] for o in outs])
+        else:
+            for p, v in zip(points, vs):
+                yield self._evaluate_elementwise(p, v)
+
+    def _evaluate_elementwise(self, point, v, kernel_out=None) -> Evaluation:
+        case = self.case
+        shape = self.body.shape
+        args = self._kernel_args(point)
+        padded = self._padded()
+        if kernel_out is None:
+            kernel_out = self._run_kernel(args, padded)
+        out = [r.reshape(shape) for r in kernel_out]
         body_value, partials = out[0], out[1:]
         top = self.top
         value = np.array(body_value) if top is None else np.asarray(
@@ -288,13 +334,23 @@ class Reference:
 
     def evaluate(self, point: dict[str, np.ndarray], v: np.ndarray) -> Evaluation:
         """Output value and exact vᵀJ at ``point`` (float64 arrays by input name)."""
-        with np.errstate(all="ignore"):
-            if self.mode == "elementwise":
-                out = self._evaluate_elementwise(point, np.asarray(v, dtype=float))
-            else:
-                out = self._evaluate_expanded(point, np.asarray(v, dtype=float))
-        out.grads.update(dict.fromkeys(self.unreached))
-        return out
+        return next(self.evaluations([point], [v]))
+
+    def evaluations(self, points: list[dict[str, np.ndarray]], vs: list[np.ndarray]):
+        """:meth:`evaluate` at each point with its v, in order (a generator); small
+        elementwise formulas are evaluated at all the points in one vectorized call."""
+        vs = [np.asarray(v, dtype=float) for v in vs]
+        if self.mode == "elementwise":
+            results = self._evaluations_elementwise(points, vs)
+        else:
+            results = (self._evaluate_expanded(p, v) for p, v in zip(points, vs))
+        while True:
+            with np.errstate(all="ignore"):
+                out = next(results, None)
+            if out is None:
+                return
+            out.grads.update(dict.fromkeys(self.unreached))
+            yield out
 
     def hvp(self, point: dict[str, np.ndarray], v: np.ndarray,
             u: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

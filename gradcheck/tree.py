@@ -82,6 +82,12 @@ def fold(root: Node, visit: Callable[[Node, list], Any],
     (a ``let`` given here is a free variable of its own, as ``retain_grad`` needs).
     """
     overrides = overrides or {}
+    # A value is dropped once its last parent has used it: a long formula on large
+    # arrays then holds a few arrays at a time, not one per node.
+    uses: dict[int, int] = {}
+    for node in walk(root):
+        for c in node.args:
+            uses[id(c)] = uses.get(id(c), 0) + 1
     values: dict[int, Any] = {}
     stack: list[tuple[Node, bool]] = [(root, False)]
     while stack:
@@ -97,10 +103,40 @@ def fold(root: Node, visit: Callable[[Node, list], Any],
             stack.extend((c, False) for c in reversed(node.args) if id(c) not in values)
             continue
         values[key] = visit(node, [values[id(c)] for c in node.args])
+        for c in node.args:
+            uses[id(c)] -= 1
+            if uses[id(c)] == 0 and c is not root:
+                del values[id(c)]
     return values[id(root)]
 
 
 # --------------------------------------------------------------------------- shapes
+
+SLAB = 1 << 16  # elements per slab: bounds the temporaries of elementwise evaluations
+
+
+def slabs(shape: tuple[int, ...], size: int = SLAB) -> list[tuple[int, slice, Any]]:
+    """Cuts of ``shape`` along its largest axis into slabs of about ``size`` elements, as
+    (axis, slice of that axis, index of the slab); one cut, the whole array (index
+    ``...``), when it is small."""
+    total = int(np.prod(shape, dtype=np.int64))
+    if total <= size or not shape:
+        return [(0, slice(None), ...)]
+    axis = int(np.argmax(shape))
+    step = max(1, size * shape[axis] // total)
+    return [(axis, slice(lo, lo + step), (slice(None),) * axis + (slice(lo, lo + step),))
+            for lo in range(0, shape[axis], step)]
+
+
+def cut(a, ndim: int, axis: int, part: slice):
+    """The part of ``a`` (broadcast against an array of ``ndim`` dimensions, NumPy's
+    right-aligned rule) that lines up with ``part`` of that array's ``axis``."""
+    a = np.asarray(a)
+    k = axis - (ndim - a.ndim)
+    if k < 0 or a.ndim == 0 or a.shape[k] == 1:
+        return a
+    return a[(slice(None),) * k + (part,)]
+
 
 def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     try:

@@ -102,3 +102,26 @@ def test_grouped_witness_agrees_with_the_reference(expr, shapes):
     expected = ref.evaluate(point, v)
     for name, g in expected.grads.items():
         assert np.all(np.abs(got.grads[name] - g) <= got.error[f"{name}.grad"] + 1e-12)
+
+
+def test_points_in_one_call_equal_points_one_by_one():
+    """The vectorized evaluation of all points (small elementwise formulas) and the
+    slab-by-slab evaluation of large ones give what one point at a time gives."""
+    from gradcheck.runner import cotangent
+
+    for n, expr in [(7, "sum(log(1 + exp(x)) * tanh(x) + c * x)"),
+                    (70_000, "log(1 + exp(x)) * tanh(x) + c * x")]:
+        case = make_case(expr, {"x": (n,), "c": ()}, points=3)
+        ref = Reference(case)
+        points = [sample(case, "float64", i).values for i in range(3)]
+        vs = [cotangent(case, "float64", i) for i in range(3)]
+        together = list(ref.evaluations(points, vs))
+        for p, v, got in zip(points, vs, together):
+            args = ref._kernel_args(p)
+            alone = [np.broadcast_to(np.asarray(r, dtype=float), ref._padded())
+                     for r in ref._kernel(*args)]          # one unsliced call
+            x = p["x"]
+            np.testing.assert_allclose(got.grads["x"], v * alone[1].reshape(x.shape)
+                                       if n > 7 else alone[1], rtol=1e-15, atol=0)
+            np.testing.assert_allclose(got.grads["c"], np.sum(np.broadcast_to(v, x.shape)
+                                                              * alone[2]), rtol=1e-12)

@@ -275,13 +275,13 @@ def test_float32_points_are_exactly_representable():
 def test_float32_reference_is_evaluated_at_the_rounded_point(monkeypatch):
     case = make_case("sum(sin(x) * y)", {"x": [50], "y": [50]})
     seen: list[dict] = []
-    real = Reference.evaluate
+    real = Reference.evaluations
 
-    def spy(self, point, v):
-        seen.append({k: np.array(x) for k, x in point.items()})
-        return real(self, point, v)
+    def spy(self, points, vs):
+        seen.extend({k: np.array(x) for k, x in point.items()} for point in points)
+        return real(self, points, vs)
 
-    monkeypatch.setattr(Reference, "evaluate", spy)
+    monkeypatch.setattr(Reference, "evaluations", spy)
     assert_agree(check(case, "float32"))
     assert len(seen) == case.points
     for i, point in enumerate(seen):

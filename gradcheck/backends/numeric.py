@@ -19,7 +19,8 @@ import numpy as np
 
 from ..evaluation import Evaluation
 from ..forward import evaluate
-from ..tree import differentiable_names, elementwise_split, top_cotangent, unbroadcast
+from ..tree import (cut, differentiable_names, elementwise_split, slabs, top_cotangent,
+                    unbroadcast)
 
 STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
 EPS = np.finfo(np.float64).eps
@@ -28,12 +29,14 @@ EPS = np.finfo(np.float64).eps
 def _derivative(f, x: np.ndarray, h: np.ndarray):
     """Richardson-extrapolated central difference of f at x along the step h, and a
     bound on its error (both with f's output shape)."""
-    values = {k: (f(x + k * h), f(x - k * h)) for k in (1, 2, 4)}
-    d = {k: (p - m) / (2 * k * h) for k, (p, m) in values.items()}
+    d, size = {}, 0.0
+    for k in (1, 2, 4):             # one pair at a time: large inputs hold few arrays
+        p, m = f(x + k * h), f(x - k * h)
+        d[k] = (p - m) / (2 * k * h)
+        size = size + np.abs(p) + np.abs(m)
     r1 = (4 * d[1] - d[2]) / 3      # O(h^4) estimate
     r2 = (4 * d[2] - d[4]) / 3      # the same from steps twice as large: 16x the error
-    rounding = EPS * sum(np.abs(p) + np.abs(m) for p, m in values.values()) / h
-    return r1, np.abs(r1 - r2) + rounding
+    return r1, np.abs(r1 - r2) + EPS * size / h
 
 
 def _step(x: np.ndarray) -> np.ndarray:
@@ -68,15 +71,22 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
 
 
 def _diagonal(split, env, name, x0, v):
-    """vᵀJ for an elementwise formula: one perturbation of the whole input."""
+    """vᵀJ for an elementwise formula: one perturbation of the whole input, evaluated
+    slab by slab (each output element depends on its own elements only), so that a
+    million-element case holds a few full-size arrays, not every temporary."""
     body, top = split
-    h = np.broadcast_to(_step(x0), x0.shape)
+    shape = body.shape
+    d, err = np.empty(shape), np.empty(shape)
+    for axis, part, where in slabs(shape):
+        local = {k: cut(a, len(shape), axis, part) for k, a in env.items()}
+        x = cut(x0, len(shape), axis, part)
+        out_shape = d[where].shape
 
-    def f(x):
-        return np.broadcast_to(evaluate(body, env, overrides={name: x}), body.shape)
+        def f(xs, local=local, out_shape=out_shape):
+            return np.broadcast_to(evaluate(body, local, overrides={name: xs}), out_shape)
 
-    d, err = _derivative(f, x0, h)
-    v_body = top_cotangent(top, v, body.shape)
+        d[where], err[where] = _derivative(f, x, _step(x))
+    v_body = top_cotangent(top, v, shape)
     return (unbroadcast(v_body * d, x0.shape),
             unbroadcast(np.abs(v_body) * err, x0.shape))
 
