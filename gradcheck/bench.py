@@ -305,25 +305,13 @@ def _formula_point(seed: int = 0) -> dict:
 
 
 def _lowered(case):
-    """The formula as one SymPy expression and its input symbols, straight from the
-    rule table's ``sympy`` column (what any symbolic approach starts from)."""
-    import sympy
+    """The formula as one SymPy expression, built by SymPy's usual evaluation, and its
+    input symbols (what plain SymPy starts from)."""
+    from .symbolic import _lower, _symbol
 
-    from .rules import RULES
-    from .tree import fold
-
-    syms = {s.name: sympy.Symbol(f"_{s.name}", real=True) for s in case.inputs}
-
-    def visit(node, args):
-        if node.op == "input":
-            return syms[node.name]
-        if node.op == "const":
-            return node.value
-        if node.op == "let":
-            return args[0]
-        return RULES[node.op].sympy(*args)
-
-    return fold(case.output, visit), [syms[s.name] for s in case.inputs]
+    syms = {s.name: _symbol(s.name) for s in case.inputs}
+    return (_lower(case.output, syms, scalar=True, evaluated=True),
+            [syms[s.name] for s in case.inputs])
 
 
 def _child_compile(job: dict) -> dict:

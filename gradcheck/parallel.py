@@ -113,6 +113,11 @@ def _error(case, dtype: str, message: str, kind: str) -> CaseResult:
                       message=message, error_kind=kind)
 
 
+def _task_error(task: Task, message: str, kind: str) -> CaseResult:
+    return CaseResult(name=task.name, file=task.file, line=task.line, dtype=task.dtype,
+                      status=ERROR, message=message, error_kind=kind)
+
+
 def _cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -171,65 +176,16 @@ def execute(task: Task) -> CaseResult:
         _preload()
         case, refs = _worker_case(task)
         if case is None:
-            return CaseResult(name=task.name, file=task.file, line=task.line,
-                              dtype=task.dtype, status=ERROR, error_kind="case",
-                              message=f"case {task.name!r} is no longer in {task.file}: "
-                                      "the file changed during the run")
-        if threading.current_thread() is threading.main_thread():
-            result = run_case(case, task.dtype, cache=refs, timeout=task.timeout)
-        else:  # a Dask worker's thread: SIGALRM cannot reach it
-            result = _run_limited(case, task.dtype, refs, task.timeout)
+            return _task_error(task, f"case {task.name!r} is no longer in {task.file}: "
+                                     "the file changed during the run", "case")
+        # the time limit holds in a Dask worker's thread too (see runner._time_limit)
+        result = run_case(case, task.dtype, cache=refs, timeout=task.timeout)
     except Exception as exc:
         import traceback
 
-        return CaseResult(name=task.name, file=task.file, line=task.line,
-                          dtype=task.dtype, status=ERROR, error_kind="internal",
-                          message=f"{type(exc).__name__}: {exc}\n"
-                                  f"{traceback.format_exc(limit=-3)}")
+        return _task_error(task, f"{type(exc).__name__}: {exc}\n"
+                                 f"{traceback.format_exc(limit=-3)}", "internal")
     return dataclasses.replace(result, file=task.file)
-
-
-def _run_limited(case, dtype: str, refs: dict, seconds: float | None) -> CaseResult:
-    """run_case under a time limit in a thread that is not the main thread: a timer
-    raises CaseTimeout in it asynchronously, which, like SIGALRM's handler, takes effect
-    between two bytecodes."""
-    from .runner import CaseTimeout, run_case
-
-    if not seconds:
-        return run_case(case, dtype, cache=refs, timeout=None)
-    import ctypes
-
-    message = f"the case ran past its time limit of {seconds:g} s"
-
-    class Expired(CaseTimeout):
-        def __init__(self, *args):
-            super().__init__(*(args or (message,)))
-
-    target = ctypes.c_ulong(threading.get_ident())
-    lock, state = threading.Lock(), ["running"]
-
-    def expire() -> None:
-        with lock:
-            if state[0] == "running":
-                state[0] = "fired"
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(Expired))
-
-    timer = threading.Timer(seconds, expire)
-    timer.daemon = True
-    start = time.perf_counter()
-    try:
-        try:
-            timer.start()
-            return run_case(case, dtype, cache=refs, timeout=None)
-        finally:
-            timer.cancel()
-            with lock:
-                if state[0] == "fired":   # raised too late to land: take it back
-                    ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)
-                state[0] = "done"
-    except CaseTimeout as exc:  # it landed outside run_case's own handler
-        return dataclasses.replace(_error(case, dtype, str(exc), "case"),
-                                   seconds=time.perf_counter() - start)
 
 
 def _worker_main(fd: int) -> None:

@@ -31,10 +31,16 @@ class CaseTimeout(GradcheckError):
 
 @contextlib.contextmanager
 def _time_limit(seconds: float | None):
-    usable = (seconds and hasattr(signal, "SIGALRM")
-              and threading.current_thread() is threading.main_thread())
-    if not usable:
+    """Raise CaseTimeout in the running code after ``seconds``: by SIGALRM in the main
+    thread, by an asynchronous exception in any other (a Dask worker's thread). Either
+    takes effect between two bytecodes."""
+    if not seconds:
         yield
+        return
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not \
+            threading.main_thread():
+        with _thread_time_limit(seconds):
+            yield
         return
 
     def expire(signum, frame):
@@ -47,6 +53,38 @@ def _time_limit(seconds: float | None):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _thread_time_limit(seconds: float):
+    import ctypes
+
+    message = f"the case ran past its time limit of {seconds:g} s"
+
+    class Expired(CaseTimeout):  # raised by class: the message comes from here
+        def __init__(self, *args):
+            super().__init__(*(args or (message,)))
+
+    target = ctypes.c_ulong(threading.get_ident())
+    lock, state = threading.Lock(), ["running"]
+
+    def expire() -> None:
+        with lock:
+            if state[0] == "running":
+                state[0] = "fired"
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, ctypes.py_object(Expired))
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    try:
+        timer.start()
+        yield
+    finally:
+        timer.cancel()
+        with lock:
+            if state[0] == "fired":   # raised too late to land: take it back
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)
+            state[0] = "done"
 
 
 def cotangent(case: Case, dtype: str, index: int) -> np.ndarray:

@@ -44,7 +44,7 @@ _MODULES = [{"sign": np.sign, "Heaviside": lambda x, h=0.5: np.heaviside(x, h),
 
 
 def _lower(root: Node, symbols: dict[str, object], scalar: bool,
-           selectors: dict | None = None) -> object:
+           selectors: dict | None = None, evaluated: bool = False) -> object:
     """Build the SymPy meaning of ``root`` through the table's ``sympy`` column.
 
     ``symbols`` maps input (and retained ``let``) names to a scalar symbol (``scalar``)
@@ -79,6 +79,10 @@ def _lower(root: Node, symbols: dict[str, object], scalar: bool,
     # cost milliseconds per node (tanh of a sum of products: 3 ms) and changes no value.
     # Some constructions need it, though (a Piecewise nested in a condition is rewritten
     # through simplify(), which fails on unevaluated sums): those are lowered evaluated.
+    # ``evaluated``: for SymPy's own diff and cse (hvp, the bench's baseline): cse
+    # mistranslates unevaluated products such as x*x.
+    if evaluated:
+        return fold(root, visit, symbols)
     try:
         with sympy.core.parameters.evaluate(False):
             return fold(root, visit, symbols)
@@ -151,7 +155,6 @@ class Reference:
             program.define(h, _lower(case.nodes[name].args[0], syms, True))
             body_h = _lower(self.body, dict(syms, **{name: h}), scalar=True)
             exprs.append(program.gradient(body_h, [h]).get(h, 0))
-        self.tree = body
         self._kernel = program.lambdify(args, exprs, modules=_MODULES)
 
     def _kernel_args(self, point) -> list[np.ndarray]:
@@ -233,7 +236,6 @@ class Reference:
         out = _lower(case.output, self.symbols, False, self.selectors)
         self.args = [list(self.symbols[s.name].flat) for s in case.inputs] + [
             list(sym.flat) for _, sym in self.selectors.values()]
-        self.tree = out
         wrt = {s for n in self.wrt for s in self.symbols[n].flat}
         self._program = Program(_clean)
         self._forward = self._program.lambdify(
@@ -366,7 +368,7 @@ class Reference:
         case, shape = self.case, self.body.shape
         if not hasattr(self, "_second"):
             syms = {s.name: _symbol(s.name) for s in case.inputs}
-            body = _lower(self.body, syms, scalar=True)
+            body = _lower(self.body, syms, scalar=True, evaluated=True)
             pairs = [(a, b) for a in self.wrt for b in self.wrt]
             exprs = [_clean(sympy.diff(body, syms[a], syms[b])) for a, b in pairs]
             self._second = (pairs, _compile([syms[s.name] for s in case.inputs], exprs))
