@@ -216,6 +216,19 @@ def _printer(modules):
             code = _fast_code(expr) if assign_to is None else None
             return code if code is not None else super().doprint(expr, assign_to)
 
+        def _print_ITE(self, expr):
+            # if-then-else of truth values, elementwise
+            a, b, c = (self._print(x) for x in expr.args)
+            return f"{self._module_format(self._module + '.where')}({a}, {b}, {c})"
+
+        def _print_Piecewise(self, expr):
+            # NumPy's printer without its simplify_logic of conditions that hold an ITE
+            # (it can take minutes on nested conditions): ITE prints itself above.
+            exprs = ",".join(self._print(arg.expr) for arg in expr.args)
+            conds = ",".join(self._print(arg.cond) for arg in expr.args)
+            return (f"{self._module_format(self._module + '.select')}([{conds}], [{exprs}], "
+                    f"default={self._print(sympy.S.NaN)})")
+
     user = {k: k for m in (modules or []) if isinstance(m, dict) for k in m}
     return Printer({"fully_qualified_modules": False, "inline": True,
                     "allow_unknown_functions": True, "user_functions": user,

@@ -182,3 +182,23 @@ def test_compiled_program_matches_sympy_lambdify():
     expected = [float(sympy.N(e.xreplace(dict(zip(XS, point))), 30))
                 for e in [f] + [_clean(sympy.diff(f, x)) for x in XS]]
     assert np.allclose(np.asarray(fn(*point), dtype=float), expected, rtol=1e-12, atol=1e-14)
+
+
+def test_conditions_holding_an_if_then_else_compile_and_evaluate():
+    """SymPy turns a Piecewise nested in a condition into an ITE; the program prints it
+    as an elementwise where (SymPy's own printer would simplify_logic it first)."""
+    import numpy as np
+
+    x, y = XS[:2]
+    cond = sympy.ITE(x > 0, y > 0, y < -1)
+    f = sympy.Piecewise((x * y, cond), (-x, True))
+    program = Program(_clean)
+    grads = program.gradient(f, [x, y])
+    fn = program.lambdify([x, y], [program.value(f), grads[x], grads[y]])
+    xs = np.array([1.0, 1.0, -1.0, -1.0])
+    ys = np.array([2.0, -2.0, -2.0, 0.5])
+    value, dx, dy = (np.broadcast_to(r, xs.shape) for r in fn(xs, ys))
+    chosen = np.where(xs > 0, ys > 0, ys < -1)
+    np.testing.assert_array_equal(value, np.where(chosen, xs * ys, -xs))
+    np.testing.assert_array_equal(dx, np.where(chosen, ys, -1.0))
+    np.testing.assert_array_equal(dy, np.where(chosen, xs, 0.0))
