@@ -15,12 +15,13 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from . import dtypes
 from .errors import CaseFileError
 from .expr import CONSTANTS, MAX_ELEMENTS, parse
 from .rules import FUNCTIONS
 from .tree import Node, differentiable_names
 
-DTYPES = ("float64", "float32")
+DTYPES = dtypes.NAMES     # float64, float32, float16, bfloat16
 WITNESSES = ("symbolic", "engine", "torch", "numeric", "op")
 FORMULA_WITNESSES = ("symbolic", "engine", "torch", "numeric")   # default for expr cases
 DEVICES = ("cpu", "cuda")

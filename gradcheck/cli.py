@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .dtypes import NAMES as DTYPES
     from .report import FORMATS
 
     p = argparse.ArgumentParser(
@@ -37,8 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("paths", nargs="+", metavar="PATH", help="case file or folder")
     run.add_argument("-k", dest="keyword", metavar="SUBSTRING",
                      help="only cases whose name contains SUBSTRING")
-    run.add_argument("--dtype", choices=["float64", "float32"],
-                     help="run every case in this dtype only")
+    run.add_argument("--dtype", choices=DTYPES,
+                     help="run every case in this dtype only (the engine and numeric "
+                          "witnesses run in float64 and float32 only: in float16 and "
+                          "bfloat16 they are reported as skipped)")
     run.add_argument("--seed", type=int, help="override every case's seed")
     run.add_argument("--points", type=int, help="override the number of points per case")
     run.add_argument("--witness", action="append", choices=["engine", "torch", "numeric"],

@@ -89,9 +89,10 @@ class OpCheck:
         self.shape_notes: list[str] = []   # diagnoses of wrongly shaped raw gradients
 
     def vs(self, index: int, draw: int) -> list[np.ndarray]:
+        from .dtypes import round_to
+
         rng = case_rng(self.case, self.dtype, index, f"op-v{draw}")
-        return [np.asarray(rng.standard_normal(n.shape), dtype=self.dtype).astype(float)
-                for n in self.case.outputs]
+        return [round_to(rng.standard_normal(n.shape), self.dtype) for n in self.case.outputs]
 
     def run(self) -> list[WitnessResult]:
         for i in range(self.case.points):

@@ -15,9 +15,10 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .backends import witness
+from .backends import skip_reason, witness
 from .cases import Case, read_paths
 from .compare import Tally
+from .dtypes import round_to
 from .errors import CaseFileError, GradcheckError
 from .result import ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunResult
 from .sampling import case_rng, sample
@@ -96,7 +97,7 @@ def cotangent(case: Case, dtype: str, index: int) -> np.ndarray:
         v = case_rng(case, dtype, index, "gradient").standard_normal(shape)
     else:  # "scalar" or "ones"
         v = np.ones(shape)
-    return np.asarray(v, dtype=dtype).astype(np.float64)
+    return round_to(v, dtype)   # the v the witness's tensor holds, exactly
 
 
 def _reference(case: Case, cache: dict):
@@ -117,6 +118,8 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
     witnesses = [w for w in case.witnesses if w != "symbolic"]
     tallies = {w: Tally(w, dtype, case.atol, case.rtol) for w in witnesses}
     errors: dict[str, str] = {}
+    # witnesses that do not run in this dtype: reported as skipped, with the reason
+    skipped = {w: r for w in witnesses if (r := skip_reason(w, dtype)) is not None}
     notes: list[str] = []
     samples: dict[str, list] = {w: [] for w in witnesses}  # for the diagnosis
     if case.device != "cpu" and not _device_present(case.device):
@@ -134,7 +137,7 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
             for i, (point, v, expected) in enumerate(zip(points, vs, expectations)):
                 notes.extend(point.notes)
                 for w in witnesses:
-                    if w in errors:
+                    if w in errors or w in skipped:
                         continue
                     try:
                         # finite differences group their perturbations by the
@@ -159,7 +162,9 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
     results = []
     for w in witnesses:
         r = tallies[w].result()
-        if w in errors:
+        if w in skipped:
+            r = dataclasses.replace(r, status=SKIPPED, message=skipped[w])
+        elif w in errors:
             r = dataclasses.replace(r, status=ERROR, message=errors[w])
         elif r.status == FAILED:
             from .diagnose import summarize
@@ -200,7 +205,8 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
 
 def _grad_fn_parity(results: list) -> list:
     """The engine promises PyTorch's graph: a ``grad_fn`` graph that differs from torch's
-    (names, order, AccumulateGrad leaves) fails the engine witness."""
+    (names, order, AccumulateGrad leaves) fails the engine witness. Only a passed engine
+    is compared: a skipped one (float16, bfloat16) recorded no graph."""
     by = {r.witness: r for r in results}
     engine, torch = by.get("engine"), by.get("torch")
     if (engine is None or torch is None or engine.status != PASSED
@@ -213,6 +219,10 @@ def _grad_fn_parity(results: list) -> list:
 
 
 def _verdict(case: Case, results) -> tuple[str, str, str]:
+    # A skipped witness (one that does not run in the dtype) counts for nothing; a run in
+    # which every witness was skipped checked nothing, so it is skipped, not passed.
+    if results and all(r.status == SKIPPED for r in results):
+        return SKIPPED, "; ".join(f"{r.witness}: {r.message}" for r in results), ""
     errored = [r for r in results if r.status == ERROR]
     failed = [r for r in results if r.status == FAILED]
     if errored:

@@ -53,7 +53,10 @@ def _draw(spec, rng: np.random.Generator, shape) -> np.ndarray:
 
 
 def _round(x: np.ndarray, dtype: str) -> np.ndarray:
-    return np.asarray(x, dtype=dtype).astype(np.float64)
+    # float64 values the run's dtype holds exactly (bfloat16 through ml_dtypes)
+    from .dtypes import round_to
+
+    return round_to(x, dtype)
 
 
 def sample(case, dtype: str, index: int) -> Point:

@@ -79,10 +79,11 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.extra import numpy as hnp
 
-from .cases import DTYPES, Case, case_from_dict
+from .cases import Case, case_from_dict
+from .dtypes import NAMES as DTYPES, round_to
 from .expr import CONSTANTS, MAX_ELEMENTS
 from .rules import COMPARISON, FUNCTIONS, RULES
-from .sampling import _RANGES, _round, sample, settle
+from .sampling import _RANGES, sample, settle
 from .tree import ShapeError, broadcast, result_shape
 
 __all__ = ["formulas", "points", "DEFAULT_INPUTS", "DEFAULT_FUNCTIONS", "GUARDS",
@@ -444,7 +445,8 @@ def points(case: Case | Mapping[str, Any], dtype: str = "float64") -> st.SearchS
 
     Args:
         case: a :class:`gradcheck.cases.Case`, or a case table (as :func:`formulas` draws).
-        dtype: ``"float64"`` or ``"float32"``: the values are representable in it.
+        dtype: ``"float64"``, ``"float32"``, ``"float16"`` or ``"bfloat16"``: the
+            values are representable in it (float64 arrays of values it holds exactly).
 
     >>> from hypothesis import find
     >>> point = find(points({"name": "t", "expr": "log(x)", "inputs": {"x": [3]}}),
@@ -476,10 +478,10 @@ def _points(draw, case: Case, dtype: str) -> dict[str, np.ndarray]:
     free = []
     for spec in case.inputs:
         if spec.value is not None:
-            values[spec.name] = _round(spec.value, dtype)
+            values[spec.name] = round_to(spec.value, dtype)
         else:
             raw = draw(hnp.arrays(np.float64, spec.shape, elements=_elements(spec.domain)))
-            values[spec.name] = _round(raw, dtype)
+            values[spec.name] = round_to(raw, dtype)
             free.append(spec)
     rng = np.random.default_rng(draw(st.integers(0, 2**64 - 1)))
     if not settle(case, values, free, rng, dtype):

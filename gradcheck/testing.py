@@ -39,7 +39,8 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
         inputs: name -> shape (sampled in its domain), a table of case-file input keys,
             or a concrete NumPy array / torch tensor (used as given). In the op's
             argument order.
-        dtype: "float64" or "float32".
+        dtype: "float64", "float32", "float16" or "bfloat16" (in the last two the
+            engine and numeric witnesses are skipped, with the reason in the result).
         options: any other case-file key (points, seed, atol, rtol, gradient, args,
             order, device, nondet_tol).
 
@@ -67,7 +68,8 @@ def check(expr: str, inputs: Mapping[str, Any], *, dtype: str = "float64",
         inputs: name -> shape (sampled in its domain), a table of case-file input keys
             (``{"shape": [3], "domain": "positive"}``), or a concrete NumPy array /
             torch tensor (used as given).
-        dtype: "float64" or "float32".
+        dtype: "float64", "float32", "float16" or "bfloat16" (in the last two the
+            engine and numeric witnesses are skipped, with the reason in the result).
         options: any other case-file key (let, gradient, retain_grad, points, seed,
             atol, rtol, witnesses, expect).
 

@@ -657,8 +657,8 @@ BASE = '[[case]]\nname = "a"\ninputs.x = [3]\ninputs.s = []\nlet.h = "x * 2"\n'
     ('expr = "sum(h)"\nretain_grad = ["h", "h"]', r"retain_grad repeats a name"),
     ('expr = "sum(h)"\nretain_grad = 3', r"retain_grad must be a list of let names"),
     ('expr = "sum(h)"\nretain_grad = [3]', r"retain_grad names 3"),
-    ('expr = "sum(x)"\ndtype = "float16"', r"dtype must be one of float64, float32 or a list "
-                                           r"of them, got \['float16'\]"),
+    ('expr = "sum(x)"\ndtype = "float8"', r"dtype must be one of float64, float32, float16, "
+                                          r"bfloat16 or a list of them, got \['float8'\]"),
     ('expr = "sum(x)"\ndtype = []', r"dtype must be one of"),
     ('expr = "sum(x)"\ndtype = 64', r"dtype must be one of .* got 64"),
     ('expr = "sum(x)"\ndtype = ["float64", "int32"]', r"dtype must be one of"),

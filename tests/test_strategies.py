@@ -257,7 +257,7 @@ def test_points_of_drawn_formulas_are_away_from_every_hazard(pair):
 
 def test_points_refuse_bad_arguments():
     with pytest.raises(InvalidArgument):
-        points(_case("x", x=[3]), dtype="float16")
+        points(_case("x", x=[3]), dtype="float8")
     with pytest.raises(InvalidArgument):
         points("x")
 

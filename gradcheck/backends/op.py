@@ -17,10 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import to_float64, torch_dtype
 from ..errors import GradcheckError
 
 class OpImportError(GradcheckError):
     """The op named by a case cannot be imported."""
+
+
+class OpDtypeError(GradcheckError):
+    """The op cannot run in the case's dtype (an engine op in float16 or bfloat16)."""
 
 
 def project_root(case_file: str) -> Path:
@@ -88,6 +93,13 @@ class Runner:
     """Calls one op on one point, in one dtype and device, and takes gradients."""
 
     def __init__(self, case, kind: OpKind, dtype: str, device: str):
+        from . import skip_reason
+
+        reason = skip_reason("engine", dtype)
+        if kind.engine and reason:
+            raise OpDtypeError(f"op {kind.name} is a gradcheck.engine Function, and "
+                               f"{reason}; check it in those, or write it as a "
+                               f"torch.autograd.Function to check it in {dtype}")
         self.case, self.kind, self.dtype, self.device = case, kind, dtype, device
 
     def leaves(self, point: dict[str, np.ndarray]) -> dict:
@@ -99,7 +111,8 @@ class Runner:
                     for s in self.case.inputs}
         import torch
 
-        return {s.name: torch.tensor(point[s.name], dtype=getattr(torch, self.dtype),
+        # the point is already rounded to the dtype: the leaves hold it exactly
+        return {s.name: torch.tensor(point[s.name], dtype=torch_dtype(self.dtype),
                                      device=self.device, requires_grad=s.requires_grad)
                 for s in self.case.inputs}
 
@@ -116,7 +129,7 @@ class Runner:
             return Tensor(np.asarray(array, dtype=self.dtype))
         import torch
 
-        return torch.tensor(np.asarray(array), dtype=getattr(torch, self.dtype),
+        return torch.tensor(np.asarray(array), dtype=torch_dtype(self.dtype),
                             device=self.device)
 
     def vjp(self, leaves: dict, outputs: tuple, vs: list[np.ndarray],
@@ -158,8 +171,6 @@ def to_numpy(t) -> np.ndarray | None:
     """A torch or engine tensor (or None) as a float64 NumPy array (or None)."""
     if t is None:
         return None
-    if hasattr(t, "detach") and hasattr(t, "cpu"):  # torch
-        import torch
-
-        return t.detach().cpu().to(dtype=torch.float64).numpy().copy()
-    return np.array(getattr(t, "data", t), dtype=np.float64)
+    if hasattr(t, "detach") and hasattr(t, "cpu"):  # torch (bfloat16 has no NumPy view)
+        return to_float64(t)
+    return to_float64(getattr(t, "data", t))   # an engine tensor's NumPy array

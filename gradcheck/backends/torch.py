@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..dtypes import to_float64, torch_dtype
 from ..evaluation import Evaluation
 from ..rules import REDUCTION, RULES
 from . import drive
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
 # Operators accept Python numbers as they are; functions get 0-d tensors of the run dtype.
 _OPERATORS = {"add", "sub", "mul", "div", "pow", "neg", "lt", "le", "gt", "ge"}
 
@@ -27,11 +27,13 @@ def _apply(node, args, dtype, device):
 
 
 def _numpy(t) -> np.ndarray | None:
-    return None if t is None else t.detach().cpu().to(torch.float64).numpy().copy()
+    return None if t is None else to_float64(t)   # bfloat16 has no NumPy view
 
 
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evaluation:
-    tdtype, device = DTYPES[dtype], case.device
+    # every rule's torch column runs forward and backward on CPU in all four dtypes
+    # (float16 and bfloat16 included; tests/test_dtypes.py runs each of them)
+    tdtype, device = torch_dtype(dtype), case.device
     leaves = {s.name: torch.tensor(point[s.name], dtype=tdtype, device=device,
                                    requires_grad=s.requires_grad) for s in case.inputs}
     return drive(case, leaves, lambda node, args: _apply(node, args, tdtype, device),

@@ -8,7 +8,7 @@ own; other control characters (which could drive the log viewer) become ``?``.""
 
 from __future__ import annotations
 
-from ..result import ERROR, FAILED, PASSED
+from ..result import ERROR, FAILED, PASSED, SKIPPED
 from . import details
 
 
@@ -30,7 +30,7 @@ def escape_property(text) -> str:
 def _message(case) -> str:
     lines = [case.message] if case.message else []
     for w in case.witnesses:
-        if w.status == PASSED:
+        if w.status in (PASSED, SKIPPED):   # a skipped witness is no part of a failure
             continue
         if w.message and w.message not in case.message:
             lines.append(f"{w.witness}: {w.message}")

@@ -6,7 +6,7 @@ each renderer escapes for its own format."""
 
 from __future__ import annotations
 
-from ..result import PASSED
+from ..result import PASSED, SKIPPED
 
 
 def title(case) -> str:
@@ -54,7 +54,18 @@ def headline(case) -> str:
 
 
 def failing_witnesses(case) -> list:
-    return [w for w in case.witnesses if w.status != PASSED]
+    """The witnesses that failed or errored (a skipped one did not run: not a problem)."""
+    return [w for w in case.witnesses if w.status not in (PASSED, SKIPPED)]
+
+
+def skip_line(w) -> str:
+    """``engine: skipped: the engine witness runs in float64 and float32 only``."""
+    return f"{w.witness}: skipped: {w.message}" if w.message else f"{w.witness}: skipped"
+
+
+def skipped(case) -> list[str]:
+    """One :func:`skip_line` per witness of ``case`` that did not run."""
+    return [skip_line(w) for w in case.witnesses if w.status == SKIPPED]
 
 
 def witness_lines(w) -> list[str]:
@@ -91,7 +102,9 @@ def full_text(case) -> str:
     if case.message:
         out += str(case.message).splitlines()
     for w in case.witnesses:
-        if w.status != PASSED:
+        if w.status == SKIPPED:
+            out.append(skip_line(w))
+        elif w.status != PASSED:
             out += witness_lines(w)
     agreed = [f"{w.witness} {w.max_rel_err:.1e}" for w in case.witnesses
               if w.status == PASSED]

@@ -53,9 +53,11 @@ def _testcase(case) -> ET.Element:
     attrs["time"] = _seconds(case.seconds)
     node = ET.Element("testcase", {k: xml_text(v) for k, v in attrs.items()})
     if case.status == PASSED:
-        if case.message or case.notes:  # e.g. "caught as expected: torch"
+        # e.g. "caught as expected: torch", notes, witnesses that did not run in the dtype
+        extra = [case.message, *case.notes, *details.skipped(case)]
+        if any(extra):
             out = ET.SubElement(node, "system-out")
-            out.text = xml_text("\n".join([case.message, *case.notes]).strip())
+            out.text = xml_text("\n".join(extra).strip())
         return node
     tag = {FAILED: "failure", ERROR: "error", SKIPPED: "skipped"}[case.status]
     child = ET.SubElement(node, tag, message=xml_text(details.headline(case)))

@@ -80,6 +80,7 @@ def _all_rows(result) -> tuple[list[str], list[list[str]]]:
         for name in names:
             w = c.witness(name)
             errs.append("-" if w is None else "error" if w.status == ERROR
+                        else "skipped" if w.status == SKIPPED
                         else f"{w.max_rel_err:.1e}" + ("" if w.status == PASSED else " ❌"))
         rows.append([_ICON[c.status], cell(c.name, code=True), cell(c.dtype),
                      cell(details.where(c), code=True),
@@ -109,8 +110,11 @@ def render_markdown(result) -> str:
                 break
             table.append(line)
             used += len(line) + 1
+        # why a witness says "skipped", once per reason rather than once per run
+        skips = dict.fromkeys(line for c in result.cases for line in details.skipped(c))
         lines += ["<details>",
                   f"<summary>All {len(result.cases)} case runs (max relative error of "
                   f"each witness against the symbolic reference)</summary>", "",
-                  *table, "", "</details>", ""]
+                  *table, "", *(f"- {cell(s)}" for s in skips), *([""] if skips else []),
+                  "</details>", ""]
     return "\n".join(lines)

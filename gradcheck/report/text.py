@@ -23,6 +23,8 @@ def _errs(case) -> str:
     for w in case.witnesses:
         if w.status == ERROR:
             err = "error"
+        elif w.status == SKIPPED:
+            err = "skip"     # did not run in this dtype; the reason is in the details
         elif w.status == FAILED and not w.max_rel_err:
             err = "FAIL"    # a failure that is not an element error (a shape, a None)
         else:
@@ -58,6 +60,10 @@ def _details(c, verbose: bool) -> list[str]:
     if c.message:
         out += [f"      {printable(line)}" for line in c.message.splitlines()]
     for w in c.witnesses:
+        if w.status == SKIPPED:
+            if c.status != SKIPPED:   # a skipped case's message already gives the reasons
+                out.append(f"      {printable(details.skip_line(w))}")
+            continue
         if w.status != PASSED and w.worst is not None:
             out.append(f"      {w.witness}: worst {details.worst(w)}")
         if w.grad_fn is not None and (verbose or c.status != PASSED):

@@ -1,0 +1,141 @@
+"""The floating-point dtypes a run can be in, and every fact about them gradcheck uses:
+the NumPy and torch dtypes, the unit roundoff, the range, and rounding into the dtype.
+
+This is the one place these facts live; case files, the command line, sampling, the
+witnesses and the op checks ask here. A binary format with p significand bits (the
+implicit leading bit counted) and exponents emin..emax has
+
+- unit roundoff u = 2^-p: a correctly rounded operation returns x(1 + δ), |δ| <= u;
+- machine epsilon eps = 2u = 2^(1-p), the spacing of the floats just above 1;
+- largest finite value (2 - 2^(1-p))·2^emax, smallest normal 2^emin.
+
+=========  ==  =====  ======  =========================
+name       p   emin   emax    u
+=========  ==  =====  ======  =========================
+float64    53  -1022  1023    2^-53 ≈ 1.1e-16
+float32    24  -126   127     2^-24 ≈ 6.0e-8
+float16    11  -14    15      2^-11 ≈ 4.9e-4
+bfloat16   8   -126   127     2^-8 ≈ 3.9e-3 (float32's range)
+=========  ==  =====  ======  =========================
+
+Importing this module costs nothing beyond the standard library: NumPy's bfloat16
+comes from ``ml_dtypes`` (NumPy has none) and torch is imported only when a torch
+dtype is asked for, so ``gradcheck list`` and ``--help`` stay instant.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Format:
+    """One binary floating-point format (see the table in the module docstring)."""
+
+    name: str
+    precision: int        # p: significand bits, the implicit leading bit counted
+    emin: int             # exponent of the smallest normal
+    emax: int             # exponent of the largest finite value
+
+    @property
+    def unit_roundoff(self) -> float:
+        return math.ldexp(1.0, -self.precision)
+
+    @property
+    def eps(self) -> float:
+        return math.ldexp(1.0, 1 - self.precision)
+
+    @property
+    def max(self) -> float:
+        return math.ldexp(2.0 - math.ldexp(1.0, 1 - self.precision), self.emax)
+
+    @property
+    def smallest_normal(self) -> float:
+        return math.ldexp(1.0, self.emin)
+
+
+FORMATS = {f.name: f for f in (Format("float64", 53, -1022, 1023),
+                               Format("float32", 24, -126, 127),
+                               Format("float16", 11, -14, 15),
+                               Format("bfloat16", 8, -126, 127))}
+#: The dtype names a case, the command line and the library calls accept, in order.
+NAMES: tuple[str, ...] = tuple(FORMATS)
+
+
+def info(dtype: str) -> Format:
+    """The :class:`Format` named ``dtype``.
+
+    Raises:
+        ValueError: ``dtype`` is not one of :data:`NAMES`.
+    """
+    try:
+        return FORMATS[dtype]
+    except (KeyError, TypeError):
+        raise ValueError(f"dtype must be one of {', '.join(NAMES)}, got {dtype!r}") \
+            from None
+
+
+def unit_roundoff(dtype: str) -> float:
+    """u = 2^-p: the largest relative error of one correctly rounded operation."""
+    return info(dtype).unit_roundoff
+
+
+def eps(dtype: str) -> float:
+    """Machine epsilon 2u: the distance from 1 to the next float."""
+    return info(dtype).eps
+
+
+def max_finite(dtype: str) -> float:
+    """The largest finite value; anything rounding beyond it is inf."""
+    return info(dtype).max
+
+
+def smallest_normal(dtype: str) -> float:
+    """The smallest positive normal value (below it precision is lost: subnormals)."""
+    return info(dtype).smallest_normal
+
+
+def numpy_dtype(dtype: str):
+    """The NumPy dtype (bfloat16: ``ml_dtypes.bfloat16``, which registers with NumPy)."""
+    import numpy as np
+
+    info(dtype)
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
+def torch_dtype(dtype: str):
+    """The torch dtype (torch is imported here, on first use)."""
+    info(dtype)
+    import torch
+
+    return getattr(torch, dtype)
+
+
+def round_to(x: Any, dtype: str):
+    """``x`` rounded to the nearest value of ``dtype`` (ties to even) and back, as a
+    float64 array: values the run's tensors can hold exactly, so a witness built from
+    them sees the very point the float64 reference is evaluated at. Beyond
+    :func:`max_finite` a value becomes inf, as the dtype's own cast makes it."""
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float64).astype(numpy_dtype(dtype)).astype(np.float64)
+
+
+def to_float64(t: Any):
+    """A torch tensor of any of these dtypes (or an array) as a new float64 NumPy array.
+    Torch cannot hand a bfloat16 tensor to NumPy (NumPy has no bfloat16), so the
+    widening to float64, which is exact for every dtype here, is done by torch first."""
+    import numpy as np
+
+    if hasattr(t, "detach") and hasattr(t, "cpu"):      # a torch tensor
+        import torch
+
+        return t.detach().cpu().to(torch.float64).numpy().copy()
+    return np.array(t, dtype=np.float64)
