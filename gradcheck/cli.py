@@ -13,9 +13,10 @@ from pathlib import Path
 
 class ExitCode(IntEnum):
     OK = 0          # every case passed (or failed as expect = "fail" said)
-    MISMATCH = 1    # a gradient mismatch
-    USAGE = 2       # a usage or case-file error
+    MISMATCH = 1    # a gradient mismatch, an op that raised, or a case past its time limit
+    USAGE = 2       # a usage or case-file error (an op that cannot be imported included)
     INTERNAL = 3    # an internal error
+    NO_CASES = 5    # no case selected (pytest's code for "no tests collected")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,8 +34,9 @@ def _parser() -> argparse.ArgumentParser:
                          description="Run case files (or folders of them) and report, for "
                                      "every case, whether each witness agrees with the "
                                      "symbolic reference. Exit codes: 0 all passed, "
-                                     "1 a gradient mismatch, 2 a usage or case-file error, "
-                                     "3 an internal error.")
+                                     "1 a gradient mismatch, an op that raised or a case "
+                                     "past its time limit, 2 a usage or case-file error, "
+                                     "3 an internal error, 5 no case selected.")
     run.add_argument("paths", nargs="+", metavar="PATH", help="case file or folder")
     run.add_argument("-k", dest="keyword", metavar="SUBSTRING",
                      help="only cases whose name contains SUBSTRING")
@@ -44,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
                           "bfloat16 they are reported as skipped)")
     run.add_argument("--seed", type=int, help="override every case's seed")
     run.add_argument("--points", type=int, help="override the number of points per case")
+    run.add_argument("--extreme-points", type=int, metavar="N",
+                     help="override the number of extra points at large and small "
+                          "magnitudes per case (default 2; 0 turns them off)")
+    run.add_argument("--strict-shapes", action="store_true",
+                     help="op.shapes fails what autograd accepts but changes in what an "
+                          "op's backward returns (a gradient it sums back to its input's "
+                          "shape, trailing Nones, a gradient for an input that needs "
+                          "none), as strict_shapes = true in a case does")
     run.add_argument("--witness", action="append", choices=["engine", "torch", "numeric"],
                      help="only these witnesses (repeatable)")
     run.add_argument("--format", default="text", choices=FORMATS,
@@ -97,12 +107,16 @@ def write_atomic(path: str | Path, text: str) -> None:
 
 def exit_code(result) -> ExitCode:
     """The exit code a run earns (see :class:`ExitCode`)."""
+    if not result.cases:
+        return ExitCode.NO_CASES
     kinds = {c.error_kind for c in result.cases if c.status == "error"}
     if "internal" in kinds:
         return ExitCode.INTERNAL
     if "case" in kinds:
         return ExitCode.USAGE
-    if any(c.status == "failed" for c in result.cases):
+    # a time-out is a check that did not pass, as a CI counts a test that hung (the op's
+    # failures, "op raised", are status failed already)
+    if "timeout" in kinds or any(c.status == "failed" for c in result.cases):
         return ExitCode.MISMATCH
     return ExitCode.OK
 
@@ -115,6 +129,9 @@ def _cmd_run(args) -> int:
 
     if args.points is not None and not 1 <= args.points <= 1000:
         print("gradcheck: error: --points must be from 1 to 1000", file=sys.stderr)
+        return ExitCode.USAGE
+    if args.extreme_points is not None and not 0 <= args.extreme_points <= 1000:
+        print("gradcheck: error: --extreme-points must be from 0 to 1000", file=sys.stderr)
         return ExitCode.USAGE
     if args.jobs < 0 or (args.jobs != 1 and args.scheduler):
         print("gradcheck: error: " + ("--jobs must be 0 or more" if args.jobs < 0 else
@@ -131,7 +148,9 @@ def _cmd_run(args) -> int:
 
     try:
         result = run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
-                     points=args.points, witnesses=args.witness, timeout=args.timeout,
+                     points=args.points, extreme_points=args.extreme_points,
+                     strict_shapes=args.strict_shapes,
+                     witnesses=args.witness, timeout=args.timeout,
                      device=args.device, jobs=args.jobs, scheduler=args.scheduler,
                      progress=progress)
     except ParallelError as exc:
@@ -164,6 +183,11 @@ def _cmd_run(args) -> int:
         for line in annotations:
             print(line, file=stream)
     code = exit_code(result)
+    if code == ExitCode.NO_CASES:
+        where = ", ".join(map(printable, args.paths))
+        print("gradcheck: no cases selected: " + (
+            f"no case name under {where} contains {printable(args.keyword)!r}"
+            if args.keyword else f"no cases under {where}"), file=sys.stderr)
     if args.exit_zero and code == ExitCode.MISMATCH:
         return ExitCode.OK
     return code

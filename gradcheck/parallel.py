@@ -9,7 +9,8 @@ dtype, index) only, so a case gives the same result whichever process runs it, a
 results are put back in the serial order.
 
 A worker that dies (killed, ``os._exit``, a segfault in an op's extension) turns the case
-it was running, and only that one, into an ``error`` result; the other cases still run.
+it was running, and only that one, into an ``error`` result (for a case with an ``op``,
+that op's failure, ``error_kind = "op crashed"``); the other cases still run.
 The pool below is a small one of our own rather than ``ProcessPoolExecutor`` because one
 dead process breaks a whole executor, and its futures cannot say which of them was
 running: here each worker runs one task at a time, so a death names its case exactly,
@@ -90,9 +91,15 @@ def run_parallel(runs: list, overrides: dict, *, timeout: float | None, jobs: in
 
     def error(task: Task, message: str, kind: str = "") -> CaseResult:
         case, dtype = runs[task.index]
-        # a crash inside a user's op is most likely the op's; anywhere else, gradcheck's
-        return _error(case, dtype, message,
-                      kind or ("case" if case.op is not None else "internal"))
+        if kind:
+            return _error(case, dtype, message, kind)
+        if case.op is not None:
+            # a process dying inside a user's op (a segfault in its extension, an
+            # os._exit) is most likely the op's doing: its failure, as a raise would be
+            from .runner import OP_CRASHED, op_failure
+
+            return op_failure(case, _base(case, dtype), message, OP_CRASHED)
+        return _error(case, dtype, message, "internal")   # anywhere else, gradcheck's
 
     if not tasks:
         return []
@@ -107,10 +114,13 @@ def _died(how: str) -> str:
     return f"the worker process died while running this case ({how}); the other cases ran on"
 
 
+def _base(case, dtype: str) -> dict:
+    return dict(name=case.name, file=case.file, line=case.line, dtype=dtype,
+                expect=case.expect, points=case.points, seed=case.seed)
+
+
 def _error(case, dtype: str, message: str, kind: str) -> CaseResult:
-    return CaseResult(name=case.name, file=case.file, line=case.line, dtype=dtype,
-                      status=ERROR, expect=case.expect, points=case.points, seed=case.seed,
-                      message=message, error_kind=kind)
+    return CaseResult(**_base(case, dtype), status=ERROR, message=message, error_kind=kind)
 
 
 def _task_error(task: Task, message: str, kind: str) -> CaseResult:
@@ -293,6 +303,8 @@ class _Worker:
 def _run_pool(tasks: list[Task], jobs: int, done, error) -> None:
     from multiprocessing.connection import wait
 
+    from .runner import TIMEOUT
+
     if os.name != "posix":
         raise ParallelError("--jobs needs a POSIX system (Linux, macOS)")
     pending = deque(tasks)
@@ -325,7 +337,7 @@ def _run_pool(tasks: list[Task], jobs: int, done, error) -> None:
                     workers.remove(w)
                     done(w.task, error(w.task, f"the case ran past its time limit of "
                                                f"{w.task.timeout:g} s and did not stop; its "
-                                               "worker process was killed", "case"))
+                                               "worker process was killed", TIMEOUT))
                 elif w.dead():
                     w.join()
                     workers.remove(w)

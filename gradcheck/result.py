@@ -50,6 +50,7 @@ class WitnessResult:
     message: str = ""
     diagnosis: str = ""            # what a wrong gradient looks like (sign, factor, ...)
     worst_elements: tuple[Worst, ...] = ()   # the few furthest outside tolerance
+    notes: tuple[str, ...] = ()    # what is worth knowing but no failure (op.shapes)
 
     @property
     def worst_index(self) -> str | None:
@@ -66,6 +67,7 @@ class WitnessResult:
             "grad_fn": list(self.grad_fn) if self.grad_fn is not None else None,
             "message": self.message, "diagnosis": self.diagnosis,
             "worst_elements": [w.to_dict() for w in self.worst_elements],
+            "notes": list(self.notes),
         })
 
 
@@ -86,7 +88,9 @@ class CaseResult:
     points: int = 0
     seed: int = 0
     notes: tuple[str, ...] = ()
-    error_kind: str = ""           # for errors: "case" (bad input) or "internal"
+    # for errors: "case" (bad input, an op that cannot be imported), "internal" (a bug in
+    # gradcheck), "timeout"; for an op's failure (or catch): "op raised", "op crashed"
+    error_kind: str = ""
 
     def witness(self, name: str) -> WitnessResult | None:
         return next((w for w in self.witnesses if w.witness == name), None)

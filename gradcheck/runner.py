@@ -17,13 +17,20 @@ import numpy as np
 
 from .backends import skip_reason, witness
 from .cases import Case, read_paths
-from .compare import Tally
+from .compare import Tally, witness_tolerance
+from .diagnose import Sample
 from .dtypes import round_to
 from .errors import CaseFileError, GradcheckError
 from .result import ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunResult
-from .sampling import case_rng, sample
+from .sampling import case_points, case_rng
 
 DEFAULT_TIMEOUT = 300.0  # seconds one case (one dtype) may take
+
+# CaseResult.error_kind beyond "case" (a bad case file or op import) and "internal" (a
+# bug in gradcheck): an op that raised is a failure of that op, as a wrong gradient is
+# (status failed, or caught for expect = "fail"); a case past its time limit is an error
+# of its own kind, neither the case file's fault nor gradcheck's.
+OP_RAISED, OP_CRASHED, TIMEOUT = "op raised", "op crashed", "timeout"
 
 
 class CaseTimeout(GradcheckError):
@@ -100,6 +107,20 @@ def cotangent(case: Case, dtype: str, index: int) -> np.ndarray:
     return round_to(v, dtype)   # the v the witness's tensor holds, exactly
 
 
+def _bounds_at(case: Case, point: dict, v: np.ndarray):
+    """``dtype -> rounding-error bounds`` at one point, each computed once."""
+    from .rounding import error_bounds
+
+    found: dict = {}
+
+    def bounds(dtype: str) -> dict:
+        if dtype not in found:
+            found[dtype] = error_bounds(case, point, v, dtype)
+        return found[dtype]
+
+    return bounds
+
+
 def _reference(case: Case, cache: dict):
     from .symbolic import Reference
 
@@ -131,11 +152,12 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
             if case.op is not None:
                 return _op_result(case, dtype, cache, base, start)
             ref = _reference(case, cache)
-            points = [sample(case, dtype, i) for i in range(case.points)]
-            vs = [cotangent(case, dtype, i) for i in range(case.points)]
+            points = list(case_points(case, dtype))   # the bulk's, then the extremes
+            vs = [cotangent(case, dtype, i) for i in range(len(points))]
             expectations = ref.evaluations([p.values for p in points], vs)
             for i, (point, v, expected) in enumerate(zip(points, vs, expectations)):
                 notes.extend(point.notes)
+                bounds = _bounds_at(case, point.values, v)
                 for w in witnesses:
                     if w in errors or w in skipped:
                         continue
@@ -149,8 +171,13 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
                     except Exception as exc:  # a witness that raises is that witness's error
                         errors[w] = f"{type(exc).__name__}: {exc}"
                         continue
-                    tallies[w].add(got, expected, i)
-                    samples[w].append((got.grads, expected.grads, None))
+                    tallies[w].add(got, expected, i,
+                                   witness_tolerance(dtype, bounds, got.error))
+                    samples[w].append(Sample(i, 0, got.grads, expected.grads,
+                                             values=point.values))
+    except CaseTimeout as exc:
+        return CaseResult(**base, status=ERROR, message=str(exc), error_kind=TIMEOUT,
+                          seconds=time.perf_counter() - start)
     except GradcheckError as exc:
         return CaseResult(**base, status=ERROR, message=str(exc), error_kind="case",
                           seconds=time.perf_counter() - start)
@@ -169,7 +196,8 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
         elif r.status == FAILED:
             from .diagnose import summarize
 
-            r = dataclasses.replace(r, diagnosis=summarize(samples[w], dtype))
+            r = dataclasses.replace(r, diagnosis=summarize(samples[w], dtype,
+                                                           reference=(case.output,)))
         results.append(r)
     results = _grad_fn_parity(results)
     status, message, kind = _verdict(case, results)
@@ -189,18 +217,55 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
 
     try:
         results = run_op_case(case, dtype, cache)
-    except CaseTimeout:
+    except GradcheckError:   # a time-out, an op that cannot be imported, a bad case
         raise
-    except GradcheckError:
-        raise
-    except Exception as exc:  # the user's op raised: that is the case's error
+    except Exception as exc:
+        if not _raised_by_op(exc):
+            raise   # gradcheck's own checking code raised: an internal error
         tb = traceback.format_exc(limit=-3)
-        return CaseResult(**base, status=ERROR, error_kind="case", mode="op",
-                          message=f"the op raised {type(exc).__name__}: {exc}\n{tb}",
-                          seconds=time.perf_counter() - start)
+        return op_failure(case, base, f"the op raised {type(exc).__name__}: {exc}\n{tb}",
+                          OP_RAISED, seconds=time.perf_counter() - start)
     status, message, kind = _verdict(case, results)
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
-                      seconds=time.perf_counter() - start, mode="op", error_kind=kind)
+                      seconds=time.perf_counter() - start, mode="op", error_kind=kind,
+                      notes=tuple(dict.fromkeys(n for r in results for n in r.notes)))
+
+
+# Where gradcheck's own code lives, and the parts of it an op runs on (the engine a
+# gradcheck.engine.Function runs on, and the Runner that calls the op): an exception
+# raised there may well be the op's doing (a backward returning too many gradients).
+_PACKAGE = Path(__file__).resolve().parent
+_OP_SIDE = (_PACKAGE / "engine", _PACKAGE / "backends" / "op.py")
+
+
+def _raised_by_op(exc: BaseException) -> bool:
+    """Whether ``exc`` came from the op (its code, or torch, NumPy or the engine running
+    it) rather than from gradcheck's checking code: where it was raised, i.e. the file
+    of the innermost frame of its traceback."""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    if not frames:
+        return True
+    name = frames[-1][0].f_code.co_filename
+    if name.startswith("<lambdifygenerated"):   # the reference's own compiled kernel
+        return False
+    where = Path(name)
+    if not where.is_absolute():   # other generated code ("<string>", torch.fx's): the op's
+        return True
+    where = where.resolve()
+    if not where.is_relative_to(_PACKAGE):
+        return True
+    return any(where == side or where.is_relative_to(side) for side in _OP_SIDE)
+
+
+def op_failure(case: Case, base: dict, message: str, kind: str,
+               seconds: float = 0.0) -> CaseResult:
+    """The result of an op that raised (or crashed its process): the op's failure, or
+    what ``expect = "fail"`` asked for."""
+    if case.expect == "fail":
+        return CaseResult(**base, status=PASSED, mode="op", error_kind=kind,
+                          seconds=seconds, message=f"caught as expected: {message}")
+    return CaseResult(**base, status=FAILED, mode="op", error_kind=kind, seconds=seconds,
+                      message=message)
 
 
 def _grad_fn_parity(results: list) -> list:
@@ -247,13 +312,18 @@ def file_error(exc: CaseFileError) -> CaseResult:
 
 
 def override(case: Case, *, seed: int | None = None, points: int | None = None,
-             witnesses: Iterable[str] | None = None, device: str | None = None) -> Case:
+             witnesses: Iterable[str] | None = None, device: str | None = None,
+             extreme_points: int | None = None, strict_shapes: bool | None = None) -> Case:
     """``case`` with the command line's overrides applied (itself when there are none)."""
     changes = {}
+    if strict_shapes:   # --strict-shapes turns it on; without the flag each case says
+        changes["strict_shapes"] = True
     if seed is not None:
         changes["seed"] = seed
     if points is not None:
         changes["points"] = points
+    if extreme_points is not None:
+        changes["extreme_points"] = extreme_points
     if device is not None:
         changes["device"] = device
     if witnesses:
@@ -265,13 +335,16 @@ def override(case: Case, *, seed: int | None = None, points: int | None = None,
 def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None = None,
            seed: int | None = None, points: int | None = None,
            witnesses: Iterable[str] | None = None,
-           device: str | None = None) -> list[tuple[Case, str]]:
+           device: str | None = None,
+           extreme_points: int | None = None,
+           strict_shapes: bool | None = None) -> list[tuple[Case, str]]:
     """Apply command-line overrides: the (case, dtype) runs to do, in order."""
     runs = []
     for case in cases:
         if keyword and keyword not in case.name:
             continue
-        case = override(case, seed=seed, points=points, witnesses=witnesses, device=device)
+        case = override(case, seed=seed, points=points, witnesses=witnesses, device=device,
+                        extreme_points=extreme_points, strict_shapes=strict_shapes)
         for d in ([dtype] if dtype else case.dtypes):
             runs.append((case, d))
     return runs
@@ -282,10 +355,15 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
         witnesses: Iterable[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT,
         device: str | None = None,
         progress: Callable[[int, int, CaseResult], None] | None = None,
-        jobs: int = 1, scheduler: str | None = None) -> RunResult:
+        jobs: int = 1, scheduler: str | None = None,
+        extreme_points: int | None = None, strict_shapes: bool | None = None) -> RunResult:
     """Run every case under ``paths``.
 
-    ``jobs`` > 1 (0: one per CPU) runs the cases in that many worker processes,
+    ``strict_shapes`` makes every op case's op.shapes fail what autograd accepts but
+    changes, as the case-file key does.
+
+    ``points`` and ``extreme_points`` (0: none) replace every case's counts of bulk and
+    extreme points (see :func:`gradcheck.sampling.case_points`). ``jobs`` > 1 (0: one per CPU) runs the cases in that many worker processes,
     ``scheduler`` on the Dask cluster at that address (see :mod:`gradcheck.parallel`);
     the result is the same as a serial run's, in the same order. ``progress(n, total,
     result)`` is called as each result comes in.
@@ -301,7 +379,8 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
     # A file that cannot be read at all (no case name) is reported whatever -k says.
     results = [file_error(e) for e in errors
                if not keyword or e.case is None or keyword in e.case]
-    overrides = dict(seed=seed, points=points, witnesses=witnesses, device=device)
+    overrides = dict(seed=seed, points=points, witnesses=witnesses, device=device,
+                     extreme_points=extreme_points, strict_shapes=strict_shapes or None)
     runs = select(cases, keyword=keyword, dtype=dtype, **overrides)
     if jobs != 1 or scheduler:
         from .parallel import run_parallel

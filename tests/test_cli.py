@@ -260,8 +260,10 @@ def test_k_filters_by_substring(capsys, passing):
 
 
 def test_k_that_matches_nothing_runs_nothing(capsys, passing):
-    code, report = gc_json(capsys, passing, "-k", "zzz-nothing")
-    assert code == 0
+    code, out, err = gc(capsys, "run", passing, "-k", "zzz-nothing", "--format", "json")
+    report = json.loads(out)
+    assert code == ExitCode.NO_CASES == 5   # as pytest's "no tests collected"
+    assert "no cases selected" in err and "'zzz-nothing'" in err
     assert report["cases"] == []
     assert report["summary"]["passed"] == 0
 

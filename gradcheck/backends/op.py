@@ -2,15 +2,28 @@
 
 ``op = "package.module:Name"`` names a ``torch.autograd.Function`` subclass (called
 through ``apply``), a ``gradcheck.engine.Function`` subclass, or a plain callable on
-tensors. This is the one place gradcheck imports code on purpose; the project root (the
-folder holding the case file's project, found by walking up to a ``pyproject.toml`` or
-``.git``, else the current folder) is put on ``sys.path`` first.
+tensors. This is the one place gradcheck imports code on purpose.
+
+``module`` (dotted names allowed: ``pkg.mod``) is looked for as a file under the case
+file's folder, then under the project root (the nearest folder above it holding a
+``pyproject.toml`` or ``.git``, else the current folder); a name that is no file there
+is imported as usual (an installed package). A file found is imported under a name of
+its own, ``gradcheck_op_<hash of the folder>.<module>``: two folders that each hold a
+``myops.py`` get two modules, whichever ran first and in whichever process, where one
+``sys.modules["myops"]`` would hand the second folder the first folder's class. The
+module's own folder (and the folder it was found in) is put on ``sys.path`` too, so
+that its plain sibling imports (``import helpers``) work; those siblings are ordinary
+top-level modules, shared by every folder that imports the same name.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.machinery
 import sys
+import threading
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,20 +49,62 @@ def project_root(case_file: str) -> Path:
     return Path.cwd()
 
 
+def op_folder(module_name: str, case_file: str = "") -> Path | None:
+    """The folder under which ``module_name`` is a file (``a/b.py``, a compiled
+    ``a/b.*.so`` or ``a/b/__init__.py`` for ``a.b``): the case file's folder, else the
+    project root; None when neither holds it (it is then imported as an installed
+    module). The one place that decides where an op may come from."""
+    here = Path(case_file).resolve().parent if case_file else Path.cwd()
+    parts = module_name.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None   # not a module name at all: let the import say so
+    for folder in dict.fromkeys((here, project_root(case_file).resolve())):
+        base = folder.joinpath(*parts)
+        files = [base.with_name(base.name + suffix)
+                 for suffix in importlib.machinery.all_suffixes()] + [base / "__init__.py"]
+        if any(f.is_file() for f in files):
+            return folder
+    return None
+
+
+_PACKAGES = threading.Lock()
+
+
+def _import_from(folder: Path, module_name: str):
+    """``module_name`` from under ``folder``, as a submodule of a package made for that
+    folder: the ordinary import machinery then finds ``a/b.py`` (and runs
+    ``a/__init__.py``), relative imports inside it resolve, and the module sits in
+    ``sys.modules`` under its own name, as dataclasses, pickle and ``inspect`` need."""
+    # the folder's resolved path names it: the same folder always gets the same name
+    prefix = "gradcheck_op_" + hashlib.sha256(str(folder).encode()).hexdigest()[:16]
+    with _PACKAGES:   # Dask runs cases in threads: one package per folder
+        if prefix not in sys.modules:
+            spec = importlib.machinery.ModuleSpec(prefix, None, is_package=True)
+            spec.submodule_search_locations = [str(folder)]
+            package = types.ModuleType(prefix, f"the op modules under {folder}")
+            package.__spec__, package.__path__ = spec, [str(folder)]
+            package.__package__ = prefix
+            sys.modules[prefix] = package
+    parts = module_name.split(".")
+    own = folder.joinpath(*parts[:-1])
+    for root in (str(own), str(folder)):   # for its plain sibling imports
+        if root not in sys.path:
+            sys.path.insert(0, root)
+    return importlib.import_module(f"{prefix}.{module_name}")
+
+
 def load(spec: str, case_file: str = "") -> Any:
-    """The object named ``module:attr``.
+    """The object named ``module:attr`` (see the module's docstring for where
+    ``module`` comes from).
 
     Raises:
         OpImportError: the module or the attribute cannot be imported.
     """
     module_name, _, attr = spec.partition(":")
-    roots = [str(project_root(case_file)), str(Path(case_file).resolve().parent)
-             if case_file else str(Path.cwd())]
-    for root in roots:
-        if root not in sys.path:
-            sys.path.insert(0, root)
     try:
-        obj = importlib.import_module(module_name)
+        folder = op_folder(module_name, case_file)
+        obj = (importlib.import_module(module_name) if folder is None
+               else _import_from(folder, module_name))
         for part in attr.split("."):
             obj = getattr(obj, part)
     except Exception as exc:  # any failure while importing user code is the case's
@@ -133,21 +188,26 @@ class Runner:
                             device=self.device)
 
     def vjp(self, leaves: dict, outputs: tuple, vs: list[np.ndarray],
-            create_graph: bool = False) -> dict:
-        """vᵀJ through autograd, by input name (None where no gradient flows)."""
+            create_graph: bool = False, tensors: list | None = None) -> dict:
+        """vᵀJ through autograd, by input name (None where no gradient flows).
+
+        ``tensors``: the cotangents as tensors already made (to see whether backward
+        modifies them, or to differentiate with respect to them); else made from ``vs``.
+        """
         wanted = [s.name for s in self.case.inputs if s.requires_grad]
+        tensors = [self.tensor(v) for v in vs] if tensors is None else tensors
         if self.kind.engine:
             for leaf in leaves.values():
                 leaf.grad = None
             total = None
-            for y, v in zip(outputs, vs):
-                term = (y * self.tensor(v)).sum()
+            for y, v in zip(outputs, tensors):
+                term = (y * v).sum()
                 total = term if total is None else total + term
             total.backward(retain_graph=True)
             return {n: leaves[n].grad for n in wanted}
         import torch
 
-        pairs = [(y, self.tensor(v)) for y, v in zip(outputs, vs) if y.requires_grad]
+        pairs = [(y, v) for y, v in zip(outputs, tensors) if y.requires_grad]
         if not pairs:
             return dict.fromkeys(wanted)
         grads = torch.autograd.grad([y for y, _ in pairs], [leaves[n] for n in wanted],
