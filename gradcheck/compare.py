@@ -1,60 +1,111 @@
 """Comparison of a witness with the symbolic reference: tolerances, error metrics and
 the worst element.
 
-Tolerances are one table, keyed by witness and dtype (section 6 of DESIGN.md). An element
-passes when ``|obtained - expected| <= atol * scale + rtol * |expected|``, where
-``scale = max(1, max |expected|)`` over that quantity, so elements that cancel to
-near zero inside a large gradient are judged against the gradient's magnitude. A witness
-that bounds its own error (finite differences) is allowed ``SAFETY`` times that bound
-plus :data:`FLOOR` times ``scale``; a user's ``atol``/``rtol`` only ever loosen that.
+Every compared element gets its own tolerance, derived from what a *correct*
+computation can err by (:mod:`gradcheck.rounding`): E, the running rounding-error bound
+of the formula's forward and backward in the witness's dtype, evaluated at the point.
+There is no per-tensor scale: a small element is judged by its own bound, so an error
+that is large relative to it fails however large the rest of the gradient is. The
+table, one place:
+
+================  ==========================================================
+check             an element passes when |obtained − expected| <= ...
+================  ==========================================================
+torch, engine     K·(E_dtype + E_float64)  (the float64 reference errs too)
+numeric           SAFETY·(its own error estimate) + K·E_float64
+op.forward,       max(K·(E_dtype + E_float64), PEER·|peer − exact| + u·|exact|):
+op.backward       the peer is PyTorch's autograd of the reference formula in the
+                  same dtype (FlashAttention's rule: an op may err twice as much
+                  as the standard composition, plus rounding at its magnitude)
+op.jacobian       K·(E_dtype + E_float64)
+op.double         PEER·|peer − exact| + K·u·|exact|  (second order: the peer is
+                  torch's double backward of the formula)
+op.zero           0: a zero grad_output must give exact zeros
+op.determinism    nondet_tol
+================  ==========================================================
+
+with K = :data:`BOUND_FACTOR`, PEER = :data:`PEER_FACTOR`, u the dtype's unit
+roundoff. A user's ``atol``/``rtol`` add ``atol + rtol·|expected|``: they only loosen.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .dtypes import unit_roundoff
 from .evaluation import Evaluation
 from .result import FAILED, PASSED, Worst, WitnessResult
 
-#: (rtol, atol) by witness and dtype; float32 runs are compared with the float64
-#: reference evaluated at the float32-rounded point, so only arithmetic error counts.
-TOLERANCES: dict[tuple[str, str], tuple[float, float]] = {
-    ("torch", "float64"): (1e-7, 1e-10),
-    ("torch", "float32"): (1e-4, 1e-5),
-    ("engine", "float64"): (1e-7, 1e-10),
-    ("engine", "float32"): (1e-4, 1e-5),
-    ("numeric", "float64"): (0.0, 0.0),
-    ("numeric", "float32"): (0.0, 0.0),
-}
-SAFETY = 4.0
-FLOOR = 1e-9
-WORST_KEPT = 5     # worst elements a result keeps for its report
+BOUND_FACTOR = 4.0   # K: margin over the first-order bound (its O(u²) terms, libm ulps)
+PEER_FACTOR = 2.0    # an op may err this many times PyTorch's own composition
+SAFETY = 4.0         # finite differences: times their own error estimate
+WORST_KEPT = 5       # worst elements a result keeps for its report
+
+
+def model_tolerance(bounds: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
+    """K·(E_dtype + E_float64) per quantity, from the bounds of
+    :func:`gradcheck.rounding.error_bounds` in ``dtype`` (the float64 reference's own
+    rounding is the same bound at float64's unit roundoff)."""
+    factor = BOUND_FACTOR * (1.0 + unit_roundoff("float64") / unit_roundoff(dtype))
+    return {q: factor * b for q, b in bounds.items()}
+
+
+def witness_tolerance(dtype: str, bounds, own_error: dict | None) -> dict:
+    """The allowed error per quantity of a formula witness (torch, engine, numeric).
+
+    Args:
+        bounds: ``dtype -> error bounds`` at this point (:func:`gradcheck.rounding.
+            error_bounds`), called for the dtypes needed.
+        own_error: a witness's bound on its own error (finite differences), or None.
+    """
+    if own_error is None:
+        return model_tolerance(bounds(dtype), dtype)
+    f64 = model_tolerance(bounds("float64"), "float64")
+    return {q: SAFETY * np.asarray(own_error.get(q, 0.0)) + f64.get(q, 0.0)
+            for q in set(f64) | set(own_error)}
+
+
+def peer_tolerance(model: dict, peer: dict, exact: dict, dtype: str) -> dict:
+    """max(model, PEER·|peer − exact| + u·|exact|) per quantity (op.forward/backward)."""
+    u = unit_roundoff(dtype)
+    out = dict(model)
+    for q, e in exact.items():
+        p = peer.get(q)
+        if e is None or p is None or np.shape(p) != np.shape(e):
+            continue
+        with np.errstate(all="ignore"):
+            e = np.asarray(e, dtype=float)
+            rule = np.nan_to_num(PEER_FACTOR * np.abs(np.asarray(p, dtype=float) - e)
+                                 + u * np.abs(e), nan=0.0, posinf=0.0)
+        out[q] = np.maximum(out[q], rule) if q in out else rule
+    return out
 
 
 class Tally:
     """Accumulates one witness's comparisons over all points into a WitnessResult."""
 
-    def __init__(self, witness: str, dtype: str, atol: float | None, rtol: float | None):
-        self.witness = witness
-        self.rtol, self.atol = TOLERANCES.get((witness, dtype), (1e-7, 1e-10))
-        if rtol is not None:
-            self.rtol = max(self.rtol, rtol) if witness == "numeric" else rtol
-        if atol is not None:
-            self.atol = max(self.atol, atol) if witness == "numeric" else atol
+    def __init__(self, witness: str, dtype: str, atol: float | None = None,
+                 rtol: float | None = None):
+        self.witness, self.dtype = witness, dtype
+        self.atol, self.rtol = atol or 0.0, rtol or 0.0
         self.max_abs = self.max_rel = 0.0
         self.checked = self.mismatched = 0
         self.top: list[tuple[float, Worst]] = []   # (|diff| / tol, element), worst first
         self.problems: list[str] = []
         self.grad_fn: tuple[str, ...] | None = None
 
-    def add(self, got: Evaluation, ref: Evaluation, point: int) -> None:
+    def add(self, got: Evaluation, ref: Evaluation, point: int,
+            tolerance: dict[str, np.ndarray]) -> None:
         if got.grad_fn is not None and self.grad_fn is None:
             self.grad_fn = got.grad_fn
-        self.add_quantities(got.quantities(), ref.quantities(), point, got.error)
+        self.add_quantities(got.quantities(), ref.quantities(), point, tolerance)
 
     def add_quantities(self, obtained: dict, expected_all: dict, point: int,
-                       bounds: dict | None = None) -> None:
-        """Compare ``obtained`` with ``expected_all`` quantity by quantity (by name)."""
+                       tolerance: dict | None = None) -> None:
+        """Compare ``obtained`` with ``expected_all`` quantity by quantity (by name),
+        each element allowed ``tolerance[quantity]`` (absolute, per element; 0 where
+        absent) plus the user's ``atol + rtol·|expected|``."""
+        tolerance = tolerance or {}
         for quantity, expected in expected_all.items():
             value = obtained.get(quantity)
             if expected is None:  # no differentiable path: .grad must stay None
@@ -69,10 +120,10 @@ class Tally:
                     self.problems.append(f"{quantity} is None")
                 continue
             self._compare(quantity, np.asarray(value, dtype=float),
-                          np.asarray(expected, dtype=float),
-                          None if bounds is None else bounds.get(quantity), point)
+                          np.asarray(expected, dtype=float), tolerance.get(quantity, 0.0),
+                          point)
 
-    def _compare(self, quantity, value, expected, bound, point) -> None:
+    def _compare(self, quantity, value, expected, allowed, point) -> None:
         if value.shape != expected.shape:
             self.mismatched += 1
             self.problems.append(f"{quantity} has shape {list(value.shape)}, expected "
@@ -80,16 +131,14 @@ class Tally:
             return
         if expected.size == 0:
             return
-        scale = max(1.0, float(np.max(np.abs(expected))))
-        tol = self.atol * scale + self.rtol * np.abs(expected)
-        if bound is not None:
-            tol = tol + SAFETY * np.asarray(bound, dtype=float) + FLOOR * scale
+        tol = np.asarray(allowed, dtype=float) + self.atol + self.rtol * np.abs(expected)
         with np.errstate(all="ignore"):
             diff = np.abs(value - expected)
             diff = np.where(np.isnan(diff) & ~(np.isnan(value) & np.isnan(expected)),
                             np.inf, np.nan_to_num(diff, nan=0.0, posinf=np.inf))
-            # Relative error where it means something: elements that are zero up to
-            # rounding against the quantity's scale are judged by the absolute error.
+            # The reported relative error (a statistic, not the verdict) skips elements
+            # that are zero up to rounding against the quantity's largest.
+            scale = max(1.0, float(np.max(np.abs(expected))))
             meaningful = np.abs(expected) > 1e-12 * scale
             rel = np.where(meaningful, diff / np.where(meaningful, np.abs(expected), 1), 0.0)
             ratio = np.where(tol > 0, diff / tol, np.where(diff > 0, np.inf, 0.0))

@@ -139,6 +139,30 @@ def _t(fname: str) -> Callable[..., Any]:
     return call
 
 
+def _cfunction(name: str):
+    """SymPy's C99 functions (``expm1``, ``log1p``): differentiable like ``exp(x) - 1``
+    and ``log(1 + x)``, but lambdify prints them as NumPy's accurate ``expm1``/``log1p``,
+    so the float64 reference does not lose the digits those forms cancel near 0."""
+    from sympy.codegen import cfunctions
+
+    return getattr(cfunctions, name)
+
+
+def _sym_sigmoid(x):
+    # 1 / (1 + exp(-x)), written so that exp never overflows: the float64 reference
+    # stays exact to rounding at any |x| (its derivative too).
+    return sympy.Piecewise((1 / (1 + sympy.exp(-x)), x >= 0),
+                           (sympy.exp(x) / (1 + sympy.exp(x)), True))
+
+
+def _sym_softplus(x):
+    # log(1 + exp(x)) as x + log1p(exp(-x)) for x > 0 and log1p(exp(x)) otherwise: no
+    # overflow, and no 1 + tiny rounding to 1 (softplus(-60) is 8.8e-27, not 0).
+    log1p = _cfunction("log1p")
+    return sympy.Piecewise((x + log1p(sympy.exp(-x)), x > 0),
+                           (log1p(sympy.exp(x)), True))
+
+
 def _reduce_objects(a: np.ndarray, axis: tuple[int, ...], keepdims: bool,
                     combine: Callable[[list], Any]) -> np.ndarray:
     """Reduce an object array of SymPy scalars over ``axis`` with ``combine(elements)``."""
@@ -316,8 +340,10 @@ def _reduction_name(stem: str):
 
 
 def _matmul_name(a, b):
-    # gradcheck.engine.matmul folds a vector on the left or a stack of matrices into a
-    # matrix first, with PyTorch's view nodes; only b with 3+ axes gets one node, Bmm.
+    # gradcheck.engine.matmul reduces every rank pair as PyTorch's _matmul_impl does
+    # (unsqueeze, fold, squeeze, expand and view nodes around one product), so this
+    # row's node sees vector·vector, matrix·vector, matrix·matrix or a batch of
+    # matrices (3-D, one batch axis) times another.
     return {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (2, 2): "MmBackward0"}.get(
         (_ndim(a), _ndim(b)), "BmmBackward0")
 
@@ -437,10 +463,10 @@ _ROWS: list[Rule] = [
            engine=_e("ExpBackward0", lambda g, ans, x: g * ans)),
     _unary("log", _s("log"), np.log, _t("log"), hazard=_abs,
            engine=_e("LogBackward0", lambda g, ans, x: g / x)),
-    _unary("log1p", lambda x: sympy.log(1 + x), np.log1p, _t("log1p"),
+    _unary("log1p", lambda x: _cfunction("log1p")(x), np.log1p, _t("log1p"),
            hazard=lambda x: np.abs(1 + np.asarray(x)),
            engine=_e("Log1PBackward0", lambda g, ans, x: g / (x + 1))),
-    _unary("expm1", lambda x: sympy.exp(x) - 1, np.expm1, _t("expm1"),
+    _unary("expm1", lambda x: _cfunction("expm1")(x), np.expm1, _t("expm1"),
            engine=_e("Expm1Backward0", lambda g, ans, x: g * (ans + 1))),
     _unary("sqrt", _s("sqrt"), np.sqrt, _t("sqrt"), hazard=_abs,
            engine=_e("SqrtBackward0", lambda g, ans, x: g / (2 * ans))),
@@ -478,10 +504,10 @@ _ROWS: list[Rule] = [
     _unary("erf", _s("erf"), _np_erf, _t("erf"),
            engine=_e("ErfBackward0",
                      lambda g, ans, x: g * (2 / _SQRT_PI) * np.exp(-x * x))),
-    _unary("sigmoid", lambda x: 1 / (1 + sympy.exp(-x)), _np_sigmoid, _t("sigmoid"),
+    _unary("sigmoid", _sym_sigmoid, _np_sigmoid, _t("sigmoid"),
            doc="1 / (1 + exp(-x))",
            engine=_e("SigmoidBackward0", lambda g, ans, x: g * (1 - ans) * ans)),
-    _unary("softplus", lambda x: sympy.log(1 + sympy.exp(x)), lambda x: np.logaddexp(0.0, x),
+    _unary("softplus", _sym_softplus, lambda x: np.logaddexp(0.0, x),
            _torch_softplus,
            doc="log(1 + exp(x))",
            engine=_e("SoftplusBackward0", lambda g, ans, x: g * _np_sigmoid(x))),

@@ -298,10 +298,7 @@ class Reference:
 
     def _evaluate_expanded(self, point, v) -> Evaluation:
         case = self.case
-        args = [np.asarray(point[s.name], dtype=float).reshape(-1) for s in case.inputs]
-        for node, _ in self.selectors.values():  # which element each max/min picks here
-            picked = evaluate(node.args[0], point)
-            args.append(RULES[node.op].selector(picked, node.axis).reshape(-1))
+        args = self._expanded_args(point)
         value = np.asarray(self._forward(*args), dtype=float).reshape(case.output.shape)
         v_flat = np.broadcast_to(v, case.output.shape).reshape(-1)
         sizes = {n: case.input[n].shape for n in self.wrt}
@@ -355,16 +352,17 @@ class Reference:
             yield out
 
     def hvp(self, point: dict[str, np.ndarray], v: np.ndarray,
-            u: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            u: dict[str, np.ndarray], absolute: bool = False) -> dict[str, np.ndarray]:
         """Exact Hessian-vector product of vᵀy: for each input x_i,
         Σ_j ∂²(vᵀy)/∂x_i∂x_j · u_j (what double backward computes).
 
-        Raises:
-            UnsupportedOpError: the formula is not elementwise (not yet supported).
-        """
+        ``absolute``: the same sum of magnitudes (|v|, |u| and, elementwise, |∂²|), the
+        size its rounding errors scale with."""
+        if absolute:
+            v, u = np.abs(v), {n: np.abs(a) for n, a in u.items()}
         if self.mode != "elementwise":
-            raise UnsupportedOpError("order = 2 needs an elementwise reference (possibly "
-                                     "under a final sum/mean)")
+            out = self._hvp_expanded(point, v, u)
+            return {n: np.abs(h) for n, h in out.items()} if absolute else out
         case, shape = self.case, self.body.shape
         if not hasattr(self, "_second"):
             syms = {s.name: _symbol(s.name) for s in case.inputs}
@@ -383,8 +381,76 @@ class Reference:
         v_body = top_cotangent(self.top, np.asarray(v, dtype=float), shape)
         out = {n: np.zeros(shape) for n in self.wrt}
         for (a, b), d2 in zip(pairs, values):
-            out[a] = out[a] + d2 * np.broadcast_to(u[b], shape)
+            out[a] = out[a] + (np.abs(d2) if absolute else d2) * np.broadcast_to(u[b], shape)
         return {n: unbroadcast(v_body * out[n], case.input[n].shape) for n in self.wrt}
+
+
+    def jvp(self, point: dict[str, np.ndarray], u: dict[str, np.ndarray],
+            absolute: bool = False) -> np.ndarray:
+        """Exact J u: the derivative of the output along u (arrays by input name), which
+        is what double backward gives for the gradient with respect to grad_output.
+        ``absolute``: |J|·|u| instead, the size its rounding errors scale with."""
+        case = self.case
+        if absolute:
+            u = {n: np.abs(a) for n, a in u.items()}
+        if self.mode == "elementwise":
+            shape = self.body.shape
+            with np.errstate(all="ignore"):
+                out = self._run_kernel(self._kernel_args(point), self._padded())
+            body = np.zeros(shape)
+            for n, d in zip(self.wrt, out[1:1 + len(self.wrt)]):
+                d = np.abs(d) if absolute else d
+                body = body + d.reshape(shape) * np.broadcast_to(u[n], shape)
+            top = self.top
+            return body if top is None else np.asarray(
+                RULES[top.op].numpy(body, top.axis, top.keepdims))
+        rows, cols, names, fn = self._jac
+        out = np.zeros(case.output.size)
+        if fn is not None:
+            with np.errstate(all="ignore"):
+                values = np.asarray(fn(*self._expanded_args(point)), dtype=float).reshape(-1)
+            values = np.abs(values) if absolute else values
+            for n in self.wrt:
+                mask = names == n
+                np.add.at(out, rows[mask],
+                          values[mask] * np.asarray(u[n], dtype=float).reshape(-1)[cols[mask]])
+        return out.reshape(case.output.shape)
+
+    def _expanded_args(self, point) -> list[np.ndarray]:
+        """The compiled expanded program's arguments: every input element, then the
+        one-hot pick of each max/min at this point."""
+        args = [np.asarray(point[s.name], dtype=float).reshape(-1) for s in self.case.inputs]
+        for node, _ in self.selectors.values():
+            picked = evaluate(node.args[0], point)
+            args.append(RULES[node.op].selector(picked, node.axis).reshape(-1))
+        return args
+
+    def _hvp_expanded(self, point, v, u) -> dict[str, np.ndarray]:
+        """The Hessian-vector product of an expanded formula: SymPy differentiates
+        s = Σ_j u_j ∂(vᵀy)/∂x_j once more, with v and u as symbols, compiled once."""
+        case = self.case
+        if not hasattr(self, "_second"):
+            out = _lower(case.output, self.symbols, False, self.selectors, evaluated=True)
+            vsyms = [sympy.Symbol(f"_0v{r}", real=True) for r in range(out.size)]
+            xs = [x for n in self.wrt for x in self.symbols[n].flat]
+            usyms = [sympy.Symbol(f"_0u{j}", real=True) for j in range(len(xs))]
+            total = sympy.Add(*[a * b for a, b in zip(vsyms, out.flat)])
+            direction = sympy.Add(*[b * sympy.diff(total, x) for x, b in zip(xs, usyms)])
+            second = [_clean(sympy.diff(direction, x)) for x in xs]
+            self._second = _compile(self.args + [vsyms, usyms], second)
+        flat_u = np.concatenate([np.asarray(u[n], dtype=float).reshape(-1) for n in self.wrt]
+                                ) if self.wrt else np.zeros(0)
+        with np.errstate(all="ignore"):
+            values = np.asarray(self._second(*self._expanded_args(point),
+                                             np.broadcast_to(v, case.output.shape).reshape(-1),
+                                             flat_u), dtype=float).reshape(-1)
+        result, start = {}, 0
+        for n in self.wrt:
+            shape = case.input[n].shape
+            size = int(np.prod(shape, dtype=np.int64))
+            result[n] = values[start:start + size].reshape(shape)
+            start += size
+        return result
 
 
 def _symbol(name: str) -> sympy.Symbol:

@@ -1,0 +1,277 @@
+"""A-priori rounding-error bounds: how far a *correct* computation of a formula's value
+and of its vᵀJ can be from the exact numbers in a given dtype, element by element.
+
+This is a running error analysis (Wilkinson; Higham, *Accuracy and Stability of
+Numerical Algorithms*, §3.3), done to first order in the unit roundoff u and evaluated
+in float64 at the point. It follows the computation autograd performs: the forward pass
+through the rule table's ``numpy`` column, then the backward pass through the
+``engine`` column's VJPs, which are PyTorch's own backward formulas (``1 - y*y`` for
+tanh, ``y * (1 - y)`` for sigmoid): the bound sees the cancellation *inside* those
+formulas, not only the size of the result.
+
+For every computed quantity q (a node's value, a VJP, an accumulated cotangent) it keeps
+E(q) >= |fl(q) - q|:
+
+- a primitive t = f(a₁, ..., aₙ): E(t) = Σₖ |∂f/∂aₖ|·E(aₖ) + ρ_f·u·|t|, with ρ_f the
+  primitive's own rounding (:data:`ROUNDING`); a sum or contraction over n terms adds
+  γ(n)·u_acc·Σ|terms| instead (:func:`accumulation`), the bound for blocked pairwise
+  summation, at the unit roundoff of the accumulator (float32 at least, as PyTorch's CPU
+  kernels accumulate half precision in float32);
+- a VJP c = vjp(ḡ, t, a...): E(c) = |vjp|(E(ḡ)) (the cotangent's own error, through
+  |J|) + the change of c when t and each aⱼ move by their errors E(t), E(aⱼ) plus one
+  more u·|t|, u·|aⱼ| for the rounding where the formula uses them (x*x inside
+  exp(-x*x) is amplified by x²), measured by perturbing each in the direction that
+  increases |c| (exact for the elementwise and product forms the table uses), plus
+  (2ρ + 1)·u·|c| for the formula's own operations;
+- summing cotangents back over broadcast axes and over several parents adds the
+  accumulation bound of those sums.
+
+Inputs and the cotangent v are exact (points are rounded to the dtype before anything
+runs), a constant that the dtype cannot represent carries u·|c|. The result is
+absolute, per element, keyed like :meth:`gradcheck.evaluation.Evaluation.quantities`;
+:mod:`gradcheck.compare` turns it into tolerances.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .dtypes import round_to, smallest_normal, unit_roundoff
+from .rules import COMPARISON, ELEMENTWISE, LINALG, REDUCTION, RULES
+from .tree import Node, unbroadcast, walk
+
+#: Units of u a primitive's result is rounded by beyond its arguments' errors: 0 for
+#: exact operations (a sign, a selection), 1 for correctly rounded arithmetic, 2 for
+#: library functions (PyTorch's and NumPy's vectorised exp, tanh, ... are within 1-2
+#: ulp). Reductions and contractions use :func:`accumulation` instead.
+ROUNDING: dict[str, float] = {
+    "neg": 0, "abs": 0, "sign": 0, "relu": 0, "maximum": 0, "minimum": 0, "where": 0,
+    "transpose": 0, "max": 0, "min": 0,
+    "add": 1, "sub": 1, "mul": 1, "div": 1, "sqrt": 1,
+}
+LIBRARY_ROUNDING = 2.0      # every other elementwise primitive
+BLOCK = 32                  # length of the sequential base case of blocked summation
+PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
+
+
+def accumulation(n: int) -> float:
+    """γ(n): units of u_acc·Σ|terms| a sum of ``n`` terms can err by. Blocked pairwise
+    summation (NumPy, PyTorch's cascade sum, BLAS's blocked dot products) runs a
+    sequential base case of at most :data:`BLOCK` terms, then ⌈log₂(n/BLOCK)⌉ levels of
+    pairwise additions (Higham, §4.2)."""
+    if n <= 1:
+        return 0.0
+    if n <= BLOCK:
+        return float(n - 1)
+    return float(BLOCK - 1 + math.ceil(math.log2(n / BLOCK)))
+
+
+def _units(dtype: str) -> tuple[float, float]:
+    """(u, u_acc): the storage and accumulation unit roundoffs of ``dtype``."""
+    u = unit_roundoff(dtype)
+    return u, min(u, unit_roundoff("float32"))
+
+
+def _arr(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+class _Bounds:
+    """One evaluation of the bounds of one formula at one point."""
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+        self.u, self.u_acc = _units(dtype)
+        # Underflow: a result below the smallest normal is rounded to the subnormal grid,
+        # an absolute error of up to half its spacing (Higham's model, fl(x) = x(1+δ)+η)
+        self.eta = smallest_normal(dtype) * self.u
+        self.val: dict[int, Any] = {}
+        self.err: dict[int, np.ndarray] = {}
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, root: Node, point: dict[str, np.ndarray]) -> None:
+        for node in walk(root):
+            self.val[id(node)], self.err[id(node)] = self._forward(node, point)
+
+    def _forward(self, node: Node, point):
+        if node.op == "input":
+            x = _arr(point[node.name])
+            return x, np.zeros_like(x)
+        if node.op == "const":
+            c = _arr(node.const)
+            exact = bool(np.all(round_to(c, self.dtype) == c))
+            return c, (np.zeros_like(c) if exact else self.u * np.abs(c))
+        args = [self.val[id(a)] for a in node.args]
+        errs = [self.err[id(a)] for a in node.args]
+        if node.op == "let":
+            return args[0], errs[0]
+        rule = RULES[node.op]
+        u, u_acc = self.u, self.u_acc
+        if rule.kind == COMPARISON:
+            t = np.asarray(rule.numpy(*args))
+            return t, np.zeros(np.shape(t))
+        if rule.kind == REDUCTION:
+            x, ex = _arr(args[0]), errs[0]
+            t = _arr(rule.numpy(x, node.axis, node.keepdims))
+            ones = np.ones(np.shape(t))
+            partial = np.abs(_arr(rule.engine.vjps[0](ones, t, x, node.axis, node.keepdims)))
+            propagated = np.sum(partial * ex, axis=node.axis, keepdims=node.keepdims)
+            n = math.prod(x.shape[d] for d in node.axis)
+            own = ROUNDING.get(node.op, LIBRARY_ROUNDING) * u * np.abs(t)
+            if node.op in ("sum", "mean"):
+                terms = np.sum(np.abs(x), axis=node.axis, keepdims=node.keepdims)
+                own = own + accumulation(n) * u_acc * terms / (n if node.op == "mean" else 1)
+            elif node.op == "prod":
+                own = own + max(n - 1, 0) * u * np.abs(t)
+            elif node.op == "logsumexp":   # log of a sum of positive terms
+                own = own + (accumulation(n) + 1) * u
+            return t, propagated + own + self.eta
+        if rule.kind == LINALG:
+            if node.op == "transpose":
+                return np.swapaxes(args[0], -1, -2), np.swapaxes(errs[0], -1, -2)
+            a, b = _arr(args[0]), _arr(args[1])
+            f = rule.numpy
+            t = _arr(f(a, b))
+            k = a.shape[-1]
+            propagated = _arr(f(np.abs(a), errs[1])) + _arr(f(errs[0], np.abs(b)))
+            own = accumulation(k) * u_acc * _arr(f(np.abs(a), np.abs(b))) + u * np.abs(t)
+            return t, propagated + own + self.eta
+        # elementwise (where included): |∂f/∂aₖ|·E(aₖ) from the VJP with ḡ = 1
+        t = _arr(rule.numpy(*args))
+        ones = np.ones(np.shape(t))
+        propagated = np.zeros(np.shape(t))
+        for vjp, e in zip(rule.engine.vjps, errs):
+            if vjp is None or not np.any(e):   # (a constant exponent's log(a) is NaN)
+                continue
+            partial = np.nan_to_num(np.abs(_arr(vjp(ones, t, *args))))
+            propagated = propagated + partial * np.broadcast_to(e, np.shape(t))
+        rho = ROUNDING.get(node.op, LIBRARY_ROUNDING)
+        return t, propagated + rho * u * np.abs(t) + (self.eta if rho else 0.0)
+
+    # ------------------------------------------------------------------ backward
+    def backward(self, root: Node, v: np.ndarray) -> tuple[dict, dict]:
+        """Cotangents and their error bounds for every node, by node id."""
+        order = list(walk(root))
+        grad: dict[int, np.ndarray] = {id(root): _arr(np.broadcast_to(v, root.shape))}
+        gerr: dict[int, np.ndarray] = {id(root): np.zeros(root.shape)}
+        for node in reversed(order):
+            g = grad.get(id(node))
+            if g is None or node.op in ("input", "const"):
+                continue
+            ge = gerr[id(node)]
+            if node.op == "let":
+                self._accumulate(grad, gerr, node.args[0], g, ge)
+                continue
+            rule = RULES[node.op]
+            if rule.kind == COMPARISON:
+                continue
+            for k, vjp in enumerate(rule.engine.vjps):
+                arg = node.args[k]
+                if vjp is None or arg.op == "const":
+                    continue
+                c, ce = self._vjp(node, rule, k, g, ge)
+                self._accumulate(grad, gerr, arg, c, ce)
+        return grad, gerr
+
+    def _call(self, node, rule, vjp, g, t, args):
+        if rule.kind == REDUCTION:
+            return _arr(vjp(g, t, *args, node.axis, node.keepdims))
+        return _arr(vjp(g, t, *args))
+
+    def _vjp(self, node, rule, k, g, ge):
+        """The VJP into argument ``k`` and its error bound."""
+        vjp = rule.engine.vjps[k]
+        t = self.val[id(node)]
+        args = [self.val[id(a)] for a in node.args]
+        errs = [self.err[id(a)] for a in node.args]
+        c = self._call(node, rule, vjp, g, t, args)
+        u, u_acc = self.u, self.u_acc
+        if rule.kind == LINALG:
+            absargs = [np.abs(_arr(a)) for a in args]
+            through_g = np.abs(self._call(node, rule, vjp, ge, np.abs(t), absargs))
+            if len(args) == 2:    # bilinear: c is linear in the *other* operand
+                other = list(absargs)
+                other[1 - k] = errs[1 - k]
+                through_args = np.abs(self._call(node, rule, vjp, np.abs(g), np.abs(t),
+                                                 other))
+                full = np.abs(self._call(node, rule, vjp, np.abs(g), np.abs(t), absargs))
+                n = np.shape(args[1 - k])[-1 if k == 0 else 0] if np.ndim(args[1 - k]) else 1
+                own = accumulation(int(n)) * u_acc * full + u * np.abs(c) + self.eta
+            else:                 # transpose: exact
+                through_args, own = 0.0, 0.0
+            return c, through_g + through_args + own
+        # Elementwise and reduction VJPs are ḡ times a factor, diagonal (or broadcast)
+        # in ḡ: the cotangent's error goes through |factor|.
+        through_g = np.abs(self._call(node, rule, vjp, ge, t, args))
+        # The factor's sensitivity to the forward's errors, probe by probe: move t and
+        # each argument by s·E in the direction of its sign (which increases a product
+        # monotonically) and read |Δc| / s.
+        through_fwd = np.zeros(np.shape(c))
+        probes = [(None, t, self.err[id(node)])] + [(j, a, e) for j, (a, e) in
+                                                     enumerate(zip(args, errs))]
+        for j, value, e in probes:
+            if np.asarray(value).dtype == bool:
+                continue
+            # The formula also rounds where it uses the value (x*x inside exp(-x*x)):
+            # as if the value itself were off by one more u relative.
+            value = _arr(value)
+            e = _arr(e) + u * np.abs(value)
+            if not np.any(e):
+                continue
+            s = PERTURBATION / max(float(np.max(e / np.maximum(np.abs(value), 1e-300))),
+                                   1e-300)
+            s = min(s, PERTURBATION / u)
+            moved = value + s * e * np.where(value < 0, -1.0, 1.0)
+            if j is None:
+                c2 = self._call(node, rule, vjp, g, moved, args)
+            else:
+                c2 = self._call(node, rule, vjp, g, t,
+                                [moved if i == j else a for i, a in enumerate(args)])
+            with np.errstate(all="ignore"):
+                delta = np.nan_to_num(np.abs(c2 - c) / s, nan=0.0, posinf=0.0)
+            through_fwd = through_fwd + np.broadcast_to(delta, np.shape(c))
+        rho = ROUNDING.get(node.op, LIBRARY_ROUNDING)
+        own = (2 * rho + 1) * (u * np.abs(c) + self.eta)
+        return c, through_g + through_fwd + own
+
+    def _accumulate(self, grad, gerr, arg: Node, c, ce) -> None:
+        """Sum ``c`` back to ``arg``'s shape and add it to ``arg``'s cotangent."""
+        shape = arg.shape
+        n = max(1, int(np.size(c) // max(1, math.prod(shape))))
+        summed = unbroadcast(c, shape)
+        err = unbroadcast(np.broadcast_to(ce, np.shape(c)), shape)
+        if n > 1:
+            err = err + accumulation(n) * self.u_acc * unbroadcast(np.abs(c), shape)
+        key = id(arg)
+        if key in grad:
+            err = err + gerr[key] + self.u * (np.abs(grad[key]) + np.abs(summed)) + self.eta
+            summed = grad[key] + summed
+        grad[key], gerr[key] = _arr(summed), _arr(err)
+
+
+def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
+                 output: Node | None = None) -> dict[str, np.ndarray]:
+    """Per-element bounds on the rounding error of a correct computation in ``dtype`` of
+    the value and of vᵀJ (``"value"``, ``"x.grad"`` for every input, ``"h.grad"`` for
+    every retained ``let``), absolute, at ``point``. ``output`` replaces the case's
+    output node (one output of a multi-output op). Non-finite bounds (an overflow in
+    the probe) count as 0: the comparison is then strict rather than blind."""
+    root = case.output if output is None else output
+    b = _Bounds(dtype)
+    with np.errstate(all="ignore"):
+        b.forward(root, point)
+        grad, gerr = b.backward(root, v)
+    out = {"value": b.err[id(root)]}
+    nodes = {n.name: n for n in walk(root) if n.op in ("input", "let")}
+    for spec in case.inputs:
+        node = nodes.get(spec.name)
+        out[f"{spec.name}.grad"] = (np.zeros(spec.shape) if node is None or id(node)
+                                    not in gerr else gerr[id(node)])
+    for name in getattr(case, "retain_grad", ()):
+        node = nodes.get(name)
+        if node is not None and id(node) in gerr:
+            out[f"{name}.grad"] = gerr[id(node)]
+    return {k: np.nan_to_num(_arr(e), nan=0.0, posinf=0.0) for k, e in out.items()}
