@@ -29,8 +29,9 @@ DOMAINS = ("real", "positive", "nonnegative", "nonzero", "unit")
 GRADIENTS = ("scalar", "ones", "random")
 SUFFIXES = (".toml", ".yaml", ".yml")
 MAX_POINTS = 1000
+EXTREME_POINTS = 2   # points at large and small magnitudes, after the bulk (sampling.py)
 
-_DEFAULT_KEYS = {"dtype", "points", "seed", "atol", "rtol", "witnesses"}
+_DEFAULT_KEYS = {"dtype", "points", "extreme_points", "seed", "atol", "rtol", "witnesses"}
 _OP_KEYS = {"op", "reference", "args", "order", "device", "nondet_tol"}
 _CASE_KEYS = _DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
                                          "gradient",
@@ -66,6 +67,7 @@ class Case:
     retain_grad: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ("float64",)
     points: int = 3
+    extreme_points: int = EXTREME_POINTS
     seed: int = 0
     atol: float | None = None
     rtol: float | None = None
@@ -328,6 +330,7 @@ class _CaseReader:
             inputs=inputs, lets=lets, nodes=nodes, output=output,
             gradient=self.read_gradient(output), retain_grad=retain,
             dtypes=self.read_dtypes(), points=self.read_int("points", 3, 1, MAX_POINTS),
+            extreme_points=self.read_int("extreme_points", EXTREME_POINTS, 0, MAX_POINTS),
             seed=self.read_int("seed", 0, 0, 2**63 - 1), atol=self.read_tol("atol"),
             rtol=self.read_tol("rtol"), witnesses=self.read_witnesses(bool(op)),
             expect=self.read_expect(), description=str(raw.get("description", "")),

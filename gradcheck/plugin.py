@@ -32,7 +32,8 @@ __all__ = ["GradcheckFixture", "CaseFile", "CaseItem"]
 
 _SUFFIXES = (".toml", ".yaml", ".yml")
 _PHASES = {"setup": 0, "call": 1, "teardown": 2}
-_MARKER_OPTIONS = {"dtype", "k", "keyword", "seed", "points", "witnesses", "device", "timeout"}
+_MARKER_OPTIONS = {"dtype", "k", "keyword", "seed", "points", "extreme_points", "witnesses",
+                   "device", "timeout"}
 
 _STATE = pytest.StashKey["_State"]()
 _PENDING = pytest.StashKey[list]()      # per item: CaseResults recorded in the current phase
@@ -63,9 +64,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "gradcheck_cases(*paths, dtype=None, k=None, seed=None, points=None, "
-        "witnesses=None, device=None, timeout=300): run every case of these gradcheck "
-        "case files (paths relative to the test file's folder) as its own test item; the "
-        "test takes a `gradcheck_case` argument, the CaseResult")
+        "extreme_points=None, witnesses=None, device=None, timeout=300): run every case "
+        "of these gradcheck case files (paths relative to the test file's folder) as its "
+        "own test item; the test takes a `gradcheck_case` argument, the CaseResult")
     state = _State(cache={})
     report = config.getoption("gradcheck_report", None)
     if report:
@@ -334,8 +335,8 @@ class GradcheckFixture:
     def run_case_file(self, path: str | Path, **options):
         """Run the cases of a case file or folder; returns the
         :class:`~gradcheck.result.RunResult`. Options as :func:`gradcheck.run` (``k`` or
-        ``keyword``, ``dtype``, ``seed``, ``points``, ``witnesses``, ``timeout``,
-        ``device``). It does not fail the test: assert on the result."""
+        ``keyword``, ``dtype``, ``seed``, ``points``, ``extreme_points``, ``witnesses``,
+        ``timeout``, ``device``). It does not fail the test: assert on the result."""
         import gradcheck
 
         if "k" in options:   # as the marker and the command line spell it

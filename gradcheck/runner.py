@@ -363,7 +363,9 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
     changes, as the case-file key does.
 
     ``points`` and ``extreme_points`` (0: none) replace every case's counts of bulk and
-    extreme points (see :func:`gradcheck.sampling.case_points`). ``jobs`` > 1 (0: one per CPU) runs the cases in that many worker processes,
+    extreme points (see :func:`gradcheck.sampling.case_points`).
+
+    ``jobs`` > 1 (0: one per CPU) runs the cases in that many worker processes,
     ``scheduler`` on the Dask cluster at that address (see :mod:`gradcheck.parallel`);
     the result is the same as a serial run's, in the same order. ``progress(n, total,
     result)`` is called as each result comes in.

@@ -7,16 +7,27 @@ tie in ``max``, the switch of a ``where``...). Points closer than :data:`MARGIN`
 redrawn: element by element for elementwise formulas (each output element depends on one
 element per input, so the culprit is known), the whole point otherwise. A pinned
 ``value`` is never redrawn.
+
+A case's points (:func:`case_points`, what the runner and the op checks iterate) are its
+``points`` bulk points, drawn uniformly in each domain's bulk (real: [-2, 2]), then its
+``extreme_points`` (default 2) extreme points, numbered after them: large magnitudes
+(real: |x| from 2 up to ln √max, 44 in float32 and float64) and small ones (|x| down to
+2·1e-4, float64: 3e-8), log-spread, toward an interval's ends and toward 0 inside it,
+kept where every value of the formula stays below √max of the dtype (see the rules
+above :func:`extreme`). Each extreme point's note says what it sampled. The bulk points
+do not depend on the extreme ones: ``extreme_points = 0`` gives exactly the bulk.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import numpy as np
 
-from .forward import hazard_distances
+from .forward import evaluate, hazard_distances
 from .tree import elementwise_split, unbroadcast
 
 MARGIN = 0.05      # distance kept from every kink and singularity
@@ -76,16 +87,20 @@ def sample(case, dtype: str, index: int) -> Point:
     return Point(values, notes)
 
 
-def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str) -> list:
+def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str, *,
+           draw: Callable | None = None, limit: float | None = None) -> list:
     """Redraw the elements of the ``free`` inputs (in place in ``values``) that sit within
     MARGIN of a kink or singularity, or outside their domain after rounding; returns the
-    hazards still too close after MAX_ROUNDS as (node, mask) pairs."""
+    hazards still too close after MAX_ROUNDS as (node, mask) pairs.
+
+    ``draw(spec, round)`` makes the fresh values (default: the bulk draw); with ``limit``,
+    a value of the formula beyond it (or not finite) is a hazard too (extreme points)."""
     from .cases import in_domain
 
     split = elementwise_split(case.output)
     body = split[0] if split else case.output
-    bad = _too_close(body, values)
-    for _ in range(MAX_ROUNDS):
+    bad = _too_close(body, values) + _beyond(body, values, limit)
+    for round_ in range(MAX_ROUNDS):
         outside = {s.name: ~in_domain(values[s.name], s.domain) for s in free}
         if not free or (not bad and not any(m.any() for m in outside.values())):
             break
@@ -99,9 +114,9 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str)
                 mask = np.full(spec.shape, bool(bad))
             mask = mask | outside[spec.name]
             if mask.any():
-                fresh = _round(_draw(spec, rng, spec.shape), dtype)
-                values[spec.name] = np.where(mask, fresh, values[spec.name])
-        bad = _too_close(body, values)
+                fresh = _draw(spec, rng, spec.shape) if draw is None else draw(spec, round_)
+                values[spec.name] = np.where(mask, _round(fresh, dtype), values[spec.name])
+        bad = _too_close(body, values) + _beyond(body, values, limit)
     return bad
 
 
@@ -113,3 +128,254 @@ def _too_close(body, values) -> list:
         if mask.any():
             out.append((node, mask))
     return out
+
+
+#: Rows whose symbolic form goes through exp(±argument) (the reference's SymPy column;
+#: tests/test_sampling_extremes.py checks this against the rule table). sigmoid,
+#: softplus and logsumexp have bounded values where that exp overflows, so the value
+#: ceiling alone does not see it: their arguments are bounded by ln(limit) instead.
+EXPONENTIAL = frozenset({"exp", "expm1", "sinh", "cosh", "sigmoid", "softplus",
+                         "logsumexp"})
+#: Periodic rows, and how far from 0 their arguments go at extreme points: a periodic
+#: function has no hard region far out, only worse conditioning (float32's rounding of
+#: the argument alone errs by u·|arg|) and finite differences whose relative step
+#: (1e-3·|x|) moves an argument of degree k in the inputs by about 1e-3·k·|arg|: within
+#: 100, a fraction of a radian.
+PERIODIC = frozenset({"sin", "cos", "tan"})
+PERIODIC_REACH = 100.0
+
+
+def _beyond(root, values, limit: float | None) -> list:
+    """(node, mask) for every value of the formula under ``root`` that is not finite or
+    exceeds ``limit`` in magnitude somewhere, every argument of an :data:`EXPONENTIAL`
+    row beyond ln(limit) and of a :data:`PERIODIC` one beyond :data:`PERIODIC_REACH`
+    (nothing when ``limit`` is None)."""
+    if limit is None:
+        return []
+    out = []
+
+    def on_node(node, args, value) -> None:
+        if value.dtype.kind == "f":
+            mask = ~(np.abs(value) <= limit)     # NaN and inf count as beyond
+            bound = (math.log(limit) if node.op in EXPONENTIAL  # exp(arg) <= limit
+                     else PERIODIC_REACH if node.op in PERIODIC else None)
+            if bound is not None:
+                far = ~(np.abs(np.asarray(args[0], dtype=float)) <= bound)
+                if node.op == "logsumexp":       # a reduction: over the reduced axes
+                    far = np.any(far, axis=node.axis, keepdims=node.keepdims)
+                mask = mask | far
+            if mask.any():
+                out.append((node, mask))
+
+    evaluate(root, values, on_node=on_node)
+    return out
+
+
+# --------------------------------------------------------------------------- extremes
+#
+# Besides its bulk points, a case gets ``extreme_points`` points at large and small
+# magnitudes, where overflow guards, saturated tanh/sigmoid and expm1/log1p-style
+# branches live. The rules:
+#
+# - reach: magnitudes are log-uniform over a band. Large: from s, the scale of the bulk
+#   draw (2 for real and nonzero, 3 for positive and nonnegative), up to L = ln √max of
+#   the dtype, and float32's at most: 44.4 (float16: 5.5). e^L = √max, so exp of an
+#   input, and the exp inside sigmoid, softplus, logsumexp, cosh, stays finite, squared
+#   too. Not beyond 44 in float64 (where L is 354): the numeric witness's relative step
+#   1e-3·|x| is then no longer small on the scale on which exp and its products vary,
+#   and the guards worth reaching (softplus's at 20, tanh saturating at 8-16, softmax
+#   logits at 30, float32's exp overflow at 88) lie below. Small: from s·ρ to s/10,
+#   with ρ = min(√eps, 1e-4): below √eps, x² vanishes next to 1 (1 + x² == 1 in the
+#   dtype), where expm1/log1p-style branches take over; √eps is coarse in the narrow
+#   dtypes (float32 3.5e-4, bfloat16 0.09), so at least four decades.
+# - ceiling: every value of the formula (every node, evaluated in float64 at the
+#   dtype-rounded point) stays below √max of the run's dtype, every argument of an
+#   EXPONENTIAL row below ln √max, of a PERIODIC one below PERIODIC_REACH. A gradient
+#   is a sum of products of the cotangent and local partials, and an elementary
+#   function's partial is at most its value times a modest factor (exp' = exp,
+#   (1/x)' = -(1/x)², (xⁿ)' = n·xⁿ/x, sinh' ≈ sinh), so a value below √max leaves √max
+#   of headroom for its gradient: exp(x) in float32 goes up to x ≈ 44, not 88.7 where
+#   exp itself overflows. sigmoid, softplus and logsumexp have bounded values, but the
+#   reference writes them through exp of their argument (its derivative of sigmoid(x)
+#   holds exp(-x)/(1 + exp(-x))²), hence the rule on arguments.
+# - bands: extreme point j samples large magnitudes for even j and small ones for odd j,
+#   every free element stratified over the band (an input of n elements gets one
+#   element in each n-th of the band's logarithm).
+# - domains: an interval [lo, hi] (and unit, (-1, 1)) has no large magnitudes: there
+#   the large band goes toward its end(s) of largest magnitude and the small band toward
+#   0 if 0 lies inside (else toward the end nearest 0), at distances from w·ρ to w/10
+#   (w = hi - lo; toward 0: from ρ·min(m, 2) to m/10, m the distance of 0 to the nearer
+#   end). positive and nonnegative draw positive magnitudes only.
+# - kinks: :func:`settle` keeps the MARGIN from kinks and singularities and enforces the
+#   ceiling element by element (elementwise formulas) or for the whole point, redrawing
+#   inside the band for EXTREME_ROUNDS rounds, then from the bulk. A formula that mixes
+#   elements (matmul, softmax) is first pulled in as a whole: every distance d from the
+#   anchor becomes home·(d/home)^λ with the largest λ in [0, 1] that keeps the ceiling
+#   (bisection), home being the bulk's scale (an interval's half width).
+# - pinned ``value`` inputs stay as they are; a case whose inputs are all pinned has no
+#   extreme points. The generator depends on (seed, case, dtype, j), not on ``points``.
+
+REACH = 1e-4           # ρ is at most this: four decades below the bulk's scale
+EXTREME_ROUNDS = 8     # redraws inside the band before an element is drawn from the bulk
+PULL_STEPS = 12        # bisection steps for the pull-in exponent λ (2^-12 precision)
+LARGE, SMALL = "large magnitudes", "small magnitudes"
+
+
+def reach(dtype: str) -> float:
+    """ρ: small extreme magnitudes go down to s·ρ, s the bulk's scale."""
+    from .dtypes import eps
+
+    return min(math.sqrt(eps(dtype)), REACH)
+
+
+def ceiling(dtype: str) -> float:
+    """The largest magnitude a value of the formula may take at an extreme point: √max."""
+    from .dtypes import max_finite
+
+    return math.sqrt(max_finite(dtype))
+
+
+def top(dtype: str) -> float:
+    """L: large extreme magnitudes go up to ln √max of the dtype, float32's at most
+    (44.4; float16: 5.5)."""
+    return math.log(min(ceiling(dtype), ceiling("float32")))
+
+
+@dataclass(frozen=True)
+class _Ray:
+    """Extreme elements ``anchor + direction·d``, d log-uniform in [near, far]; pulling
+    in by λ maps d to ``home·(d/home)^λ``."""
+
+    anchor: float
+    direction: float
+    near: float
+    far: float
+    home: float
+
+
+def _rays(domain, band: str, rho: float, largest: float) -> tuple[_Ray, ...]:
+    """Where the extreme elements of an input with ``domain`` go in ``band``; no
+    magnitude beyond ``largest``."""
+    if isinstance(domain, str) and domain != "unit":
+        s = 2.0 if domain == "nonzero" else max(map(abs, _RANGES[domain]))
+        near, far = (s, largest) if band == LARGE else (s * rho, s / 10)
+        directions = (1.0,) if domain in ("positive", "nonnegative") else (-1.0, 1.0)
+        return tuple(_Ray(0.0, d, near, far, s) for d in directions)
+    lo, hi = (-1.0, 1.0) if domain == "unit" else domain
+    if band == SMALL and lo < 0 < hi:
+        m = min(-lo, hi)
+        return tuple(_Ray(0.0, d, rho * min(m, 2.0), m / 10, m / 2) for d in (-1.0, 1.0))
+    ends = ((lo, 1.0), (hi, -1.0))
+    pick = max if band == LARGE else min
+    target = pick(abs(lo), abs(hi))
+    w = hi - lo
+    return tuple(_Ray(a, d, w * rho, w / 10, w / 2) for a, d in ends if abs(a) == target)
+
+
+def _spread(rays: tuple[_Ray, ...], rng: np.random.Generator, shape) -> tuple:
+    """(ray index, position u in [0, 1) along the band's logarithm) per element: the
+    positions stratified, one in each n-th of [0, 1), so the band is spanned."""
+    n = math.prod(shape)
+    which = rng.integers(len(rays), size=shape)
+    u = (rng.permutation(n).reshape(shape) + rng.uniform(0.0, 1.0, shape)) / n
+    return which, u
+
+
+def _place(rays: tuple[_Ray, ...], which: np.ndarray, u: np.ndarray,
+           pull: float) -> np.ndarray:
+    """The values at positions ``u`` on rays ``which``, pulled in by ``pull`` (λ)."""
+    def col(field):
+        return np.asarray([getattr(r, field) for r in rays])[which]
+
+    near, far, home = np.log(col("near")), np.log(col("far")), np.log(col("home"))
+    log_d = near + u * (far - near)
+    return col("anchor") + col("direction") * np.exp(home + pull * (log_d - home))
+
+
+def _pulled_in(case, values: dict, placed: dict, limit: float) -> float:
+    """The largest λ (to 2^-PULL_STEPS) at which no value of any output of ``case``
+    passes ``limit``; 0 when even λ = 0 does. ``placed[name](λ)`` are the values."""
+    roots = case.outputs or (case.output,)
+
+    def fits(pull: float) -> bool:
+        env = {**values, **{n: f(pull) for n, f in placed.items()}}
+        return not any(_beyond(r, env, limit) for r in roots)
+
+    if fits(1.0):
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(PULL_STEPS):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def extreme(case, dtype: str, number: int, index: int) -> Point:
+    """Extreme point ``number`` (0, 1, ...) of ``case`` in ``dtype``, reported as point
+    ``index``: large magnitudes for even ``number``, small ones for odd (see the rules
+    above this function)."""
+    rng = case_rng(case, dtype, number, "extreme")
+    band = LARGE if number % 2 == 0 else SMALL
+    rho, limit = reach(dtype), ceiling(dtype)
+    values, free, rays, placed = {}, [], {}, {}
+    for spec in case.inputs:
+        if spec.value is not None:
+            values[spec.name] = _round(spec.value, dtype)
+            continue
+        rays[spec.name] = r = _rays(spec.domain, band, rho, top(dtype))
+        which, u = _spread(r, rng, spec.shape)
+        placed[spec.name] = (lambda p, r=r, which=which, u=u:
+                             _round(_place(r, which, u, p), dtype))
+        free.append(spec)
+    # an elementwise formula is fixed element by element in settle; one that mixes
+    # elements is pulled in as a whole first, or nearly every redraw would overflow
+    split = elementwise_split(case.output)
+    pull = 1.0 if split else _pulled_in(case, values, placed, limit)
+    values.update({n: f(pull) for n, f in placed.items()})
+
+    def redraw(spec, round_: int) -> np.ndarray:
+        if round_ >= EXTREME_ROUNDS:
+            return _draw(spec, rng, spec.shape)
+        which, u = _spread(rays[spec.name], rng, spec.shape)
+        return _place(rays[spec.name], which, u, pull)
+
+    settle(case, values, free, rng, dtype, draw=redraw, limit=limit)
+    # what settle could not fix, told apart: kinks (in settle's body), the ceiling (in
+    # every output)
+    kinks = _too_close(split[0] if split else case.output, values)
+    over = [n for r in case.outputs or (case.output,) for n, _ in _beyond(r, values, limit)]
+    notes = {f"point {index} stays within {MARGIN} of a kink or singularity of {node.op} "
+             f"({node!r})" for node, _ in kinks}
+    notes |= {f"point {index} keeps a value beyond {limit:.2g} (√ of {dtype}'s largest) "
+              f"or an exponential's argument beyond {math.log(limit):.3g} at {node.op} "
+              f"({node!r})" for node in over}
+    summary = _extreme_note(index, band, dtype, limit, pull, values, free, rays)
+    return Point(values, (summary, *sorted(notes)))
+
+
+def _extreme_note(index, band, dtype, limit, pull, values, free, rays) -> str:
+    """What extreme point ``index`` sampled: per input, the range of its elements'
+    distances from the band's anchors (|x| where the anchor is 0)."""
+    parts = []
+    for spec in free:
+        anchors = sorted({r.anchor for r in rays[spec.name]})
+        x = values[spec.name]
+        d = np.min([np.abs(x - a) for a in anchors], axis=0)
+        span = f"{np.min(d):.2g} to {np.max(d):.2g}"
+        parts.append(f"|{spec.name}| {span}" if anchors == [0.0] else
+                     f"{spec.name} {span} from {' and '.join(f'{a:g}' for a in anchors)}")
+    how = (f"values of the formula kept below {limit:.2g}, √ of {dtype}'s largest, and "
+           f"arguments of exponentials below {math.log(limit):.3g}"
+           + (f"; pulled in to λ = {pull:.3g}" if pull < 1 else ""))
+    return f"point {index} is an extreme point, {band}: {'; '.join(parts)} ({how})"
+
+
+def case_points(case, dtype: str) -> Iterator[Point]:
+    """Every point of ``case`` in ``dtype``, in order: ``case.points`` bulk points
+    (numbered 0, 1, ...), then ``case.extreme_points`` extreme ones numbered after them.
+    The bulk points do not depend on the extreme ones (nor the extreme on ``points``)."""
+    for i in range(case.points):
+        yield sample(case, dtype, i)
+    if any(spec.value is None for spec in case.inputs):
+        for j in range(case.extreme_points):
+            yield extreme(case, dtype, j, case.points + j)

@@ -41,8 +41,8 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
             argument order.
         dtype: "float64", "float32", "float16" or "bfloat16" (in the last two the
             engine and numeric witnesses are skipped, with the reason in the result).
-        options: any other case-file key (points, seed, atol, rtol, gradient, args,
-            order, device, nondet_tol).
+        options: any other case-file key (points, extreme_points, seed, atol, rtol,
+            gradient, args, order, device, nondet_tol, strict_shapes).
 
     Raises:
         CaseFileError: the reference or an option is invalid.
@@ -70,8 +70,8 @@ def check(expr: str, inputs: Mapping[str, Any], *, dtype: str = "float64",
             torch tensor (used as given).
         dtype: "float64", "float32", "float16" or "bfloat16" (in the last two the
             engine and numeric witnesses are skipped, with the reason in the result).
-        options: any other case-file key (let, gradient, retain_grad, points, seed,
-            atol, rtol, witnesses, expect).
+        options: any other case-file key (let, gradient, retain_grad, points,
+            extreme_points, seed, atol, rtol, witnesses, expect).
 
     Raises:
         CaseFileError: the formula or an option is invalid.
