@@ -32,7 +32,7 @@ MAX_POINTS = 1000
 EXTREME_POINTS = 2   # points at large and small magnitudes, after the bulk (sampling.py)
 
 _DEFAULT_KEYS = {"dtype", "points", "extreme_points", "seed", "atol", "rtol", "witnesses"}
-_OP_KEYS = {"op", "reference", "args", "order", "device", "nondet_tol"}
+_OP_KEYS = {"op", "reference", "args", "order", "device", "nondet_tol", "strict_shapes"}
 _CASE_KEYS = _DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
                                          "gradient",
                               "retain_grad", "expect"}
@@ -81,6 +81,9 @@ class Case:
     order: int = 1
     device: str = "cpu"
     nondet_tol: float = 0.0
+    # op.shapes fails what autograd accepts but changes (an expandable gradient it sums
+    # back, trailing Nones, a gradient for an input that needs none, a cast dtype)
+    strict_shapes: bool = False
 
     @property
     def input(self) -> dict[str, InputSpec]:
@@ -337,6 +340,7 @@ class _CaseReader:
             op=op, outputs=outputs, args=args, kwargs=kwargs,
             order=self.read_int("order", 1, 1, 2), device=self.read_device(),
             nondet_tol=self.read_tol("nondet_tol") or 0.0,
+            strict_shapes=self.read_bool("strict_shapes", False),
         )
 
     def read_op(self) -> str | None:
@@ -488,6 +492,12 @@ class _CaseReader:
         value = self.get(key, default)
         if type(value) is not int or not lo <= value <= hi:
             raise self.fail(f"{key} must be an integer from {lo} to {hi}, got {value!r}", key)
+        return value
+
+    def read_bool(self, key: str, default: bool) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(f"{key} must be true or false, got {value!r}", key)
         return value
 
     def read_tol(self, key: str) -> float | None:
