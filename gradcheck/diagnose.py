@@ -4,17 +4,25 @@
 product) with the exact one and names the pattern the error follows, when one does: a
 flipped sign, a constant factor, the gradient of another input, a transpose, broadcasting
 not summed back, ``grad_output`` ignored, ``None`` where a gradient is needed (or the
-reverse). :func:`diagnose_points` looks across several points for a gradient that is right
-at some of them only (a wrong branch of a piecewise function).
+reverse). :func:`diagnose_points` looks across all the :class:`Sample` s of a check
+(points, cotangents, repeated backward calls) for what the errors have in common: only
+repeated calls wrong, NaN/inf where the exact gradient is finite, a right Jacobian but a
+wrong dense vᵀJ, the same few indices wrong at every point, a small constant relative
+error, the wrong elements exactly one side of a branch condition of the reference, or
+exactly beyond a magnitude of an input; failing all, how much is right.
+:func:`summarize` combines the two for a report.
 
 Elements are compared as in :mod:`gradcheck.compare`: ``|o - e| <= atol * scale + rtol *
 |e|`` with ``scale = max(1, max |e|)``. A pattern is reported only when it holds for every
 element and is distinguishable from the exact gradient: the sign of a zero gradient, the
-transpose of a symmetric matrix or the swap of two equal gradients are not errors.
+transpose of a symmetric matrix or the swap of two equal gradients are not errors. Across
+samples, an element counts as evidence that a gradient is right only where the exact
+gradient is clearly non-zero (any wrong factor matches a zero).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -191,8 +199,9 @@ def _factor(name: str, c: _Case) -> str | None:
     if simple not in (0, 1, -1) and fits(float(simple)):
         return f"{label} is {_ratio(simple)}"
     # Any factor fits a gradient with one significant element: say only simple ones.
+    # A factor within a few percent of 1 is left to _systematic, which sees every point.
     significant = np.abs(e) > _tolerance(e, c.rtol, c.atol)
-    if int(significant.sum()) >= 2 and fits(k):
+    if int(significant.sum()) >= 2 and abs(k - 1) > _SYSTEMATIC and fits(k):
         return f"{label} is {k:.6g} times the exact gradient"
     return None
 
@@ -242,87 +251,462 @@ def diagnose(obtained: dict[str, np.ndarray | None], expected: dict[str, np.ndar
     return list(dict.fromkeys(message for _, message in found))
 
 
-def diagnose_points(per_point: list[tuple[dict, dict]], *, rtol: float = 1e-6,
-                    atol: float = 1e-9) -> list[str]:
-    """Given (obtained, expected) pairs for several points/cotangents: detect "correct at
-    some points only" (e.g. a wrong branch of a piecewise): report the fraction of points
-    (or of elements) that match and which do not.
+# --------------------------------------------------------------------------- across samples
 
-    Only matches of elements whose exact gradient is well above the tolerance count as
-    evidence: a zero element matches a flipped sign or any factor too.
+@dataclass(frozen=True)
+class Sample:
+    """One comparison of a failing check: the op's (or witness's) gradients at one point
+    for one cotangent v, with what the patterns across samples need to know about it."""
+
+    point: int                                  # the point's index, as reports number it
+    draw: int                                   # which cotangent v at that point
+    obtained: dict                              # input name -> gradient (or None)
+    expected: dict                              # input name -> exact gradient (or None)
+    ones: dict | None = None                    # exact VJP for v = ones
+    values: dict | None = None                  # the point: input name -> value
+    repeat: bool = False                        # an earlier backward went through the
+    #                                             same graph (same forward call)
+
+
+@dataclass(frozen=True)
+class _Condition:
+    """A branch of the reference at one point: where ``text`` holds (``mask``)."""
+
+    node: object            # the reference node the condition belongs to (its identity)
+    text: str               # "x > 0"
+    negation: str           # "x <= 0"
+    mask: np.ndarray
+
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "matmul": "@"}
+_COMPARISON = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_NEGATION = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def _text(node) -> str:
+    """A reference node as the formula a user writes (infix, parenthesised)."""
+    def operand(n) -> str:
+        t = _text(n)
+        return f"({t})" if n.op in _INFIX or n.op in _COMPARISON or n.op == "neg" else t
+
+    if node.op in ("input", "let"):
+        return node.name
+    if node.op == "const":
+        return node.exact if node.exact is not None else f"{node.const:g}"
+    if node.op in _INFIX:
+        return f"{operand(node.args[0])} {_INFIX[node.op]} {operand(node.args[1])}"
+    if node.op in _COMPARISON:
+        return f"{_text(node.args[0])} {_COMPARISON[node.op]} {_text(node.args[1])}"
+    if node.op == "neg":
+        return f"-{operand(node.args[0])}"
+    args = [_text(a) for a in node.args]
+    if node.axis is not None:
+        args.append(f"axis={node.axis[0] if len(node.axis) == 1 else node.axis}")
+    return f"{node.op}({', '.join(args)})"
+
+
+def _conditions(roots, values: dict) -> list[_Condition]:
+    """Every branch condition of the reference at the point ``values``: the comparisons
+    (conditions of ``where``), the sign of the argument of ``relu``/``abs``/``sign`` and
+    which argument of ``maximum``/``minimum`` wins; in the order they are evaluated."""
+    from .forward import evaluate
+
+    found: dict[object, _Condition] = {}
+
+    def add(node, left: str, op: str, right: str, mask) -> None:
+        mask = np.broadcast_to(np.asarray(mask, dtype=bool), node.shape)
+        found.setdefault(node, _Condition(node, f"{left} {op} {right}",
+                                          f"{left} {_NEGATION[op]} {right}", mask))
+
+    def on_node(node, args, value) -> None:
+        if node.op in _COMPARISON:
+            add(node, _text(node.args[0]), _COMPARISON[node.op], _text(node.args[1]), value)
+        elif node.op in ("relu", "abs", "sign"):
+            add(node, _text(node.args[0]), ">", "0", np.asarray(args[0]) > 0)
+        elif node.op in ("maximum", "minimum"):
+            a, b = (np.asarray(x) for x in args)
+            op = ">" if node.op == "maximum" else "<"
+            add(node, _text(node.args[0]), op, _text(node.args[1]),
+                a > b if op == ">" else a < b)
+
+    env = {n: np.asarray(v, dtype=float) for n, v in values.items()}
+    for root in roots:
+        try:
+            evaluate(root, env, on_node=on_node)
+        except Exception:  # a reference this point cannot evaluate has no branches to offer
+            return []
+    return list(found.values())
+
+
+def _strong(e: np.ndarray, atol: float) -> np.ndarray:
+    """Elements whose exact value is well above any tolerance: only where the exact
+    gradient is clearly non-zero does "right" say anything (zero matches a flipped sign
+    or any factor too)."""
+    scale = max(1.0, float(np.max(np.abs(e)))) if e.size else 1.0
+    return np.abs(e) > 1e3 * atol * scale if atol > 0 else e != 0
+
+
+class _Evidence:
+    """One input's gradients over the samples of a failing check, element by element.
+
+    ``samples``: one per (point, draw), the first computed (a repeated backward with the
+    same v adds nothing to the counts); ``every``: all of them, repeats included.
     """
-    names = list(dict.fromkeys(n for _, exp in per_point for n, v in exp.items()
-                               if v is not None))
-    return [m for m in (_partial(name, per_point, rtol, atol) for name in names) if m]
+
+    def __init__(self, name: str, every: list[Sample], rtol: float, atol: float,
+                 conditions: Callable[[Sample], list[_Condition]], jacobian_right: bool):
+        self.name, self.label, self.rtol, self.atol = name, _label(name), rtol, atol
+        self.every = [s for s in every if s.expected.get(name) is not None]
+        seen: set = set()
+        self.samples = []
+        for s in self.every:
+            if (s.point, s.draw) not in seen:
+                seen.add((s.point, s.draw))
+                self.samples.append(s)
+        self.conditions, self.jacobian_right = conditions, jacobian_right
+        self.expected = [_array(s.expected[name]) for s in self.samples]
+        self.obtained = [_array(s.obtained.get(name)) for s in self.samples]
+        #: every obtained gradient present, of its exact gradient's shape
+        self.aligned = all(o is not None and o.shape == e.shape
+                           for o, e in zip(self.obtained, self.expected))
+        self.ok = [_matches(o, e, rtol, atol) if o is not None and o.shape == e.shape
+                   else None for o, e in zip(self.obtained, self.expected)]
+        self.strong = [_strong(e, atol) for e in self.expected]
+
+    def right(self, s: Sample) -> bool:
+        o, e = _array(s.obtained.get(self.name)), _array(s.expected[self.name])
+        return (o is not None and o.shape == e.shape
+                and bool(np.all(_matches(o, e, self.rtol, self.atol))))
+
+    def by_point(self, masks: list[np.ndarray]) -> dict[int, np.ndarray]:
+        """Point -> the union of ``masks`` (one per sample) over its cotangents."""
+        out: dict[int, np.ndarray] = {}
+        for s, m in zip(self.samples, masks):
+            out[s.point] = out[s.point] | m if s.point in out else m
+        return out
+
+    def counts(self) -> tuple[int, int, int]:
+        """(right elements, all elements, right elements that are evidence)."""
+        right = sum(int(ok.sum()) for ok in self.ok if ok is not None)
+        informative = sum(int((ok & st).sum()) for ok, st in zip(self.ok, self.strong)
+                          if ok is not None)
+        return right, sum(e.size for e in self.expected), informative
+
+    def values(self, s: Sample, shape) -> dict[str, np.ndarray]:
+        """The point's inputs that have ``shape``, i.e. line up element by element with
+        this gradient (a gradient has its input's shape)."""
+        return {n: np.asarray(v, dtype=float) for n, v in (s.values or {}).items()
+                if np.shape(v) == shape}
+
+
+def _at(label: str, index: tuple) -> str:
+    return label + (f"[{','.join(map(str, index))}]" if index else "")
+
+
+def _listing(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _round_between(lo: float, hi: float) -> float:
+    """The shortest decimal t with lo <= t < hi (a threshold as a person would write it)."""
+    top = max(abs(lo), abs(hi))
+    for digits in range(16):
+        step = 10.0 ** (np.floor(np.log10(top)) - digits)
+        t = float(np.ceil(lo / step) * step)
+        if lo <= t < hi:
+            return t
+    return lo
+
+
+def _threshold(ev: _Evidence, wrong: list[np.ndarray], right: list[np.ndarray]) -> str | None:
+    """``"|x| > 20"`` when the ``wrong`` elements are exactly those beyond a threshold on
+    an input aligned with the gradient (tried as |x|, x and -x): every wrong element
+    beyond it, every ``right`` one within it. At least 3 wrong elements, so that a few
+    cannot line up by chance."""
+    if not ev.aligned or sum(int(w.sum()) for w in wrong) < 3:
+        return None
+    names = ev.values(ev.samples[0], ev.expected[0].shape) if ev.samples else {}
+    for n in names:
+        per = [ev.values(s, e.shape).get(n) for s, e in zip(ev.samples, ev.expected)]
+        if any(v is None for v in per):
+            continue
+        for how, f in ((f"|{n}| >", np.abs), (f"{n} >", lambda a: a),
+                       (f"{n} <", lambda a: -a)):
+            bad = np.concatenate([f(v)[w] for v, w in zip(per, wrong)])
+            good = np.concatenate([f(v)[r] for v, r in zip(per, right)])
+            if good.size and bad.min() > good.max():
+                t = _round_between(float(good.max()), float(bad.min()))
+                t = -t + 0.0 if how.endswith("<") else t  # -x > t is x < -t (no "-0")
+                return f"{how} {t:.12g}"
+    return None
+
+
+# Each pattern below takes the evidence for one input whose gradient is wrong somewhere
+# and returns a one-line message or None. The first that fits explains the input.
+
+def _repeats(ev: _Evidence) -> str | None:
+    first = [s for s in ev.every if not s.repeat]
+    again = [s for s in ev.every if s.repeat]
+    if not first or not again or not all(ev.right(s) for s in first):
+        return None
+    wrong = sum(not ev.right(s) for s in again)
+    if not wrong:
+        return None
+    return (f"{ev.label} is right on the first backward and wrong on repeats ({wrong} of "
+            f"{len(again)} later backward calls through the same graph): state modified "
+            "in place?")
+
+
+def _nonfinite(ev: _Evidence) -> str | None:
+    if not ev.aligned:
+        return None
+    bad = [~np.isfinite(o) & np.isfinite(e) for o, e in zip(ev.obtained, ev.expected)]
+    per_point = ev.by_point(bad)
+    n = sum(int(b.sum()) for b in per_point.values())
+    if not n:
+        return None
+    nan = any(np.isnan(o[b]).any() for o, b in zip(ev.obtained, bad))
+    inf = any(np.isinf(o[b]).any() for o, b in zip(ev.obtained, bad))
+    kind = "NaN/inf" if nan and inf else "NaN" if nan else "inf"
+    hit = sum(bool(b.any()) for b in per_point.values())
+    where = f"at {hit} of {len(per_point)} points"
+    beyond = _threshold(ev, bad, [ok & np.isfinite(o) for ok, o in zip(ev.ok, ev.obtained)])
+    if beyond:
+        where += f", where {beyond}"
+    return (f"{ev.label} is {kind} at {n} element{'s' * (n != 1)} where the exact gradient "
+            f"is finite ({where}): overflow?")
+
+
+def _cross_terms(ev: _Evidence) -> str | None:
+    # The Jacobian's rows are the VJPs of one-hot v: right there but wrong for a dense v
+    # means the backward is not linear in its cotangents, as when it drops or mixes up
+    # the terms of several non-zero cotangents.
+    if not ev.jacobian_right:
+        return None
+    return (f"{ev.label}: the Jacobian is right (every one-hot v) but vᵀJ is wrong when "
+            "several outputs have non-zero cotangents: cross terms?")
+
+
+def _fixed_indices(ev: _Evidence) -> str | None:
+    if not ev.aligned:
+        return None
+    wrong, strong = ev.by_point([~ok for ok in ev.ok]), ev.by_point(ev.strong)
+    fixed = np.logical_or.reduce(list(wrong.values()))
+    k = int(fixed.sum())
+    # The same few elements wrong at every point where they can show it (a point of tiny
+    # inputs can have an exact gradient of about 0 there, which the bug then matches).
+    if (not 1 <= k <= _LISTED or k >= fixed.size or sum(w.any() for w in wrong.values()) < 2
+            or any(np.any(fixed & strong[p] & ~wrong[p]) for p in wrong)):
+        return None
+    right, _, informative = ev.counts()
+    if 2 * informative < right:  # the elements called right must be mostly evidence
+        return None
+    at = [_at(ev.label, tuple(int(j) for j in idx)) for idx in np.argwhere(fixed)]
+    verb = "is" if k == 1 else "are"
+    return f"only {_listing(at)} {verb} wrong, at every point: an off-by-one?"
+
+
+_SYSTEMATIC = 5e-2  # the largest relative error still called small
+
+
+def _systematic(ev: _Evidence) -> str | None:
+    if not ev.aligned:
+        return None
+    with np.errstate(all="ignore"):
+        r = np.concatenate([(o[st] / e[st] - 1) for o, e, st
+                            in zip(ev.obtained, ev.expected, ev.strong)])
+    wrong_everywhere = all(bool(np.all(~ok[st])) for ok, st in zip(ev.ok, ev.strong))
+    if r.size < 2 or not wrong_everywhere or not np.all(np.isfinite(r)):
+        return None
+    mid = float(np.median(r))
+    # nearly constant: same sign, within a quarter of the typical size everywhere
+    if not 0 < abs(mid) <= _SYSTEMATIC or np.max(np.abs(r - mid)) > 0.25 * abs(mid):
+        return None
+    return (f"{ev.label} is {100 * abs(mid):.2g}% off everywhere (obtained/exact ≈ "
+            f"{1 + mid:.6g}): an approximation or a wrong constant?")
+
+
+_BRANCH_COVER = 0.9  # share of one side's evidence that must be wrong
+
+
+def _branch(ev: _Evidence) -> str | None:
+    # The wrong elements line up with one side of one condition of the reference: all of
+    # them on that side, (nearly) every element there that can show an error wrong, and
+    # right elements with evidence on the other side.
+    if not ev.aligned or not ev.samples:
+        return None
+    per_sample = [{c.node: c for c in ev.conditions(s)} for s in ev.samples]
+    for node, c0 in per_sample[0].items():
+        cs = [p.get(node) for p in per_sample]
+        if any(c is None or c.mask.shape != e.shape for c, e in zip(cs, ev.expected)):
+            continue
+        for side in (False, True):
+            sides = [c.mask if side else ~c.mask for c in cs]
+            wrong = [~ok for ok in ev.ok]
+            if any(np.any(w & ~s) for w, s in zip(wrong, sides)):
+                continue
+            n_wrong = sum(int(w.sum()) for w in wrong)
+            there = sum(int((s & st).sum()) for s, st in zip(sides, ev.strong))
+            other = sum(int((~s & st & ok).sum())
+                        for s, st, ok in zip(sides, ev.strong, ev.ok))
+            if n_wrong and other and n_wrong >= _BRANCH_COVER * there:
+                right, total, _ = ev.counts()
+                where, otherwise = (c0.text, c0.negation) if side else (c0.negation, c0.text)
+                return (f"{ev.label} is wrong where {where} and right where {otherwise} "
+                        f"({right} of {total} elements right): a wrong branch of a "
+                        "piecewise?")
+    return None
+
+
+def _magnitude(ev: _Evidence) -> str | None:
+    if not ev.aligned:
+        return None
+    right, total, informative = ev.counts()
+    if not informative:
+        return None
+    beyond = _threshold(ev, [~ok for ok in ev.ok], ev.ok)
+    if beyond is None:
+        return None
+    return (f"{ev.label} is wrong where {beyond} and right elsewhere ({right} of "
+            f"{total} elements right)")
 
 
 _LISTED = 3  # wrong elements listed by value when there are at most this many
 
 
-def _partial(name: str, per_point, rtol: float, atol: float) -> str | None:
-    points = points_right = right = total = informative = 0
-    wrong: list[str] = []
-    whole_point_wrong = False
-    for p, (obtained, expected) in enumerate(per_point):
-        e = _array(expected.get(name))
-        if e is None:
-            continue
-        o = _array(obtained.get(name))
-        points += 1
-        total += e.size
-        if o is None or o.shape != e.shape:
-            whole_point_wrong = True
-            continue
-        ok = _matches(o, e, rtol, atol)
-        scale = max(1.0, float(np.max(np.abs(e)))) if e.size else 1.0
-        # Well above any tolerance: an element that a small factor would not fit.
-        strong = np.abs(e) > 1e3 * atol * scale if atol > 0 else e != 0
-        right += int(ok.sum())
-        informative += int((ok & strong).sum())
-        points_right += bool(ok.all())
-        for idx in np.argwhere(~ok)[:_LISTED + 1]:
-            i = tuple(int(j) for j in idx)
-            at = f"[{','.join(map(str, i))}]" if i else ""
-            wrong.append(f"{_label(name)}{at} at point {p} (got {o[i]:.6g}, "
-                         f"expected {e[i]:.6g})")
+def _partly_right(ev: _Evidence) -> str | None:
+    # No pattern: say how much is right, which is evidence only where the exact gradient
+    # is clearly non-zero.
+    right, total, informative = ev.counts()
     if informative == 0 or right == total:
         return None
-    if points > 1 and points_right:
-        where = f"{points_right} of {points} points ({right} of {total} elements)"
+    by_point: dict[int, bool] = {}
+    wrong: list[str] = []
+    for s, o, e, ok in zip(ev.samples, ev.obtained, ev.expected, ev.ok):
+        by_point[s.point] = by_point.get(s.point, True) and ok is not None and bool(ok.all())
+        if ok is None:
+            continue
+        for idx in np.argwhere(~ok)[:_LISTED + 1]:
+            i = tuple(int(j) for j in idx)
+            wrong.append(f"{_at(ev.label, i)} at point {s.point} (got {o[i]:.6g}, "
+                         f"expected {e[i]:.6g})")
+    points_right = sum(by_point.values())
+    if len(by_point) > 1 and points_right:
+        where = f"{points_right} of {len(by_point)} points ({right} of {total} elements)"
     else:
         where = f"{right} of {total} elements"
-    message = (f"{_label(name)} is right at {where} and wrong elsewhere: "
-               "a wrong branch of a piecewise?")
-    if total - right <= _LISTED and not whole_point_wrong:
+    message = f"{ev.label} is right at {where} and wrong elsewhere"
+    if total - right <= _LISTED and ev.aligned:
         message += "; wrong: " + ", ".join(wrong)
     return message
 
 
-#: (rtol, atol) for deciding that a pattern fits, by the dtype the gradients came in.
-TOLERANCES = {"float64": (1e-6, 1e-9), "float32": (1e-4, 1e-5)}
+#: Tried in this order for each input wrong somewhere; the first that fits explains it.
+POINT_PATTERNS: list[Callable[[_Evidence], str | None]] = [
+    _repeats, _nonfinite, _cross_terms, _fixed_indices, _systematic, _branch, _magnitude,
+    _partly_right,
+]
 
 
-def summarize(samples: list[tuple[dict, dict, dict | None]], dtype: str = "float64") -> str:
-    """One text for a failing check: the pattern of the first sample that shows one,
-    then :func:`diagnose_points` over all samples for the inputs no pattern explained
-    (the diagonal of a transposed gradient is right, which is no "wrong branch").
+def diagnose_points(samples: list, *, rtol: float = 1e-6, atol: float = 1e-9,
+                    reference=(), jacobian_right: bool = False) -> list[str]:
+    """What the errors have in common across several points and cotangents, per input.
 
     Args:
-        samples: ``(obtained, expected, exact VJP for v = ones or None)`` per point and v;
-            an ``expected`` value ``None`` means no gradient is expected.
-        dtype: the dtype of ``obtained``, which sets the tolerances.
+        samples: :class:`Sample` records, or plain ``(obtained, expected)`` pairs (each
+            its own point).
+        reference: the reference's output nodes, whose branch conditions (evaluated at
+            each sample's ``values``) a wrong branch must line up with.
+        jacobian_right: the whole Jacobian (every one-hot v) was checked and is right.
     """
-    rtol, atol = TOLERANCES.get(dtype, TOLERANCES["float64"])
-    notes: list[str] = []
-    for got, expected, ones in samples:
-        notes = diagnose(got, {n: e for n, e in expected.items() if e is not None},
-                         ones_vjp=ones, rtol=rtol, atol=atol)
-        if notes:
-            break
-    names = {n for _, expected, _ in samples for n in expected}
-    explained = {n for n in names if any(
-        re.search(rf"(?<![\w.]){re.escape(n)}\.grad\b", note) for note in notes)}
+    samples = [s if isinstance(s, Sample) else Sample(p, 0, s[0], s[1])
+               for p, s in enumerate(samples)]
+    cache: dict[int, list[_Condition]] = {}
+
+    def conditions(s: Sample) -> list[_Condition]:
+        if not reference or s.values is None:
+            return []
+        if s.point not in cache:
+            cache[s.point] = _conditions(reference, s.values)
+        return cache[s.point]
+
+    names = list(dict.fromkeys(n for s in samples for n, v in s.expected.items()
+                               if v is not None))
+    out = []
+    for name in names:
+        ev = _Evidence(name, samples, rtol, atol, conditions, jacobian_right)
+        if all(ev.right(s) for s in ev.every):
+            continue
+        for pattern in POINT_PATTERNS:
+            if pattern is not _repeats and all(ev.right(s) for s in ev.samples):
+                break  # only repeats are wrong, and _repeats did not explain them
+            message = pattern(ev)
+            if message:
+                out.append(message)
+                break
+    return out
+
+
+#: (rtol, atol) for deciding that a pattern fits, by the dtype the gradients came in
+#: (about 100 units of the dtype's epsilon: float32 arithmetic is off by more than
+#: float64's 1e-6 relative where terms cancel).
+TOLERANCES = {"float64": (1e-6, 1e-9), "float32": (1e-4, 1e-5),
+              "float16": (1e-2, 1e-3), "bfloat16": (8e-2, 1e-2)}
+
+
+def _names(note: str, name: str) -> bool:
+    """``note`` is about ``name``'s gradient."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}\.grad\b", note) is not None
+
+
+def _wrong(s: Sample, name: str, rtol: float, atol: float) -> bool:
+    o, e = _array(s.obtained.get(name)), _array(s.expected.get(name))
+    if e is None or o is None:
+        return (e is None) != (o is None)
+    return o.shape != e.shape or not bool(np.all(_matches(o, e, rtol, atol)))
+
+
+def _shape_of(note: str) -> str:
+    """A note with its numbers left out: an arbitrary factor found at two points differs
+    in its last digits."""
+    return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", note)
+
+
+def summarize(samples: list[Sample], dtype: str = "float64", *, reference=(),
+              jacobian_right: bool = False, rtol: float | None = None,
+              atol: float | None = None) -> str:
+    """One text for a failing check: for each input, the single-sample pattern
+    (:func:`diagnose`) when the same one fits at every first backward call where that
+    input is wrong, else :func:`diagnose_points` over all samples (the diagonal of a
+    transposed gradient is right, which is no partial error).
+
+    Args:
+        samples: one :class:`Sample` per point, v and backward call.
+        dtype: the dtype of the obtained gradients, which sets the tolerances (unless
+            ``rtol`` and ``atol`` are given).
+        reference, jacobian_right: as for :func:`diagnose_points`.
+    """
+    d_rtol, d_atol = TOLERANCES.get(dtype, TOLERANCES["float64"])
+    rtol = d_rtol if rtol is None else rtol
+    atol = d_atol if atol is None else atol
+    first = [s for s in samples if not s.repeat]
+    per_sample = [diagnose(s.obtained, {n: e for n, e in s.expected.items() if e is not None},
+                           ones_vjp=s.ones, rtol=rtol, atol=atol) for s in first]
+    names = list(dict.fromkeys(n for s in samples for n in (*s.expected, *s.obtained)))
+    accepted: set[str] = set()
+    explained: set[str] = set()
+    for name in names:
+        # A pattern seen at one point only (a guard branch taken everywhere at one
+        # extreme point looks like "zero") would not say what is true of the others.
+        found = [next((m for m in notes if _names(m, name)), None)
+                 for s, notes in zip(first, per_sample) if _wrong(s, name, rtol, atol)]
+        if found and found[0] and all(m and _shape_of(m) == _shape_of(found[0])
+                                      for m in found):
+            accepted.add(found[0])
+            explained.add(name)
+    notes = [m for m in dict.fromkeys(m for ms in per_sample for m in ms) if m in accepted]
     notes += diagnose_points(
-        [(got, {n: e for n, e in expected.items() if n not in explained})
-         for got, expected, _ in samples], rtol=rtol, atol=atol)
+        [dataclasses.replace(s, expected={n: e for n, e in s.expected.items()
+                                          if n not in explained}) for s in samples],
+        rtol=rtol, atol=atol, reference=reference, jacobian_right=jacobian_right)
     return "; ".join(dict.fromkeys(notes))

@@ -3,13 +3,17 @@ and nothing triggers on correct gradients (up to rounding) or on unrelated array
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from gradcheck.diagnose import diagnose, diagnose_points
+from gradcheck.diagnose import Sample, diagnose, diagnose_points, summarize
+from gradcheck.expr import parse
+from gradcheck.tree import Node
 
 SHAPES = [(), (5,), (3, 4), (2, 3, 4)]
 
@@ -249,8 +253,10 @@ def test_right_at_some_points_only():
         pairs.append((o, e))
     wrong = sum(int((e["x"] < 0).sum()) for o, e in pairs[1::2])
     msg = only(diagnose_points(pairs), "x.grad is right at 2 of 4 points",
-               f"({64 - wrong} of 64 elements)", "wrong branch of a piecewise?")
+               f"({64 - wrong} of 64 elements) and wrong elsewhere")
     assert "; wrong:" not in msg  # too many wrong elements to list
+    # without a reference to line the wrong elements up with, no branch is named
+    assert "branch" not in msg
 
 
 def test_right_at_some_elements_lists_the_few_wrong_ones():
@@ -285,3 +291,234 @@ def test_none_at_every_point_is_not_partial():
     msg = only(diagnose_points([({"x": np.ones(3)}, e), ({"x": None}, e)]),
                "right at 1 of 2 points (3 of 6 elements)")
     assert "; wrong:" not in msg
+
+
+# --------------------------------------------------------------------------- across samples
+# As OpCheck records them: 3 points, 2 cotangents each, x's gradient elementwise.
+
+def formula(text, shape=(16,)):
+    return parse(text, {"x": Node("input", shape=shape, name="x")})
+
+
+def samples(wrong, *, points=3, draws=2, shape=(16,), low=-2.0, high=2.0, seed=20,
+            ones=True):
+    """Samples of x.grad = v * 3 * x**2 (x drawn uniformly in [low, high]); ``wrong(o, x,
+    point, draw)`` returns the obtained gradient from the exact one."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in range(points):
+        x = rng.uniform(low, high, shape)
+        for d in range(draws):
+            e = rng.normal(size=shape) * 3 * x ** 2
+            out.append(Sample(p, d, {"x": wrong(e.copy(), x, p, d)}, {"x": e},
+                              {"x": 3 * x ** 2} if ones else None, {"x": x}))
+    return out
+
+
+def test_points_are_numbered_as_points_not_samples():
+    def last(o, x, p, d):
+        if (p, d) == (2, 1):
+            o[4] = 0.0
+        return o
+    msg = only(diagnose_points(samples(last)), "x.grad is right at 2 of 3 points",
+               "(95 of 96 elements)", "; wrong: x.grad[4] at point 2 (got 0")
+    assert "point 5" not in msg and "branch" not in msg
+
+
+@pytest.mark.parametrize("indices, text", [
+    ([15], "only x.grad[15] is wrong, at every point: an off-by-one?"),
+    ([0, 15], "only x.grad[0] and x.grad[15] are wrong, at every point"),
+])
+def test_fixed_wrong_indices(indices, text):
+    def missed(o, x, p, d):
+        o[indices] = 0.0
+        return o
+    only(diagnose_points(samples(missed)), text)
+
+
+def test_fixed_wrong_index_where_one_point_cannot_show_it():
+    # at a point of tiny inputs the exact gradient there is about 0, which the missed
+    # element's 0 matches: still the same index at every point that can show it
+    def missed(o, x, p, d):
+        o[15] = 0.0
+        return o
+    tiny = samples(missed, points=1, low=-1e-5, high=1e-5)
+    s = tiny + [dataclasses.replace(smp, point=smp.point + 1) for smp in samples(missed)]
+    only(diagnose_points(s), "only x.grad[15] is wrong, at every point: an off-by-one?")
+
+
+def test_wrong_indices_that_move_are_not_fixed():
+    def moving(o, x, p, d):
+        o[p] = 0.0
+        return o
+    msg = only(diagnose_points(samples(moving)), "x.grad is right at 90 of 96 elements")
+    assert "off-by-one" not in msg
+    # one point is no evidence that the index is fixed
+    msg = only(diagnose_points(samples(moving, points=1)), "right at 30 of 32 elements")
+    assert "off-by-one" not in msg
+
+
+@pytest.mark.parametrize("error, text", [(1e-3, "0.1% off everywhere"),
+                                         (-2.5e-2, "2.5% off everywhere"),
+                                         (2e-5, "0.002% off everywhere")])
+def test_small_systematic_relative_error(error, text):
+    msg = only(diagnose_points(samples(lambda o, x, p, d: o * (1 + error))), text,
+               f"obtained/exact ≈ {1 + error:.6g}", "an approximation or a wrong constant?")
+    # the single-sample factor pattern leaves it to the view across points
+    assert "times the exact gradient" not in msg
+    assert diagnose(samples(lambda o, x, p, d: o * (1 + error))[0].obtained,
+                    samples(lambda o, x, p, d: o)[0].expected) == []
+
+
+def test_varying_or_large_relative_error_is_not_systematic():
+    # an approximation whose error grows with |x| is not "off everywhere" by one amount
+    assert summarize(samples(lambda o, x, p, d: o * (1 + 1e-2 * x))) == ""
+    # a 10% error is no rounding-sized constant: the factor pattern names it per sample
+    assert "off everywhere" not in summarize(samples(lambda o, x, p, d: o * 1.1))
+
+
+@pytest.mark.parametrize("bad, kind", [(np.nan, "NaN"), (np.inf, "inf")])
+def test_nonfinite_where_the_exact_gradient_is_finite(bad, kind):
+    def overflow(o, x, p, d):
+        o[x > 1.5] = bad
+        return o
+    s = samples(overflow)
+    n = sum(int((smp.values["x"] > 1.5).sum()) for smp in s[::2])
+    only(diagnose_points(s), f"x.grad is {kind} at {n} elements where the exact gradient is "
+                             "finite (at 3 of 3 points, where x > 1.5): overflow?")
+
+
+def test_wrong_beyond_a_magnitude():
+    def guard(o, x, p, d):
+        o[np.abs(x) > 20] = 0.0
+        return o
+    msg = only(diagnose_points(samples(guard, low=-40, high=40)),
+               "x.grad is wrong where |x| > 20 and right elsewhere")
+    assert "branch" not in msg
+    def one_sided(o, x, p, d):
+        o[x < -20] *= -1
+        return o
+    only(diagnose_points(samples(one_sided, low=-40, high=40)), "wrong where x < -20")
+
+
+def test_wrong_on_repeated_backward_only():
+    s = samples(lambda o, x, p, d: o)
+    # a repeat of each point's first call, and the second v also came after a backward
+    s = [dataclasses.replace(smp, repeat=smp.draw > 0) for smp in s]
+    s += [dataclasses.replace(smp, repeat=True, obtained={"x": 2 * smp.obtained["x"]})
+          for smp in s if smp.draw == 0]
+    s = [dataclasses.replace(smp, obtained={"x": 3 * smp.obtained["x"]}) if smp.draw else smp
+         for smp in s]
+    text = ("x.grad is right on the first backward and wrong on repeats (6 of 6 later "
+            "backward calls through the same graph): state modified in place?")
+    assert summarize(s) == text
+    # wrong on the first call too: not a state bug
+    first_wrong = [dataclasses.replace(smp, obtained={"x": 3 * smp.obtained["x"]}) for smp in s]
+    assert "state modified" not in summarize(first_wrong)
+
+
+def test_cross_terms_only_when_the_jacobian_is_right():
+    s = samples(lambda o, x, p, d: o + np.roll(o, 1))
+    text = ("x.grad: the Jacobian is right (every one-hot v) but vᵀJ is wrong when several "
+            "outputs have non-zero cotangents: cross terms?")
+    assert summarize(s, jacobian_right=True) == text
+    assert "cross terms" not in summarize(s)
+
+
+def test_wrong_branch_only_where_the_reference_branches():
+    def negative_side(o, x, p, d):
+        o[x <= 0] = 0.0
+        return o
+    s = samples(negative_side)
+    right = sum(int((smp.values["x"] > 0).sum()) for smp in s)
+    leaky = formula("where(x > 0, x, 0.1 * x)")
+    only(diagnose_points(s, reference=[leaky]),
+         f"x.grad is wrong where x <= 0 and right where x > 0 ({right} of 96 elements "
+         "right): a wrong branch of a piecewise?")
+    # a branch elsewhere than the wrong elements is not named
+    msg = only(diagnose_points(s, reference=[formula("relu(x - 1) + x")]), "where x < 0")
+    assert "branch" not in msg and "x - 1" not in msg
+    for ref in ([formula("x**3")], []):  # no branch at all: said as it is
+        msg = only(diagnose_points(s, reference=ref), "x.grad is wrong where x < 0")
+        assert "branch" not in msg
+    # relu, abs and maximum branch too (on the sign of their argument, on which wins)
+    only(diagnose_points(s, reference=[formula("relu(x) + abs(x)")]),
+         "wrong where x <= 0 and right where x > 0")
+    only(diagnose_points(s, reference=[formula("maximum(x, 0 * x)")]),
+         "wrong where x <= 0 * x and right where x > 0 * x")
+
+
+def test_wrong_elements_off_the_branch_are_not_a_branch():
+    rng = np.random.default_rng(21)
+    picked = rng.random((3, 16)) < 0.3  # wrong at random elements, each point its own
+
+    def scattered(o, x, p, d):
+        o[picked[p] & (x <= 0)] *= 2
+        o[picked[p] & (x > 0)] *= -1
+        return o
+    msg = only(diagnose_points(samples(scattered), reference=[formula("where(x > 0, x, 0)")]),
+               "x.grad is right at")
+    assert "branch" not in msg and "off-by-one" not in msg and "where x" not in msg
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["float64", "float32"]))
+def test_no_diagnosis_across_samples_of_correct_gradients(seed, dtype):
+    rng = np.random.default_rng(seed)
+    rel = 5e-7 if dtype == "float64" else 5e-5
+
+    def rounded(o, x, p, d):
+        return o * (1 + rng.uniform(-rel, rel, o.shape))
+    s = samples(rounded, seed=seed, low=-40, high=40)
+    s += [dataclasses.replace(smp, repeat=True) for smp in s]
+    ref = [formula("where(x > 0, x**3, relu(-x))")]
+    assert summarize(s, dtype, reference=ref) == ""
+    assert summarize(s, dtype, reference=ref, jacobian_right=True) == ""
+
+
+# --------------------------------------------------------------------------- formula witnesses
+
+def test_formula_witness_diagnosis_sees_branches_and_points(monkeypatch):
+    """A witness wrong on one branch of the formula: the runner's diagnosis names that
+    branch (it passes the reference and each point's values along)."""
+    import gradcheck
+    import gradcheck.runner as runner
+
+    real = runner.witness
+
+    def wrong_on_the_left(name):
+        compute = real(name)
+        if name != "torch":
+            return compute
+
+        def call(case, point, v, dtype, **hints):
+            got = compute(case, point, v, dtype, **hints)
+            return dataclasses.replace(got, grads={
+                n: np.where(point["x"] <= 0, 0.0, g) for n, g in got.grads.items()})
+        return call
+
+    monkeypatch.setattr(runner, "witness", wrong_on_the_left)
+    result = gradcheck.check("sum(where(x > 0, x**2, -x))", {"x": (16,)},
+                             witnesses=["symbolic", "torch"], points=3)
+    torch_result = result.witness("torch")
+    assert torch_result.status == "failed"
+    assert torch_result.diagnosis.startswith("x.grad is wrong where x <= 0 and right where "
+                                             "x > 0 (")
+    assert torch_result.diagnosis.endswith("elements right): a wrong branch of a piecewise?")
+
+
+def test_a_pattern_seen_at_one_point_only_is_not_the_diagnosis():
+    # a guard taken at every element of one (extreme) point looks like "zero" there
+    def guard(o, x, p, d):
+        o[np.abs(x) > 20] = 0.0
+        return o
+    extreme = samples(guard, points=1, low=25, high=40)
+    s = [dataclasses.replace(smp, point=smp.point + 1)
+         for smp in samples(guard, low=-40, high=40)]
+    assert diagnose(extreme[0].obtained, extreme[0].expected) == [
+        "x.grad is zero but the exact gradient is not"]
+    text = summarize(extreme + s)
+    assert text.startswith("x.grad is wrong where |x| > 20 and right elsewhere"), text
+    # the same pattern at every point where x is wrong is said as at one point
+    flipped = samples(lambda o, x, p, d: -o if p else o)
+    assert summarize(flipped) == "x.grad has its sign flipped: it equals minus the exact gradient"
