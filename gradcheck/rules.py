@@ -290,8 +290,12 @@ def _sym_relu(x):
 
 
 def _torch_softplus(x):
+    # Above ``threshold`` PyTorch returns x itself, off by log1p(exp(-x)) ≈ e^-x: at its
+    # default 20 that is 2e-9, below float32's rounding but not float64's; at 37, e^-37
+    # = 8.5e-17 is below float64's unit roundoff and exp(37) far from overflow.
     torch = _torch()
-    return torch.nn.functional.softplus(x)
+    return torch.nn.functional.softplus(x, threshold=37.0 if x.dtype == torch.float64
+                                        else 20.0)
 
 
 def _torch_transpose(x):

@@ -198,9 +198,10 @@ def _beyond(root, values, limit: float | None) -> list:
 #   exp itself overflows. sigmoid, softplus and logsumexp have bounded values, but the
 #   reference writes them through exp of their argument (its derivative of sigmoid(x)
 #   holds exp(-x)/(1 + exp(-x))²), hence the rule on arguments.
-# - bands: extreme point j samples large magnitudes for even j and small ones for odd j,
-#   every free element stratified over the band (an input of n elements gets one
-#   element in each n-th of the band's logarithm).
+# - bands: extreme point j samples large magnitudes for even j and small ones for odd j.
+#   An input's elements are dealt out in turn to the band's directions (both signs of
+#   a real input, both ends of an interval) and stratified over the band's logarithm:
+#   c elements in one direction put one in each c-th of it, so the band is spanned.
 # - domains: an interval [lo, hi] (and unit, (-1, 1)) has no large magnitudes: there
 #   the large band goes toward its end(s) of largest magnitude and the small band toward
 #   0 if 0 lies inside (else toward the end nearest 0), at distances from w·ρ to w/10
@@ -273,12 +274,16 @@ def _rays(domain, band: str, rho: float, largest: float) -> tuple[_Ray, ...]:
 
 
 def _spread(rays: tuple[_Ray, ...], rng: np.random.Generator, shape) -> tuple:
-    """(ray index, position u in [0, 1) along the band's logarithm) per element: the
-    positions stratified, one in each n-th of [0, 1), so the band is spanned."""
-    n = math.prod(shape)
-    which = rng.integers(len(rays), size=shape)
-    u = (rng.permutation(n).reshape(shape) + rng.uniform(0.0, 1.0, shape)) / n
-    return which, u
+    """(ray index, position u in [0, 1) along the band's logarithm) per element. The
+    elements are dealt out to the rays in turn (so both signs of x get their share) and
+    each ray's positions stratified, one in each c-th of [0, 1) for c elements on it: an
+    input of 8 elements has an element in the top quarter of the band on either side."""
+    n, count = math.prod(shape), len(rays)
+    rank = rng.permutation(n)
+    which = rank % count
+    on_ray = (n - which + count - 1) // count     # elements dealt to the same ray
+    u = (rank // count + rng.uniform(0.0, 1.0, n)) / on_ray
+    return which.reshape(shape), u.reshape(shape)
 
 
 def _place(rays: tuple[_Ray, ...], which: np.ndarray, u: np.ndarray,

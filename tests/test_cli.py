@@ -286,9 +286,10 @@ def test_seed_and_points_override(capsys, passing):
     assert (b["seed"], b["points"]) == (0, 2)     # from the file's [defaults]
     assert (c2["seed"], c2["points"]) == (7, 2)
     assert (c4["seed"], c4["points"]) == (7, 4)
-    # sum(x**2), x of 3 elements: 1 value + 3 gradient elements per point
-    assert c2["witnesses"]["torch"]["checked"] == 2 * 4
-    assert c4["witnesses"]["torch"]["checked"] == 4 * 4
+    # sum(x**2), x of 3 elements: 1 value + 3 gradient elements per point, at the bulk
+    # points and the 2 extreme points
+    assert c2["witnesses"]["torch"]["checked"] == (2 + 2) * 4
+    assert c4["witnesses"]["torch"]["checked"] == (4 + 2) * 4
     # a different seed draws different points (the numeric witness's worst element moves)
     assert c2["witnesses"]["numeric"]["worst"] != o["witnesses"]["numeric"]["worst"]
     assert c2["witnesses"]["numeric"]["worst"] != b["witnesses"]["numeric"]["worst"]

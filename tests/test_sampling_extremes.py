@@ -1,0 +1,313 @@
+"""Extreme points (gradcheck.sampling.case_points, issue 10 part 6): after the bulk
+points, points at large and small magnitudes, seeded, inside the domains, off the kinks,
+within the dtype's ceiling, with pinned values untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import gradcheck
+from gradcheck import sampling
+from gradcheck.cases import case_from_dict, in_domain
+from gradcheck.cli import main
+from gradcheck.errors import CaseFileError
+from gradcheck.forward import evaluate
+from gradcheck.rules import ELEMENTWISE, REDUCTION, RULES
+from gradcheck.runner import override, run_case
+from gradcheck.tree import walk
+
+from conftest import make_case
+
+
+def points(case, dtype="float64"):
+    return list(sampling.case_points(case, dtype))
+
+
+def extremes(case, dtype="float64"):
+    """(large, small): the first two extreme points."""
+    return points(case, dtype)[case.points:case.points + 2]
+
+
+# --------------------------------------------------------------------------- the bulk
+
+def _digest(pts) -> str:
+    h = hashlib.sha256()
+    for p in pts:
+        for name in sorted(p.values):
+            h.update(np.ascontiguousarray(p.values[name], dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
+GOLDEN = dict(name="golden", expr="sum(abs(x) * y + log(z)) + sum(w)", seed=5,
+              inputs={"x": {"shape": [40]}, "y": {"shape": [40], "domain": [-1, 3]},
+                      "z": {"shape": [40], "domain": "positive"},
+                      "w": {"shape": [2], "value": [0.5, 1.0]}})
+
+
+@pytest.mark.parametrize("dtype, digest", [
+    # the points of the sampler before extreme points existed (commit 40c14b5): a case
+    # whose kinks make settle redraw whole points
+    ("float64", "621f4c1eb17b25147106dd1a3395d6f3285e131d478c1c762b0137f286d930c3"),
+    ("float32", "664beb392075a3e54f39fa9cfce8aa5e1fc92ffb5debe6ed62881ded82aeec6d"),
+])
+def test_extreme_points_0_gives_exactly_the_old_points(dtype, digest):
+    off = case_from_dict({**GOLDEN, "extreme_points": 0})
+    assert len(points(off, dtype)) == off.points == 3
+    assert _digest(points(off, dtype)) == digest
+    # with extreme points on, the bulk is the same and the extremes come after it
+    on = case_from_dict(GOLDEN)
+    assert on.extreme_points == 2
+    assert _digest(points(on, dtype)[:3]) == digest
+    assert len(points(on, dtype)) == 5
+
+
+def test_points_are_reproducible_per_seed_and_do_not_depend_on_points():
+    case = make_case("sum(x * y)", {"x": [16], "y": [16]}, seed=3)
+    again = make_case("sum(x * y)", {"x": [16], "y": [16]}, seed=3)
+    other = make_case("sum(x * y)", {"x": [16], "y": [16]}, seed=4)
+    more = make_case("sum(x * y)", {"x": [16], "y": [16]}, seed=3, points=5)
+    a, b, c, d = (extremes(k) for k in (case, again, other, more))
+    for p, q, r, s in zip(a, b, c, d):
+        for name in ("x", "y"):
+            assert np.array_equal(p.values[name], q.values[name])
+            assert np.array_equal(p.values[name], s.values[name])  # renumbered only
+            assert not np.array_equal(p.values[name], r.values[name])
+    assert [p.notes[0].split(" is ")[0] for p in d] == ["point 5", "point 6"]
+
+
+# --------------------------------------------------------------------------- magnitudes
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_magnitudes_span_the_bands(dtype):
+    case = make_case("sum(x)", {"x": [64]})
+    large, small = (np.abs(p.values["x"]) for p in extremes(case, dtype))
+    top, low = sampling.top(dtype), 2.0 * sampling.reach(dtype)
+    # 32 elements of each sign stratified over each band's logarithm: one in every
+    # 32nd of it
+    assert 2.0 * 0.99 <= large.min() <= 2.0 * (top / 2.0) ** (1 / 32)
+    assert top * (2.0 / top) ** (1 / 32) <= large.max() <= top * 1.01
+    assert low * 0.99 <= small.min() <= low * (0.2 / low) ** (1 / 32)
+    assert 0.2 * (low / 0.2) ** (1 / 32) <= small.max() <= 0.2 * 1.01
+    # both signs, as many of each, and log-spread: about as many per decade
+    assert (extremes(case, dtype)[0].values["x"] > 0).sum() == 32
+    assert np.isclose(np.median(np.log(large)), (math.log(2) + math.log(top)) / 2,
+                      atol=0.1 * math.log(top / 2))
+
+
+def test_the_reach_is_documented_in_numbers():
+    assert sampling.top("float32") == pytest.approx(44.36, abs=0.01)
+    assert sampling.top("float64") == sampling.top("float32")   # see the rules
+    assert sampling.top("float16") == pytest.approx(math.log(math.sqrt(65504.0)))
+    assert sampling.reach("float64") == pytest.approx(math.sqrt(2.0 ** -52))
+    assert sampling.reach("float32") == sampling.reach("bfloat16") == 1e-4
+
+
+def test_each_extreme_point_says_what_it_sampled():
+    case = make_case("sum(x * y)", {"x": [8], "y": {"shape": [8], "domain": [1, 100]}})
+    large, small = extremes(case, "float32")
+    assert large.notes[0].startswith("point 3 is an extreme point, large magnitudes: |x| ")
+    assert "y " in large.notes[0] and " from 100 " in large.notes[0]
+    assert small.notes[0].startswith("point 4 is an extreme point, small magnitudes: |x| ")
+    assert " from 1 " in small.notes[0]
+    lo, hi = (float(v) for v in
+              large.notes[0].split("|x| ")[1].split(";")[0].split(" to "))
+    x = np.abs(large.values["x"])
+    assert (lo, hi) == (float(f"{x.min():.2g}"), float(f"{x.max():.2g}"))
+    # and the report of a run keeps these notes
+    result = run_case(case, "float32", timeout=None)
+    assert sum("is an extreme point" in n for n in result.notes) == 2
+
+
+# --------------------------------------------------------------------------- domains
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_points_stay_in_their_domains(dtype):
+    inputs = {"r": [32], "p": {"shape": [32], "domain": "positive"},
+              "n": {"shape": [32], "domain": "nonnegative"},
+              "z": {"shape": [32], "domain": "nonzero"}, "u": {"shape": [32], "domain": "unit"},
+              "i": {"shape": [32], "domain": [-30, 30]}, "j": {"shape": [32], "domain": [1, 100]}}
+    case = make_case("sum(r + p + n + z + u + i + j)", inputs)
+    large, small = extremes(case, dtype)
+    for point in (large, small):
+        for spec in case.inputs:
+            assert in_domain(point.values[spec.name], spec.domain).all(), spec.name
+    assert (large.values["p"] >= 3 * 0.99).all() and (small.values["p"] <= 0.3 * 1.01).all()
+    assert (np.abs(large.values["u"]) >= 0.8 - 1e-3).all()        # toward the ends
+    assert (np.abs(small.values["u"]) <= 0.1 * 1.01).all()        # toward 0
+    assert (np.abs(large.values["i"]) >= 24 - 1e-3).all()         # toward -30 and 30
+    assert (large.values["i"] < 0).any() and (large.values["i"] > 0).any()
+    assert (np.abs(small.values["i"]) <= 3 * 1.01).all()          # toward 0, inside
+    assert (large.values["j"] >= 100 - 9.9 * 1.01).all()          # the end far from 0
+    assert (small.values["j"] <= 1 + 9.9 * 1.01).all()            # the end near 0
+
+
+@pytest.mark.parametrize("expr, inputs", [
+    ("sum(abs(x))", {"x": [200]}),
+    ("sum(log(x) * y)", {"x": {"shape": [50], "domain": "positive"}, "y": [50]}),
+    ("sum(relu(x @ W))", {"x": [4, 3], "W": [3, 2]}),
+    ("sum(atanh(u))", {"u": {"shape": [50], "domain": "unit"}}),
+])
+def test_extreme_points_keep_the_margin_from_kinks(expr, inputs):
+    case = make_case(expr, inputs)
+    for point in extremes(case, "float32"):
+        assert not [n for n in point.notes if "kink" in n]
+        for node, distance in sampling.hazard_distances(case.output, point.values):
+            assert distance.min() >= sampling.MARGIN, node
+
+
+def test_pinned_values_are_never_changed():
+    case = make_case("sum(exp(x) * y)", {"x": {"shape": [3], "value": [0.5, -1, 2]},
+                                          "y": [3]})
+    for point in extremes(case, "float32"):
+        assert point.values["x"].tolist() == [0.5, -1.0, 2.0]
+    assert np.abs(extremes(case)[0].values["y"]).min() >= 2.0 * 0.99
+    every = make_case("sum(x)", {"x": {"shape": [2], "value": [1.0, 2.0]}})
+    assert len(points(every)) == every.points    # nothing to move: no extreme points
+
+
+# --------------------------------------------------------------------------- the ceiling
+
+@pytest.mark.parametrize("seed", range(10))
+def test_exp_in_float32_never_samples_past_overflow(seed):
+    big = float(np.finfo(np.float32).max)
+    elementwise = make_case("sum(exp(x))", {"x": [64]}, seed=seed)
+    mixing = make_case("sum(exp(x @ W))", {"x": [4, 8], "W": [8, 3]}, seed=seed)
+    for point in extremes(elementwise, "float32"):
+        x = point.values["x"].astype(np.float32)
+        assert x.max() <= math.log(math.sqrt(big))       # 44: exp and its gradient
+        assert np.isfinite(np.exp(x) * np.exp(x)).all()  # room even for a square
+    assert (np.abs(extremes(elementwise, "float32")[0].values["x"]) > 20).any()
+    for point in extremes(mixing, "float32"):
+        x, w = (point.values[n].astype(np.float32) for n in ("x", "W"))
+        with np.errstate(over="raise"):
+            z = x @ w
+            assert np.isfinite(np.exp(z)).all() and z.max() <= 44.4
+    # pulled in as a whole, not thrown back into the bulk
+    assert np.abs(extremes(mixing, "float32")[0].values["x"]).max() > 2
+
+
+def test_the_reference_of_sigmoid_and_softplus_stays_finite():
+    """Their values are bounded where the reference's exp(-x) is not."""
+    from gradcheck.symbolic import Reference
+
+    case = make_case("sum(sigmoid(x @ w) + softplus(-(x @ w)))", {"x": [6, 3], "w": [3]})
+    ref = Reference(case)
+    for point in extremes(case):
+        e = ref.evaluate(point.values, np.ones(()))
+        assert np.isfinite(e.value).all()
+        assert all(np.isfinite(g).all() for g in e.grads.values())
+        z = point.values["x"] @ point.values["w"]
+        assert np.abs(z).max() <= math.log(sampling.ceiling("float64"))
+
+
+def test_every_exponential_row_is_listed():
+    """EXPONENTIAL is the rows whose SymPy column goes through exp, sinh, cosh or expm1
+    (the rule table is the truth; a new such row must be listed, or the reference may
+    overflow where the forward's values do not)."""
+    import sympy
+    from sympy.codegen import cfunctions
+
+    t = sympy.Symbol("t", real=True)
+    found = set()
+    for name, rule in RULES.items():
+        if rule.selector is not None:     # max, min: a one-hot of the argument
+            continue
+        if rule.kind == REDUCTION:
+            form = rule.sympy(np.array([t, 2 * t], dtype=object), (0,), False)
+        elif rule.kind == ELEMENTWISE and rule.arity == 1:
+            form = rule.sympy(t)
+        else:
+            continue
+        form = sympy.sympify(np.asarray(form, dtype=object).item())
+        if form.has(sympy.exp, sympy.sinh, sympy.cosh, cfunctions.expm1):
+            found.add(name)
+    assert found == set(sampling.EXPONENTIAL)
+
+
+# --------------------------------------------------------------------------- catching
+
+class GuardedSoftplus(torch.autograd.Function):
+    """softplus with PyTorch's overflow guard at x > 20; ``WRONG`` scales the guard
+    branch's gradient (1: right)."""
+
+    WRONG = 1.0
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        guard = x > 20    # there x + log1p(exp(-x)): exact, where exp(x) could overflow
+        return torch.where(guard, x + torch.log1p(torch.exp(-x)), torch.log1p(torch.exp(x)))
+
+    @classmethod
+    def backward(cls, ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.where(x > 20, cls.WRONG * torch.sigmoid(x), torch.sigmoid(x))
+
+
+class HalvedGuard(GuardedSoftplus):
+    WRONG = 0.5
+
+
+def test_a_wrong_overflow_guard_is_caught_only_with_extreme_points():
+    def check(op, **keys):
+        return gradcheck.check_op(op, "log(1 + exp(x))", {"x": (8,)}, **keys)
+
+    assert check(HalvedGuard, extreme_points=0).status == "passed"   # [-2, 2] only
+    caught = check(HalvedGuard)
+    assert caught.status == "failed"
+    backward = caught.witness("op.backward")
+    assert backward.status == "failed" and backward.worst.point == 3   # the large point
+    assert "point 3" in backward.message
+    assert check(GuardedSoftplus).status == "passed", check(GuardedSoftplus).message
+
+
+# --------------------------------------------------------------------------- the key
+
+def test_extreme_points_is_a_case_and_defaults_key():
+    assert make_case("sum(x)", {"x": [2]}).extreme_points == 2
+    assert make_case("sum(x)", {"x": [2]}, extreme_points=0).extreme_points == 0
+    table = {"name": "t", "expr": "sum(x)", "inputs": {"x": [2]}}
+    assert case_from_dict(table, defaults={"extreme_points": 5}).extreme_points == 5
+    for bad in (-1, 1001, 2.5, True, "2"):
+        with pytest.raises(CaseFileError, match=r"extreme_points must be an integer from "
+                                                r"0 to 1000, got"):
+            case_from_dict({**table, "extreme_points": bad})
+
+
+def test_override_and_the_command_line(tmp_path, capsys):
+    case = make_case("sum(x)", {"x": [2]})
+    assert override(case, extreme_points=0).extreme_points == 0
+    assert override(case) is case
+    path = tmp_path / "c.toml"
+    path.write_text('[defaults]\nextreme_points = 1\n\n[[case]]\nname = "sq"\n'
+                    'expr = "sum(x**2)"\ninputs.x = { shape = [3] }\npoints = 2\n')
+
+    def checked(*flags) -> int:
+        code = main(["run", str(path), "--format", "json", *flags])
+        assert code == 0
+        [c] = json.loads(capsys.readouterr().out)["cases"]
+        return c["witnesses"]["torch"]["checked"]
+
+    # 1 value + 3 gradient elements per point
+    assert checked() == (2 + 1) * 4                       # from [defaults]
+    assert checked("--extreme-points", "0") == 2 * 4
+    assert checked("--extreme-points", "3") == (2 + 3) * 4
+    assert main(["run", str(path), "--extreme-points", "-1"]) == 2
+    assert "--extreme-points must be from 0 to 1000" in capsys.readouterr().err
+
+
+def test_every_node_is_seen_by_the_ceiling():
+    """The ceiling reads every applied primitive of the formula, lets included."""
+    case = make_case("sum(h * 2)", {"x": [4]}, let={"h": "cosh(x)"})
+    for point in extremes(case, "float16"):
+        values = []
+        evaluate(case.output, point.values, on_node=lambda n, a, v: values.append(v))
+        assert len(values) == len([n for n in walk(case.output)
+                                   if n.op not in ("input", "const", "let")])
+        assert max(np.abs(v).max() for v in values) <= sampling.ceiling("float16")
