@@ -187,6 +187,10 @@ class OpCheck:
         bounds = [error_bounds(self.subcase(k), point, v, self.dtype)
                   for k, v in enumerate(vs)]
         model = model_tolerance(_sum_outputs(bounds), self.dtype)
+        # A backward allowed to differ from itself by nondet_tol (atomics, reduction
+        # order) may differ from the exact one by that much as well.
+        model = {q: b + (self.case.nondet_tol if q.endswith(".grad") else 0.0)
+                 for q, b in model.items()}
         if exact is None:
             return model
         peer = self.peer(point, vs)

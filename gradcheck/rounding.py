@@ -54,7 +54,6 @@ ROUNDING: dict[str, float] = {
 }
 LIBRARY_ROUNDING = 2.0      # every other elementwise primitive
 BLOCK = 32                  # length of the sequential base case of blocked summation
-UNDERFLOW_MARGIN = 2.0 ** 10  # subnormal rounding allowed per operation, in half-spacings
 PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
 
 
@@ -87,10 +86,9 @@ class _Bounds:
         self.dtype = dtype
         self.u, self.u_acc = _units(dtype)
         # Underflow: a result below the smallest normal is rounded to the subnormal grid,
-        # an absolute error of up to half its spacing (Higham's model, fl(x) = x(1+δ)+η)
-        # (times a margin: a subnormal intermediate inside a VJP's formula, exp(-x*x) at
-        # x = 26, can be scaled up again by the factors after it)
-        self.eta = smallest_normal(dtype) * self.u * UNDERFLOW_MARGIN
+        # an absolute error of up to its spacing (Higham's model, fl(x) = x(1 + δ) + η),
+        # smallest normal · 2u; formed as 2u first: 2^-1022 · 2^-53 itself underflows.
+        self.eta = smallest_normal(dtype) * (2 * self.u)
         self.val: dict[int, Any] = {}
         self.err: dict[int, np.ndarray] = {}
 
