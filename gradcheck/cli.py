@@ -87,7 +87,26 @@ def _parser() -> argparse.ArgumentParser:
                        help="folder for bench.json and bench.md (default reports)")
     bench.add_argument("--quick", action="store_true",
                        help="small sizes, one run each (seconds, not minutes); the "
-                            "targets are not assessed")
+                            "targets are not assessed; verdicts: one seed")
+    # verdicts is not among the default sections: it runs every bundled case for many
+    # seeds in four dtypes (tens of minutes), a different kind of measurement
+    bench.add_argument("--section", action="append", metavar="NAME",
+                       choices=["checkers", "memory", "compile", "engine", "verdicts"],
+                       help="only this section (repeatable): checkers, memory, compile, "
+                            "engine (the default is these four), or verdicts (every "
+                            "case under --cases over --seeds seeds in every --dtype, and "
+                            "the op cases against torch.autograd.gradcheck; saved as "
+                            "verdicts.json and verdicts.md)")
+    bench.add_argument("--seeds", type=int, metavar="N",
+                       help="verdicts: seeds 0..N-1 (default 20; 1 with --quick)")
+    bench.add_argument("--dtype", action="append", choices=DTYPES,
+                       help="verdicts: only this dtype (repeatable; default all four)")
+    bench.add_argument("--cases", action="append", metavar="PATH",
+                       help="verdicts: these case files or folders (repeatable; default "
+                            "the bundled cases/)")
+    bench.add_argument("-j", "--jobs", type=int, default=2, metavar="N",
+                       help="verdicts: worker processes per run (default 2; 0: one per "
+                            "CPU)")
     return p
 
 
@@ -210,9 +229,31 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_bench(args) -> int:
+    from .bench import SECTIONS
     from .bench import main as bench_main
 
-    return bench_main(args.out, quick=args.quick)
+    wanted = args.section or list(SECTIONS)
+    if (args.seeds is not None and args.seeds < 1) or args.jobs < 0:
+        print("gradcheck: error: " + ("--jobs must be 0 or more" if args.jobs < 0 else
+                                      "--seeds must be 1 or more"), file=sys.stderr)
+        return ExitCode.USAGE
+    measured = tuple(s for s in SECTIONS if s in wanted)
+    if measured:
+        code = bench_main(args.out, quick=args.quick, sections=measured)
+        if code:
+            return code
+    if "verdicts" in wanted:
+        from .verdicts import DEFAULT_SEEDS, DTYPES, markdown, run_verdicts, save
+
+        seeds = args.seeds or (1 if args.quick else DEFAULT_SEEDS)
+        result = run_verdicts(args.cases, seeds=seeds, dtypes=args.dtype or DTYPES,
+                              jobs=args.jobs,
+                              progress=lambda msg: print(f"verdicts: {msg}",
+                                                         file=sys.stderr, flush=True))
+        sys.stdout.write(markdown(result))
+        js, md = save(result, args.out)
+        print(f"saved {js} and {md}")
+    return ExitCode.OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,9 +13,8 @@ class Evaluation:
     """The output and vᵀJ for each input and retained ``let``, at one point.
 
     ``error`` holds, for a witness that knows its own error (finite differences), a bound
-    per element of each quantity, keyed like :meth:`quantities`. ``scale`` holds, for the
-    reference, each quantity's conditioning: ``|y| + |J|·|x|`` for the value and
-    ``|v|ᵀ|J|`` for a gradient, the sizes that rounding errors are proportional to.
+    per element of each quantity, keyed like :meth:`quantities` (the tolerances of the
+    others come from :mod:`gradcheck.rounding`).
     """
 
     value: np.ndarray
@@ -23,7 +22,6 @@ class Evaluation:
     retained: dict[str, np.ndarray | None] = field(default_factory=dict)
     grad_fn: tuple[str, ...] | None = None
     error: dict[str, np.ndarray] | None = None
-    scale: dict[str, np.ndarray] | None = None
 
     def quantities(self) -> dict[str, np.ndarray | None]:
         """Everything to compare, by the name a report shows: value, x.grad, h.grad."""

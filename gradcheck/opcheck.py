@@ -81,6 +81,13 @@ def _sum_outputs(per_output: list[dict], key: str = "value") -> dict:
     return out
 
 
+def _tensor_like(like, array):
+    """``array`` as a torch tensor of ``like``'s dtype and device."""
+    import torch
+
+    return torch.tensor(np.asarray(array), dtype=like.dtype, device=like.device)
+
+
 def _grad_quantities(grads: dict) -> dict:
     return {f"{n}.grad": g for n, g in grads.items()}
 
@@ -106,16 +113,19 @@ class OpCheck:
         self.refs = references(case, cache)
         self.kind = kind_of(load(case.op, case.file) if isinstance(case.op, str) else case.op)
         self.runner = Runner(case, self.kind, dtype, case.device)
+        # each output of the op as a formula case of its own, driven with its v: for the
+        # rounding-error bounds and the peer baseline
+        self.subcases = [dataclasses.replace(case, output=node, retain_grad=(),
+                                             outputs=(node,), gradient="random")
+                         for node in case.outputs]
         self.tallies = {c: Tally("op", dtype, case.atol, case.rtol) for c in CHECKS}
+        self.at_point: dict = {}   # what the tolerances reuse at one point (see point)
         # every backward call at every point and v, for the diagnosis
         self.samples: list = []   # gradcheck.diagnose.Sample
-        self.messages: dict[str, list[str]] = {c: [] for c in CHECKS}
         self.shape_notes: list[str] = []   # diagnoses of wrongly shaped raw gradients
         self.notes: dict[str, list[str]] = {c: [] for c in CHECKS}   # accepted, not failed
 
     def vs(self, index: int, draw: int) -> list[np.ndarray]:
-        from .dtypes import round_to
-
         rng = case_rng(self.case, self.dtype, index, f"op-v{draw}")
         return [round_to(rng.standard_normal(n.shape), self.dtype) for n in self.case.outputs]
 
@@ -126,6 +136,7 @@ class OpCheck:
 
     def point(self, i: int, point: dict) -> None:
         case, runner = self.case, self.runner
+        self.at_point = {}   # the forward passes the tolerances reuse for every v here
         leaves = runner.leaves(point)
         outs = runner.forward(leaves)
         if len(outs) != len(self.refs):
@@ -170,21 +181,13 @@ class OpCheck:
                                   else np.zeros(case.input[n].shape)) for n in got}), i)
 
     # ------------------------------------------------------------------ tolerances
-    def subcase(self, k: int):
-        """Output ``k`` of the op as a formula case of its own (driven with v)."""
-        if not hasattr(self, "_subcases"):
-            self._subcases = [dataclasses.replace(self.case, output=node, retain_grad=(),
-                                                  outputs=(node,), gradient="random")
-                              for node in self.case.outputs]
-        return self._subcases[k]
-
     def tolerance(self, point: dict, vs: list, exact: dict | None = None) -> dict:
         """Per-element tolerances of the op's values (``out{k}``) and vᵀJ (``x.grad``):
         the rounding-error model, and, given the exact quantities, the peer baseline
         (twice PyTorch's own error on the reference formula in this dtype)."""
         from .rounding import error_bounds
 
-        bounds = [error_bounds(self.subcase(k), point, v, self.dtype)
+        bounds = [error_bounds(self.subcases[k], point, v, self.dtype, self.at_point)
                   for k, v in enumerate(vs)]
         model = model_tolerance(_sum_outputs(bounds), self.dtype)
         # A backward allowed to differ from itself by nondet_tol (atomics, reduction
@@ -200,13 +203,28 @@ class OpCheck:
         """PyTorch's autograd of the reference formula, in the op's dtype, at this point:
         values and vᵀJ as quantities; None where torch cannot run it (an operation it
         lacks in this dtype or on this device)."""
-        from .backends.torch import run as torch_run
+        import torch
 
+        from .backends import rebuild
+        from .backends.torch import _numpy, applier, leaves as torch_leaves
+
+        wanted = [s.name for s in self.case.inputs if s.requires_grad]
         per_output = []
         try:
-            for k, v in enumerate(vs):
-                e = torch_run(self.subcase(k), point, v, self.dtype)
-                per_output.append(dict(value=e.value, **_grad_quantities(e.grads)))
+            if "peer" not in self.at_point:   # the graph once per point, kept for each v
+                leaves = torch_leaves(self.case, point, self.dtype)
+                apply = applier(self.case, self.dtype)
+                self.at_point["peer"] = leaves, [rebuild(node, leaves, apply)
+                                                 for node in self.case.outputs]
+            leaves, ys = self.at_point["peer"]
+            for y, v in zip(ys, vs):
+                grads = [None] * len(wanted)
+                if y.requires_grad and wanted:
+                    grads = torch.autograd.grad(
+                        y, [leaves[n] for n in wanted], _tensor_like(y, v),
+                        retain_graph=True, allow_unused=True)
+                per_output.append(dict(value=_numpy(y), **{
+                    f"{n}.grad": _numpy(g) for n, g in zip(wanted, grads)}))
         except Exception:   # no peer: the rounding-error model alone then decides
             return None
         return _sum_outputs(per_output)
@@ -410,28 +428,18 @@ class OpCheck:
         formula in the op's dtype (the peer baseline at second order)."""
         import torch
 
-        from .backends.torch import _apply, _numpy
+        from .backends import rebuild
+        from .backends.torch import _numpy, applier, leaves as torch_leaves
         from .dtypes import torch_dtype
-        from .tree import fold
 
         tdtype, device = torch_dtype(self.dtype), self.case.device
         try:
-            leaves = {s.name: torch.tensor(point[s.name], dtype=tdtype, device=device,
-                                           requires_grad=s.requires_grad)
-                      for s in self.case.inputs}
+            leaves = torch_leaves(self.case, point, self.dtype)
+            apply = applier(self.case, self.dtype)
             wanted = [s.name for s in self.case.inputs if s.requires_grad]
             out: dict = {}
             for k, (node, v) in enumerate(zip(self.case.outputs, vs)):
-                def visit(n, args):
-                    if n.op == "input":
-                        return leaves[n.name]
-                    if n.op == "const":
-                        return n.const
-                    if n.op == "let":
-                        return args[0]
-                    return _apply(n, args, tdtype, device)
-
-                y = fold(node, visit)
+                y = rebuild(node, leaves, apply)
                 vt = torch.tensor(v, dtype=tdtype, device=device, requires_grad=True)
                 if not y.requires_grad:
                     continue
@@ -480,7 +488,7 @@ class OpCheck:
                 continue
             result = dataclasses.replace(tally.result(), witness=f"op.{check}",
                                          notes=tuple(dict.fromkeys(self.notes[check])))
-            if result.status == FAILED and check in ("backward", "jacobian"):
+            if result.status == FAILED and check in ("backward", "jacobian", "determinism"):
                 result = dataclasses.replace(result, diagnosis=self.diagnosis())
             if result.status == FAILED and check == "shapes" and self.shape_notes:
                 result = dataclasses.replace(

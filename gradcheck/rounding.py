@@ -93,8 +93,16 @@ class _Bounds:
         self.err: dict[int, np.ndarray] = {}
 
     # ------------------------------------------------------------------ forward
-    def forward(self, root: Node, point: dict[str, np.ndarray]) -> None:
+    def forward(self, root: Node, point: dict[str, np.ndarray],
+                overrides: dict[str, np.ndarray] | None = None) -> None:
+        """Values and error bounds of every node. ``overrides``: input or ``let`` names
+        set to values computed in this dtype (a perturbed point, x + h): each carries
+        its own rounding, u·|value|."""
         for node in walk(root):
+            if overrides and node.op in ("input", "let") and node.name in overrides:
+                x = _arr(overrides[node.name])
+                self.val[id(node)], self.err[id(node)] = x, self.u * np.abs(x)
+                continue
             self.val[id(node)], self.err[id(node)] = self._forward(node, point)
 
     def _forward(self, node: Node, point):
@@ -253,17 +261,37 @@ class _Bounds:
         grad[key], gerr[key] = _arr(summed), _arr(err)
 
 
-def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
-                 output: Node | None = None) -> dict[str, np.ndarray]:
-    """Per-element bounds on the rounding error of a correct computation in ``dtype`` of
-    the value and of vᵀJ (``"value"``, ``"x.grad"`` for every input, ``"h.grad"`` for
-    every retained ``let``), absolute, at ``point``. ``output`` replaces the case's
-    output node (one output of a multi-output op). Non-finite bounds (an overflow in
-    the probe) count as 0: the comparison is then strict rather than blind."""
-    root = case.output if output is None else output
+def forward_bound(root: Node, env: dict[str, np.ndarray],
+                  overrides: dict[str, np.ndarray] | None = None,
+                  dtype: str = "float64") -> tuple[np.ndarray, np.ndarray]:
+    """The value of ``root`` (as :func:`gradcheck.forward.evaluate` computes it) and a
+    bound on its rounding error in ``dtype``, per element: what finite differences of
+    the float64 forward are allowed for rounding (log(cosh(x)) near 0 errs by u, not
+    u·|value|)."""
     b = _Bounds(dtype)
     with np.errstate(all="ignore"):
-        b.forward(root, point)
+        b.forward(root, env, overrides)
+    return b.val[id(root)], np.nan_to_num(b.err[id(root)], nan=0.0, posinf=0.0)
+
+
+def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
+                 forward: dict | None = None) -> dict[str, np.ndarray]:
+    """Per-element bounds on the rounding error of a correct computation in ``dtype`` of
+    the value and of vᵀJ (``"value"``, ``"x.grad"`` for every input, ``"h.grad"`` for
+    every retained ``let``), absolute, at ``point``. Non-finite bounds (an overflow in
+    the probe) count as 0: the comparison is then strict rather than blind.
+
+    ``forward``: a dict the caller keeps for one point, where the forward pass is kept
+    and reused for every v (the Jacobian's one-hot cotangents)."""
+    root = case.output
+    key = (id(root), dtype)
+    b = None if forward is None else forward.get(key)
+    with np.errstate(all="ignore"):
+        if b is None:
+            b = _Bounds(dtype)
+            b.forward(root, point)
+            if forward is not None:
+                forward[key] = b
         grad, gerr = b.backward(root, v)
     out = {"value": b.err[id(root)]}
     nodes = {n.name: n for n in walk(root) if n.op in ("input", "let")}

@@ -216,15 +216,7 @@ class Reference:
                  for n, d in zip(self.wrt, partials)}
         retained = {n: unbroadcast(v_body * d, case.nodes[n].shape)
                     for n, d in zip(case.retain_grad, partials[len(self.wrt):])}
-        scale = {f"{n}.grad": unbroadcast(np.abs(v_body * d), case.input[n].shape)
-                 for n, d in zip(self.wrt, partials)}
-        xs = {spec.name: x for spec, x in zip(case.inputs, args)}
-        body_scale = np.abs(body_value) + sum(
-            (np.abs(d.reshape(padded) * xs[n]).reshape(shape)
-             for n, d in zip(self.wrt, partials)), np.zeros(shape))
-        scale["value"] = body_scale if top is None else np.asarray(
-            RULES[top.op].numpy(body_scale, top.axis, top.keepdims))
-        return Evaluation(value, grads, retained, scale=scale)
+        return Evaluation(value, grads, retained)
 
     # ------------------------------------------------------------------ expanded
     def _build_expanded(self) -> None:
@@ -272,29 +264,17 @@ class Reference:
                 np.array(names, dtype=object), fn)
 
     @staticmethod
-    def _vjp(jac, args, v_flat, sizes: dict, absolute: bool = False) -> dict:
-        """vᵀJ by input name (or |v|ᵀ|J| with ``absolute``) from the non-zero entries."""
+    def _vjp(jac, args, v_flat, sizes: dict) -> dict:
+        """vᵀJ by input name from the non-zero entries."""
         rows, cols, names, fn = jac
         out = {name: np.zeros(size) for name, size in sizes.items()}
         if fn is None:
             return out
         values = np.asarray(fn(*args), dtype=float).reshape(-1)
-        if absolute:
-            values, v_flat = np.abs(values), np.abs(v_flat)
         for name in out:
             mask = names == name
             np.add.at(out[name], cols[mask], v_flat[rows[mask]] * values[mask])
         return out
-
-    def _row_scale(self, args, value) -> np.ndarray:
-        """|y| + |J|·|x| per output element: the forward's conditioning."""
-        rows, cols, names, fn = self._jac
-        out = np.abs(value).reshape(-1).copy()
-        if fn is not None:
-            flat = {s.name: np.abs(a) for s, a in zip(self.case.inputs, args)}
-            x = np.array([flat[n][c] for n, c in zip(names, cols)])
-            np.add.at(out, rows, np.abs(np.asarray(fn(*args), dtype=float).reshape(-1)) * x)
-        return out.reshape(value.shape)
 
     def _evaluate_expanded(self, point, v) -> Evaluation:
         case = self.case
@@ -305,17 +285,13 @@ class Reference:
         flat = self._vjp(self._jac, args, v_flat,
                          {n: int(np.prod(s, dtype=np.int64)) for n, s in sizes.items()})
         grads = {n: flat[n].reshape(sizes[n]) for n in self.wrt}
-        magnitude = self._vjp(self._jac, args, v_flat, {n: int(np.prod(s, dtype=np.int64))
-                                                        for n, s in sizes.items()}, True)
-        scale = {f"{n}.grad": magnitude[n].reshape(sizes[n]) for n in self.wrt}
-        scale["value"] = self._row_scale(args, value)
         retained = {}
         for name, h_fn, jac in self._retained:
             shape = case.nodes[name].shape
             h_args = args + [np.asarray(h_fn(*args), dtype=float).reshape(-1)]
             size = int(np.prod(shape, dtype=np.int64))
             retained[name] = self._vjp(jac, h_args, v_flat, {None: size})[None].reshape(shape)
-        return Evaluation(value, grads, retained, scale=scale)
+        return Evaluation(value, grads, retained)
 
     # ------------------------------------------------------------------ public
     @property

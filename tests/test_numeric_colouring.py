@@ -50,14 +50,18 @@ def _evaluate(case, sparsity, monkeypatch=None):
 
 
 def _count_evaluations(monkeypatch):
+    # evaluations of the formula: the value at the point, then each perturbed one
+    # (with its rounding bound)
     calls = []
-    real = numeric.evaluate
 
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
+    def counting(real):
+        def call(*args, **kwargs):
+            calls.append(1)
+            return real(*args, **kwargs)
+        return call
 
-    monkeypatch.setattr(numeric, "evaluate", counting)
+    monkeypatch.setattr(numeric, "evaluate", counting(numeric.evaluate))
+    monkeypatch.setattr(numeric, "forward_bound", counting(numeric.forward_bound))
     return calls
 
 

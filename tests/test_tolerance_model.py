@@ -4,10 +4,10 @@ are caught. Every op here is run for real, through PyTorch's autograd."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
 
 import gradcheck
 from gradcheck.cases import case_from_dict
@@ -16,228 +16,75 @@ from gradcheck.rounding import error_bounds
 from gradcheck.symbolic import Reference
 
 DTYPES = ["float64", "float32", "bfloat16", "float16"]
-
-
-def _status(op, reference, inputs, dtype, **options):
-    result = gradcheck.check_op(op, reference, inputs, dtype=dtype, **options)
-    failed = {w.witness: w.message for w in result.witnesses if w.status == "failed"}
-    return result.status, failed
-
-
-# --------------------------------------------------------------------------- correct, hard
-
-class Expm1MinusLog1p(torch.autograd.Function):
-    """expm1(x) - log1p(x): both terms ~x near 0, the result ~x²; so is the backward."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.expm1(x) - torch.log1p(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * (torch.exp(x) - 1 / (1 + x))
-
-
-def _layer_norm(x):
-    return F.layer_norm(x, x.shape[-1:], eps=1e-5)
-
-
+NUMERICS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "numerics.toml"
 LAYER_NORM = ("(x - mean(x, axis=1, keepdims=True)) / sqrt(mean((x - mean(x, axis=1, "
               "keepdims=True))**2, axis=1, keepdims=True) + 0.00001)")
 
-HARD = {
-    # name: (op, reference, inputs)
-    "tanh-saturated": (torch.tanh, "tanh(x)", {"x": {"shape": [32], "domain": [8, 16]}}),
-    "tanh-saturated-negative": (torch.tanh, "tanh(x)",
-                                {"x": {"shape": [32], "domain": [-16, -8]}}),
-    "sigmoid-saturated": (torch.sigmoid, "sigmoid(x)",
-                          {"x": {"shape": [32], "domain": [6, 16]}}),
-    "softmax-wide-logits": (lambda x: torch.softmax(x, dim=-1),
-                            "exp(x - logsumexp(x, axis=1, keepdims=True))",
-                            {"x": {"shape": [4, 8], "domain": [-30, 30]}}),
-    "expm1-minus-log1p": (Expm1MinusLog1p, "expm1(x) - log1p(x)",
-                          {"x": {"shape": [32], "domain": [-0.001, 0.001]}}),
-    "layer-norm": (_layer_norm, LAYER_NORM, {"x": {"shape": [4, 16]}}),
-    "mish": (F.mish, "x * tanh(softplus(x))", {"x": {"shape": [32], "domain": [-6, 6]}}),
-    "gelu-tanh": (lambda x: F.gelu(x, approximate="tanh"),
-                  "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))",
-                  {"x": {"shape": [32], "domain": [-5, 5]}}),
+#: the bundled wrong ops and the check that must catch each (cases/ops/numerics.toml)
+CAUGHT_BY = {
+    "exp-small-elements-wrong": "op.backward",
+    "nan-for-zero-grad-output": "op.zero",
+    "softmax-shifts-its-input": "op.inplace",
+    "scales-grad-output-in-place": "op.inplace",
+    "negates-saved-weight": "op.inplace",
+    "sin-detached-grad-output": "op.double",
+    "linear-detached-W": "op.double",
+}
+INPLACE_MESSAGES = {
+    "softmax-shifts-its-input": "forward modified input x in place",
+    "scales-grad-output-in-place": "backward modified grad_output of out0 in place",
+    "negates-saved-weight": "backward modified input w in place",
 }
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name", sorted(HARD))
-def test_correct_hard_ops_pass(name, dtype):
-    op, reference, inputs = HARD[name]
-    if dtype in ("float16", "bfloat16") and name == "expm1-minus-log1p":
-        # |x| <= 1e-3 is below float16's/bfloat16's resolution of 1 + x: the op itself is
-        # meaningless there (log1p(x) rounds x to 0); float64 and float32 cover it.
-        pytest.skip("no such class in this dtype")
-    status, failed = _status(op, reference, inputs, dtype)
-    assert status == "passed", failed
+@pytest.fixture(scope="module")
+def numerics():
+    """Every case of cases/ops/numerics.toml in each of its dtypes, by (name, dtype)."""
+    return {(r.name, r.dtype): r for r in gradcheck.run([NUMERICS], timeout=None).cases}
 
 
-# --------------------------------------------------------------------------- caught bugs
-
-class ExpSmallElementsWrong(torch.autograd.Function):
-    """exp whose backward adds 1e-6: right for the large elements, wrong by ~1e7x on
-    the small ones. A per-tensor scale (max |gradient| ~ 7) hid it in float32."""
-
-    @staticmethod
-    def forward(ctx, x):
-        y = torch.exp(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * (y + 1e-6)
+def test_correct_hard_ops_pass_in_every_dtype(numerics):
+    right = {k: r for k, r in numerics.items() if r.expect == "pass"}
+    assert {d for _, d in right} == set(DTYPES)
+    assert len({n for n, _ in right}) == 8
+    for (name, dtype), r in right.items():
+        assert r.status == "passed", (name, dtype, r.message)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_large_relative_error_on_small_elements_is_caught(dtype):
-    status, failed = _status(ExpSmallElementsWrong, "exp(x)",
-                             {"x": {"shape": [32], "domain": [-30, 2]}}, dtype)
-    assert status == "failed" and "op.backward" in failed
+def test_each_wrong_op_is_caught_by_its_check(numerics):
+    wrong = {k: r for k, r in numerics.items() if r.expect == "fail"}
+    assert {n for n, _ in wrong} == set(CAUGHT_BY)
+    for (name, dtype), r in wrong.items():
+        check = r.witness(CAUGHT_BY[name])
+        assert check is not None and check.status == "failed", (name, dtype, r.message)
+        assert r.status == "passed"   # caught as expect = "fail" says
+        if name in INPLACE_MESSAGES:
+            assert INPLACE_MESSAGES[name] in check.message
 
 
-class ClippedBackward(torch.autograd.Function):
-    """A backward that rescales grad_output to unit norm: 0/0 = NaN for a zero one."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        norm = g.norm()
-        return 2 * x * (g / norm) * norm
+def test_the_checks_that_catch_them_pass_correct_ops(numerics):
+    # op.zero, op.inplace and op.double are not failing for everything
+    for name, check in (("tanh-saturated", "op.zero"), ("mish", "op.inplace"),
+                        ("linear-double-backward", "op.double")):
+        for dtype in ("float64", "float32"):
+            result = numerics[(name, dtype)].witness(check)
+            assert result.status == "passed" and result.checked > 0
 
 
-def test_nan_for_a_zero_grad_output_fails_op_zero():
-    result = gradcheck.check_op(ClippedBackward, "x**2", {"x": (8,)})
-    by = {w.witness: w for w in result.witnesses}
-    assert by["op.backward"].status == "passed"
-    assert by["op.zero"].status == "failed"
-    assert result.status == "failed"
+def test_second_order_catches_what_first_order_cannot(numerics):
+    for name in ("sin-detached-grad-output", "linear-detached-W"):
+        r = numerics[(name, "float64")]
+        assert r.witness("op.backward").status == "passed"
+    detached = numerics[("sin-detached-grad-output", "float64")].witness("op.double")
+    assert "grad_output" in detached.worst.quantity
 
 
-class SoftmaxShiftsInput(torch.autograd.Function):
-    """A stabilised softmax that subtracts the max from its input in place."""
-
-    @staticmethod
-    def forward(ctx, x):
-        x -= x.max(dim=-1, keepdim=True).values
-        y = torch.softmax(x, dim=-1)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return y * (g - (g * y).sum(dim=-1, keepdim=True))
-
-
-class ScalesGradOutputInPlace(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return 2 * x
-
-    @staticmethod
-    def backward(ctx, g):
-        return g.mul_(2)
-
-
-class NegatesSavedWeight(torch.autograd.Function):
-    """-(w * x) whose backward negates the caller's w in place. Kept on ctx rather than
-    saved with save_for_backward, it escapes autograd's version counter."""
-
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.w = w
-        return -(w * x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * ctx.w.neg_(), None
-
-
-@pytest.mark.parametrize("op, reference, message", [
-    (SoftmaxShiftsInput, "exp(x - logsumexp(x, axis=1, keepdims=True))",
-     "forward modified input x in place"),
-    (ScalesGradOutputInPlace, "2 * x", "backward modified grad_output of out0 in place"),
-    (NegatesSavedWeight, "-(w * x)", "backward modified input w in place"),
-])
-def test_in_place_modifications_are_caught(op, reference, message):
-    shape = (3, 4) if "axis" in reference else (6,)
-    inputs = {"x": shape}
-    if "w" in reference:
-        inputs["w"] = {"shape": list(shape), "requires_grad": False}
-    result = gradcheck.check_op(op, reference, inputs)
-    inplace = result.witness("op.inplace")
-    assert inplace.status == "failed" and message in inplace.message
-    assert result.status == "failed"
-
-
-def test_correct_ops_pass_op_inplace():
-    result = gradcheck.check_op(torch.tanh, "tanh(x)", {"x": (6,)})
-    assert result.witness("op.inplace").status == "passed"
-
-
-class DetachedGradOutput(torch.autograd.Function):
-    """Its backward detaches grad_output: first derivatives are right, and so is the
-    Hessian part of double backward, but d(vᵀJ)/dv comes out zero."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.sin(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g.detach() * torch.cos(x)
-
-
-class LinearOp(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, W):
-        ctx.save_for_backward(x, W)
-        return x @ W
-
-    @staticmethod
-    def backward(ctx, g):
-        x, W = ctx.saved_tensors
-        return g @ W.T, x.T @ g
-
-
-class LinearDetachedW(LinearOp):
-    @staticmethod
-    def backward(ctx, g):
-        x, W = ctx.saved_tensors
-        return g @ W.detach().T, x.T @ g
-
-
-def test_double_backward_checks_the_grad_output_derivative():
-    result = gradcheck.check_op(DetachedGradOutput, "sin(x)", {"x": (8,)}, order=2)
-    double = result.witness("op.double")
-    assert double.status == "failed" and "grad_output" in double.worst.quantity
-    assert result.witness("op.backward").status == "passed"
-
-
-def test_double_backward_works_for_a_reference_that_mixes_elements():
-    inputs = {"x": (3, 4), "W": (4, 2)}
-    good = gradcheck.check_op(LinearOp, "x @ W", inputs, order=2)
-    assert good.status == "passed", good.message
-    assert good.witness("op.double").checked > 0
-    bad = gradcheck.check_op(LinearDetachedW, "x @ W", inputs, order=2)
-    assert bad.witness("op.double").status == "failed"
-    assert bad.witness("op.backward").status == "passed"
+def test_a_per_tensor_scale_would_have_hidden_the_small_element_error(numerics):
+    r = numerics[("exp-small-elements-wrong", "float32")].witness("op.backward")
+    w = r.worst
+    # wrong by orders of magnitude at an element far smaller than the largest gradient
+    assert abs(w.obtained - w.expected) > 100 * abs(w.expected)
+    assert abs(w.obtained - w.expected) < 1e-5 * 7.4
 
 
 # --------------------------------------------------------------------------- the bound

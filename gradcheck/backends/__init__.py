@@ -60,6 +60,26 @@ def grad_fn_chain(y) -> tuple[str, ...]:
     return tuple(names)
 
 
+def rebuild(root, leaves: dict, apply: Callable, on_let: Callable | None = None):
+    """The formula below ``root`` on an autograd library's tensors: ``leaves`` for the
+    inputs, constants as Python numbers, ``apply(node, args)`` for each primitive;
+    ``on_let(node, value)`` sees the value of every ``let``."""
+    from ..tree import fold
+
+    def visit(node, args):
+        if node.op == "input":
+            return leaves[node.name]
+        if node.op == "const":
+            return node.const
+        if node.op == "let":
+            if on_let is not None:
+                on_let(node, args[0])
+            return args[0]
+        return apply(node, args)
+
+    return fold(root, visit)
+
+
 def drive(case, leaves: dict, apply: Callable, tensor: Callable, v: np.ndarray,
           to_numpy: Callable):
     """Rebuild the formula on an autograd library and run its backward, the way a user
@@ -73,25 +93,16 @@ def drive(case, leaves: dict, apply: Callable, tensor: Callable, v: np.ndarray,
         to_numpy: ``tensor or None -> float64 array or None``.
     """
     from ..evaluation import Evaluation
-    from ..tree import fold
 
     retained: dict[str, Any] = {}
 
-    def visit(node, args):
-        if node.op == "input":
-            return leaves[node.name]
-        if node.op == "const":
-            return node.const
-        if node.op == "let":
-            value = args[0]
-            if node.name in case.retain_grad:
-                if getattr(value, "requires_grad", False):
-                    value.retain_grad()
-                retained[node.name] = value
-            return value
-        return apply(node, args)
+    def on_let(node, value) -> None:
+        if node.name in case.retain_grad:
+            if getattr(value, "requires_grad", False):
+                value.retain_grad()
+            retained[node.name] = value
 
-    y = fold(case.output, visit)
+    y = rebuild(case.output, leaves, apply, on_let)
     if isinstance(case.gradient, str) and case.gradient == "scalar":
         y.backward()
     else:

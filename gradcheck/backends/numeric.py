@@ -4,8 +4,11 @@ table's ``numpy`` column), with Richardson extrapolation. It uses no derivative 
 Each derivative is the extrapolation R(h) = (4·D(h) - D(2h)) / 3 of central differences
 D, whose error is O(h⁴). The same extrapolation from steps twice as large, R(2h), has
 about 16 times that error, so ``|R(h) - R(2h)|`` (about 15 times R(h)'s truncation
-error) plus the rounding error ``eps·Σ|f|/h`` bounds the error of R(h). That bound, not
-a guessed tolerance, is what the comparison allows this witness.
+error) plus the rounding error ``Σ E(f)/h`` bounds the error of R(h), where E(f) is the
+running rounding-error bound of each evaluation of f (:func:`gradcheck.rounding.
+forward_bound`): it sees cancellation inside f (log(cosh(x)) near 0 errs by eps, not by
+eps·|f|), and the rounding of the perturbed point x + h itself. That bound, not a
+guessed tolerance, is what the comparison allows this witness.
 
 Elementwise formulas have a diagonal Jacobian, so all elements of an input are perturbed
 at once (six evaluations per input). Other formulas are perturbed in groups of elements
@@ -19,24 +22,27 @@ import numpy as np
 
 from ..evaluation import Evaluation
 from ..forward import evaluate
+from ..rounding import forward_bound
 from ..tree import (cut, differentiable_names, elementwise_split, slabs, top_cotangent,
                     unbroadcast)
 
 STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
-EPS = np.finfo(np.float64).eps
 
 
 def _derivative(f, x: np.ndarray, h: np.ndarray):
     """Richardson-extrapolated central difference of f at x along the step h, and a
-    bound on its error (both with f's output shape)."""
-    d, size = {}, 0.0
+    bound on its error (both with f's output shape). ``f`` returns its value and a
+    bound on that value's rounding error (:func:`gradcheck.rounding.forward_bound`)."""
+    d, rounding = {}, 0.0
     for k in (1, 2, 4):             # one pair at a time: large inputs hold few arrays
-        p, m = f(x + k * h), f(x - k * h)
+        (p, ep), (m, em) = f(x + k * h), f(x - k * h)
         d[k] = (p - m) / (2 * k * h)
-        size = size + np.abs(p) + np.abs(m)
+        rounding = rounding + ep + em
     r1 = (4 * d[1] - d[2]) / 3      # O(h^4) estimate
     r2 = (4 * d[2] - d[4]) / 3      # the same from steps twice as large: 16x the error
-    return r1, np.abs(r1 - r2) + EPS * size / h
+    # R(h)'s rounding is (2/3)(E₁₊ + E₁₋)/h + (1/12)(E₂₊ + E₂₋)/h; the sum of all six
+    # bounds over h covers it and R(2h)'s too
+    return r1, np.abs(r1 - r2) + rounding / h
 
 
 def _step(x: np.ndarray) -> np.ndarray:
@@ -83,7 +89,8 @@ def _diagonal(split, env, name, x0, v):
         out_shape = d[where].shape
 
         def f(xs, local=local, out_shape=out_shape):
-            return np.broadcast_to(evaluate(body, local, overrides={name: xs}), out_shape)
+            value, bound = forward_bound(body, local, {name: xs})
+            return np.broadcast_to(value, out_shape), np.broadcast_to(bound, out_shape)
 
         d[where], err[where] = _derivative(f, x, _step(x))
     v_body = top_cotangent(top, v, shape)
@@ -145,8 +152,9 @@ def _columns(root, env, name, x0, v, pattern=None):
 
         def f(t):
             x = (flat + t * step).reshape(x0.shape)
-            return np.broadcast_to(evaluate(root, env, overrides={name: x}),
-                                   root.shape).reshape(-1)
+            value, bound = forward_bound(root, env, {name: x})
+            return (np.broadcast_to(value, root.shape).reshape(-1),
+                    np.broadcast_to(bound, root.shape).reshape(-1))
 
         d, e = _derivative(f, 0.0, 1.0)   # d/dt f(x + t·step) = Σ_j J[:, j] h_j
         for j in group:

@@ -30,12 +30,23 @@ def _numpy(t) -> np.ndarray | None:
     return None if t is None else to_float64(t)   # bfloat16 has no NumPy view
 
 
+def leaves(case, point: dict[str, np.ndarray], dtype: str) -> dict:
+    """The case's inputs as torch leaves in ``dtype`` on the case's device."""
+    tdtype = torch_dtype(dtype)
+    return {s.name: torch.tensor(point[s.name], dtype=tdtype, device=case.device,
+                                 requires_grad=s.requires_grad) for s in case.inputs}
+
+
+def applier(case, dtype: str):
+    """``(node, args) -> tensor``: the rule table's torch column in ``dtype``."""
+    tdtype = torch_dtype(dtype)
+    return lambda node, args: _apply(node, args, tdtype, case.device)
+
+
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evaluation:
     # every rule's torch column runs forward and backward on CPU in all four dtypes
     # (float16 and bfloat16 included; tests/test_dtypes.py runs each of them)
     tdtype, device = torch_dtype(dtype), case.device
-    leaves = {s.name: torch.tensor(point[s.name], dtype=tdtype, device=device,
-                                   requires_grad=s.requires_grad) for s in case.inputs}
-    return drive(case, leaves, lambda node, args: _apply(node, args, tdtype, device),
+    return drive(case, leaves(case, point, dtype), applier(case, dtype),
                  lambda a: torch.tensor(np.asarray(a), dtype=tdtype, device=device),
                  v, _numpy)
