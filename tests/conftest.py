@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -13,6 +15,31 @@ settings.register_profile(
     "repeatable", derandomize=True, database=None, deadline=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+
+#: Python function calls a rejection of hostile input may take: a measure of work that,
+#: unlike seconds, does not depend on how busy the machine is (the largest rejection in
+#: tests/test_parser.py makes about 3e4, reading the deepest hostile case file 1e5).
+WORK_LIMIT = 1_000_000
+
+
+@contextmanager
+def bounded_work(limit: int = WORK_LIMIT):
+    """Fail when the code in the block makes more than ``limit`` Python function calls
+    (counted with a profile hook; a hang or blow-up shows as millions)."""
+    calls = [0]
+
+    def count(frame, event, arg):
+        if event == "call":
+            calls[0] += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(count)
+    try:
+        yield calls
+    finally:
+        sys.setprofile(previous)
+    assert calls[0] <= limit, f"{calls[0]} Python calls (limit {limit})"
 
 
 def make_case(expr: str, inputs: dict, **keys):

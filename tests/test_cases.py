@@ -5,7 +5,6 @@ points at the right line; one bad case does not hide the good ones."""
 from __future__ import annotations
 
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ import pytest
 
 from gradcheck.cases import (FORMULA_WITNESSES, WITNESSES, Case, case_files, load_cases, read_file,
                              read_paths)
+from conftest import WORK_LIMIT, bounded_work
 from gradcheck.errors import CaseFileError
 
 
@@ -31,15 +31,15 @@ def load(tmp_path: Path, text: str, name: str = "cases.toml") -> list[Case]:
 
 
 def error(tmp_path: Path, text: str, match: str, name: str = "cases.toml",
-          line: int | None = None, budget: float = 1.0) -> CaseFileError:
+          line: int | None = None, work: int = WORK_LIMIT) -> CaseFileError:
     """The one error of a file holding one bad case (or a bad file); checks message and line.
 
-    ``budget`` (seconds) is a safety bound against hangs, not a benchmark.
+    ``work``: the Python calls reading it may take (conftest.bounded_work), a bound
+    against hangs and blow-ups that a busy machine cannot trip.
     """
     path = write(tmp_path, text, name)
-    start = time.perf_counter()
-    cases, errors = read_file(path)
-    assert time.perf_counter() - start < budget
+    with bounded_work(work):
+        cases, errors = read_file(path)
     assert cases == []
     assert len(errors) == 1, [str(e) for e in errors]
     err = errors[0]
@@ -761,10 +761,10 @@ def test_deeply_nested_toml(tmp_path):
 
 def test_deeply_nested_yaml(tmp_path):
     # PyYAML's scanner is quadratic in flow nesting until Python's recursion limit stops
-    # the composer (about 1-2 s here), hence the wider bound: bounded, not a hang
+    # the composer (about 1-2 s here, 7e4 Python calls): bounded, not a hang
     deep = "[" * 100000 + "]" * 100000
     error(tmp_path, f"case:\n  - name: a\n    expr: x\n    inputs: {{x: {{value: {deep}}}}}\n",
-          r"invalid YAML: nested too deeply", "c.yaml", budget=10.0)
+          r"invalid YAML: nested too deeply", "c.yaml")
 
 
 def test_yaml_billion_laughs_is_refused_quickly(tmp_path):
