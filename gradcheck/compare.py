@@ -14,14 +14,16 @@ check             an element passes when |obtained − expected| <= ...
 torch, engine     K·(E_dtype + E_float64)  (the float64 reference errs too)
 numeric           SAFETY·(its own error estimate) + K·E_float64
 op.forward,       max(K·(E_dtype + E_float64), PEER·|peer − exact| + u·|exact|):
-op.backward       the peer is PyTorch's autograd of the reference formula in the
-                  same dtype (FlashAttention's rule: an op may err twice as much
-                  as the standard composition, plus rounding at its magnitude)
-op.jacobian       K·(E_dtype + E_float64)
-op.double         PEER·|peer − exact| + K·u·|exact|  (second order: the peer is
-                  torch's double backward of the formula)
+op.backward,      the peer is PyTorch's autograd of the reference formula in the
+op.jacobian       same dtype (FlashAttention's rule: an op may err twice as much
+                  as the standard composition, plus rounding at its magnitude);
+                  gradients also + nondet_tol
+op.double         max(4K·u·(|exact| + magnitude), PEER·|peer − exact| + u·|exact|)
+                  (second order: the magnitude is the same sum with |terms|, the
+                  peer torch's double backward of the formula)
 op.zero           0: a zero grad_output must give exact zeros
-op.determinism    nondet_tol
+op.determinism,   nondet_tol
+op.inplace        0 for inputs and grad_outputs; nondet_tol for a second forward
 ================  ==========================================================
 
 with K = :data:`BOUND_FACTOR`, PEER = :data:`PEER_FACTOR`, u the dtype's unit
