@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import unit_roundoff
+from .dtypes import max_finite, unit_roundoff
 from .evaluation import Evaluation
 from .result import FAILED, PASSED, Worst, WitnessResult
 
@@ -138,6 +138,10 @@ class Tally:
             diff = np.abs(value - expected)
             diff = np.where(np.isnan(diff) & ~(np.isnan(value) & np.isnan(expected)),
                             np.inf, np.nan_to_num(diff, nan=0.0, posinf=np.inf))
+            # An exact value beyond the dtype's range is computed as inf of its sign:
+            # that is the right answer in that dtype, not a mismatch.
+            beyond = np.abs(expected) > max_finite(self.dtype)
+            diff = np.where(beyond & (value == np.sign(expected) * np.inf), 0.0, diff)
             # The reported relative error (a statistic, not the verdict) skips elements
             # that are zero up to rounding against the quantity's largest.
             scale = max(1.0, float(np.max(np.abs(expected))))

@@ -230,9 +230,12 @@ class _Bounds:
             e = _arr(e) + u * np.abs(value)
             if not np.any(e):
                 continue
-            s = PERTURBATION / max(float(np.max(e / np.maximum(np.abs(value), 1e-300))),
-                                   1e-300)
-            s = min(s, PERTURBATION / u)
+            # One scale s for the whole probe (a reduction's factor mixes elements):
+            # each element moves by at most PERTURBATION of its magnitude, or of its
+            # error where that exceeds the magnitude (a value that is all noise, such
+            # as a - y cancelled to 1e-9 with an error of 1e-2, or an exact 0).
+            ratio = e / np.maximum(np.maximum(np.abs(value), e), 1e-300)
+            s = PERTURBATION / max(float(np.max(ratio)), PERTURBATION * u)
             moved = value + s * e * np.where(value < 0, -1.0, 1.0)
             if j is None:
                 c2 = self._call(node, rule, vjp, g, moved, args)
