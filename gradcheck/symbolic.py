@@ -340,25 +340,39 @@ class Reference:
             out = self._hvp_expanded(point, v, u)
             return {n: np.abs(h) for n, h in out.items()} if absolute else out
         case, shape = self.case, self.body.shape
-        if not hasattr(self, "_second"):
+        pairs = [(a, b) for a in self.wrt for b in self.wrt]
+        values = self._second_kernels(point, "magnitude" if absolute else "second")
+        v_body = top_cotangent(self.top, np.asarray(v, dtype=float), shape)
+        out = {n: np.zeros(shape) for n in self.wrt}
+        for (a, b), d2 in zip(pairs, values):
+            out[a] = out[a] + d2 * np.broadcast_to(u[b], shape)
+        return {n: unbroadcast(v_body * out[n], case.input[n].shape) for n in self.wrt}
+
+    def _second_kernels(self, point, which: str) -> list[np.ndarray]:
+        """Elementwise kernels for double backward, compiled on first use, at ``point``
+        (arrays of the body's shape): ``second``, ∂²/∂a∂b for every pair of inputs;
+        ``magnitude``, the same with every term's size kept (:func:`_magnitude`);
+        ``first``, ∂/∂a with every term's size kept (the size of J u's terms)."""
+        case, shape = self.case, self.body.shape
+        if not hasattr(self, "_double"):
             syms = {s.name: _symbol(s.name) for s in case.inputs}
             body = _lower(self.body, syms, scalar=True, evaluated=True)
-            pairs = [(a, b) for a in self.wrt for b in self.wrt]
-            exprs = [_clean(sympy.diff(body, syms[a], syms[b])) for a, b in pairs]
-            self._second = (pairs, _compile([syms[s.name] for s in case.inputs], exprs))
-        pairs, fn = self._second
+            args = [syms[s.name] for s in case.inputs]
+            second = [_clean(sympy.diff(body, syms[a], syms[b]))
+                      for a in self.wrt for b in self.wrt]
+            first = [_clean(sympy.diff(body, syms[a])) for a in self.wrt]
+            self._double = {"second": second, "magnitude": [_magnitude(e) for e in second],
+                            "first": [_magnitude(e) for e in first], "args": args}
+        if not callable(self._double.get(f"{which}_fn")):
+            self._double[f"{which}_fn"] = _compile(self._double["args"],
+                                                   self._double[which])
         ndim = max(1, len(shape))
         padded = (1,) * (ndim - len(shape)) + shape
         args = [np.reshape(point[s.name], (1,) * (ndim - len(s.shape)) + s.shape)
                 for s in case.inputs]
         with np.errstate(all="ignore"):
-            values = [np.broadcast_to(np.asarray(r, dtype=float), padded).reshape(shape)
-                      for r in fn(*args)]
-        v_body = top_cotangent(self.top, np.asarray(v, dtype=float), shape)
-        out = {n: np.zeros(shape) for n in self.wrt}
-        for (a, b), d2 in zip(pairs, values):
-            out[a] = out[a] + (np.abs(d2) if absolute else d2) * np.broadcast_to(u[b], shape)
-        return {n: unbroadcast(v_body * out[n], case.input[n].shape) for n in self.wrt}
+            return [np.broadcast_to(np.asarray(r, dtype=float), padded).reshape(shape)
+                    for r in self._double[f"{which}_fn"](*args)]
 
 
     def jvp(self, point: dict[str, np.ndarray], u: dict[str, np.ndarray],
@@ -371,11 +385,14 @@ class Reference:
             u = {n: np.abs(a) for n, a in u.items()}
         if self.mode == "elementwise":
             shape = self.body.shape
-            with np.errstate(all="ignore"):
-                out = self._run_kernel(self._kernel_args(point), self._padded())
+            if absolute:   # the partials with their terms' sizes (1 - y² as 1 + y²)
+                partials = self._second_kernels(point, "first")
+            else:
+                with np.errstate(all="ignore"):
+                    out = self._run_kernel(self._kernel_args(point), self._padded())
+                partials = out[1:1 + len(self.wrt)]
             body = np.zeros(shape)
-            for n, d in zip(self.wrt, out[1:1 + len(self.wrt)]):
-                d = np.abs(d) if absolute else d
+            for n, d in zip(self.wrt, partials):
                 body = body + d.reshape(shape) * np.broadcast_to(u[n], shape)
             top = self.top
             return body if top is None else np.asarray(
@@ -427,6 +444,24 @@ class Reference:
             result[n] = values[start:start + size].reshape(shape)
             start += size
         return result
+
+
+def _magnitude(e):
+    """An upper bound of |e| that keeps the size of every term: |a| + |b| for a + b,
+    |a|·|b| for a·b, M(b)^p for b^p (p > 0): the size rounding errors in computing e
+    scale with, which |e| misses where terms cancel (1 - tanh(x)² is tiny where both
+    terms are 1). Other subexpressions (a function's value, b^-1) count as |e|."""
+    if e.is_Number:
+        return abs(e)
+    if isinstance(e, sympy.Add):
+        return sympy.Add(*[_magnitude(a) for a in e.args])
+    if isinstance(e, sympy.Mul):
+        return sympy.Mul(*[_magnitude(a) for a in e.args])
+    if isinstance(e, sympy.Pow) and e.exp.is_number and e.exp.is_positive:
+        return sympy.Pow(_magnitude(e.base), e.exp)
+    if isinstance(e, sympy.Piecewise):
+        return sympy.Piecewise(*[(_magnitude(x), c) for x, c in e.args])
+    return sympy.Abs(e)
 
 
 def _symbol(name: str) -> sympy.Symbol:
