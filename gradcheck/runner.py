@@ -215,8 +215,13 @@ def _device_present(device: str) -> bool:
 def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) -> CaseResult:
     from .opcheck import run_op_case
 
+    from .backends.op import OpDtypeError
+
     try:
         results = run_op_case(case, dtype, cache)
+    except OpDtypeError as exc:   # an engine op in float16/bfloat16: as its witness is
+        return CaseResult(**base, status=SKIPPED, message=str(exc), mode="op",
+                          seconds=time.perf_counter() - start)
     except GradcheckError:   # a time-out, an op that cannot be imported, a bad case
         raise
     except Exception as exc:

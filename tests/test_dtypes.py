@@ -420,7 +420,7 @@ def test_an_engine_op_in_a_low_dtype_says_why_it_cannot_run():
         leaves = Runner(case, kind, dtype, "cpu").leaves({"x": np.ones(4)})
         assert leaves["x"].data.dtype == np.dtype(dtype)
     result = gradcheck.check_op(EngineSquare, "x ** 2", {"x": (4,)}, dtype="bfloat16")
-    assert result.status == "error"
+    assert result.status == "skipped"   # as the engine witness is in that dtype
     assert ENGINE_REASON in result.message and "torch.autograd.Function" in result.message
 
 

@@ -72,6 +72,7 @@ inputs.x = { shape = [3] }
 name = "square-said-wrong"
 description = "a right formula marked wrong: nothing can catch it, so it is missed"
 expect = "fail"
+dtype = ["float64", "bfloat16"]
 expr = "sum(x**2)"
 inputs.x = { shape = [3] }
 
@@ -187,7 +188,8 @@ def test_markdown_is_printed_and_progress_is_one_stderr_line_per_seed_and_dtype(
 
 def test_outcome_counts_an_error_of_a_right_case_as_a_false_alarm_and_skips_apart():
     def result(status, expect="pass"):
-        return SimpleNamespace(status=status, expect=expect)
+        return SimpleNamespace(status=status, expect=expect, dtype="float16", file="f",
+                               name="c")
 
     assert verdicts.outcome(result("error")) == verdicts.FALSE_ALARM
     assert verdicts.outcome(result("failed")) == verdicts.FALSE_ALARM
@@ -196,6 +198,10 @@ def test_outcome_counts_an_error_of_a_right_case_as_a_false_alarm_and_skips_apar
     assert verdicts.outcome(result("passed", "fail")) == verdicts.PASSED
     assert verdicts.outcome(result("failed", "fail")) == verdicts.MISSED
     assert verdicts.outcome(result("error", "fail")) == verdicts.ERRORED
+    # a wrong case is meant to be caught in the dtypes its file lists only
+    listed = frozenset({"bfloat16"})
+    assert verdicts.outcome(result("failed", "fail"), listed) == verdicts.SKIPPED
+    assert verdicts.outcome(result("failed"), listed) == verdicts.FALSE_ALARM
     count = verdicts.tally("float16", [result("error"), result("error", "fail")])
     assert (count.false_alarms, count.missed, count.errored, count.passed) == (1, 0, 2, 0)
 
