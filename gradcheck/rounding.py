@@ -13,7 +13,7 @@ For every computed quantity q (a node's value, a VJP, an accumulated cotangent) 
 E(q) >= |fl(q) - q|:
 
 - a primitive t = f(a₁, ..., aₙ): E(t) = Σₖ |∂f/∂aₖ|·E(aₖ) + ρ_f·u·|t|, with ρ_f the
-  primitive's own rounding (:data:`ROUNDING`); a sum or contraction over n terms adds
+  primitive's own rounding (the rule table's ``rounding`` column); a sum or contraction over n terms adds
   γ(n)·u_acc·Σ|terms| instead (:func:`accumulation`), the bound for blocked pairwise
   summation, at the unit roundoff of the accumulator (float32 at least, as PyTorch's CPU
   kernels accumulate half precision in float32);
@@ -40,19 +40,9 @@ from typing import Any
 import numpy as np
 
 from .dtypes import round_to, smallest_normal, unit_roundoff
-from .rules import COMPARISON, ELEMENTWISE, LINALG, REDUCTION, RULES
+from .rules import COMPARISON, LINALG, REDUCTION, RULES
 from .tree import Node, unbroadcast, walk
 
-#: Units of u a primitive's result is rounded by beyond its arguments' errors: 0 for
-#: exact operations (a sign, a selection), 1 for correctly rounded arithmetic, 2 for
-#: library functions (PyTorch's and NumPy's vectorised exp, tanh, ... are within 1-2
-#: ulp). Reductions and contractions use :func:`accumulation` instead.
-ROUNDING: dict[str, float] = {
-    "neg": 0, "abs": 0, "sign": 0, "relu": 0, "maximum": 0, "minimum": 0, "where": 0,
-    "transpose": 0, "max": 0, "min": 0,
-    "add": 1, "sub": 1, "mul": 1, "div": 1, "sqrt": 1,
-}
-LIBRARY_ROUNDING = 2.0      # every other elementwise primitive
 BLOCK = 32                  # length of the sequential base case of blocked summation
 PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
 
@@ -129,7 +119,7 @@ class _Bounds:
             partial = np.abs(_arr(rule.engine.vjps[0](ones, t, x, node.axis, node.keepdims)))
             propagated = np.sum(partial * ex, axis=node.axis, keepdims=node.keepdims)
             n = math.prod(x.shape[d] for d in node.axis)
-            own = ROUNDING.get(node.op, LIBRARY_ROUNDING) * u * np.abs(t)
+            own = rule.rounding * u * np.abs(t)
             if node.op in ("sum", "mean"):
                 terms = np.sum(np.abs(x), axis=node.axis, keepdims=node.keepdims)
                 own = own + accumulation(n) * u_acc * terms / (n if node.op == "mean" else 1)
@@ -157,7 +147,7 @@ class _Bounds:
                 continue
             partial = np.nan_to_num(np.abs(_arr(vjp(ones, t, *args))))
             propagated = propagated + partial * np.broadcast_to(e, np.shape(t))
-        rho = ROUNDING.get(node.op, LIBRARY_ROUNDING)
+        rho = rule.rounding
         return t, propagated + rho * u * np.abs(t) + (self.eta if rho else 0.0)
 
     # ------------------------------------------------------------------ backward
@@ -245,7 +235,7 @@ class _Bounds:
             with np.errstate(all="ignore"):
                 delta = np.nan_to_num(np.abs(c2 - c) / s, nan=0.0, posinf=0.0)
             through_fwd = through_fwd + np.broadcast_to(delta, np.shape(c))
-        rho = ROUNDING.get(node.op, LIBRARY_ROUNDING)
+        rho = rule.rounding
         own = (2 * rho + 1) * (u * np.abs(c) + self.eta)
         return c, through_g + through_fwd + own
 

@@ -79,6 +79,11 @@ class Rule:
     selector: Callable[..., Any] | None = None
     engine: Any = None              # an EngineRule: the engine's VJPs (forward: numpy)
     doc: str = ""
+    # units of the unit roundoff u its result is rounded by, beyond its arguments'
+    # errors (gradcheck.rounding): 0 exact (a sign, a selection), 1 correctly rounded
+    # arithmetic, 2 a library function (vectorised exp, tanh, ... are within 1-2 ulp);
+    # a reduction's or product's accumulation is counted apart
+    rounding: float = 2.0
 
     def __post_init__(self):
         # The engine column applies gradcheck.engine's op of this row's name.
@@ -425,12 +430,14 @@ _SQRT_PI = math.sqrt(math.pi)
 
 # --------------------------------------------------------------------------- the table
 
-def _unary(name, sym, np_fn, torch_fn, hazard=None, doc="", engine=None):
-    return Rule(name, ELEMENTWISE, 1, sym, np_fn, torch_fn, hazard, doc=doc, engine=engine)
+def _unary(name, sym, np_fn, torch_fn, hazard=None, doc="", engine=None, rounding=2.0):
+    return Rule(name, ELEMENTWISE, 1, sym, np_fn, torch_fn, hazard, doc=doc, engine=engine,
+                rounding=rounding)
 
 
-def _binary(name, sym, np_fn, torch_fn, hazard=None, doc="", engine=None):
-    return Rule(name, ELEMENTWISE, 2, sym, np_fn, torch_fn, hazard, doc=doc, engine=engine)
+def _binary(name, sym, np_fn, torch_fn, hazard=None, doc="", engine=None, rounding=2.0):
+    return Rule(name, ELEMENTWISE, 2, sym, np_fn, torch_fn, hazard, doc=doc, engine=engine,
+                rounding=rounding)
 
 
 def _reduction(name, combine, np_fn, torch_fn, hazard=None, doc="", engine=None):
@@ -447,20 +454,25 @@ def _comparison(name, sym, op):
 _ROWS: list[Rule] = [
     # arithmetic (operators of the expression language)
     _binary("add", lambda a, b: a + b, np.add, lambda a, b: a + b, doc="a + b",
+            rounding=1,
             engine=_e("AddBackward0", _grad, _grad, saves=False)),
     _binary("sub", lambda a, b: a - b, np.subtract, lambda a, b: a - b, doc="a - b",
+            rounding=1,
             engine=_e(_sub_name, _grad, lambda g, ans, a, b: -g, saves=False)),
     _binary("mul", lambda a, b: a * b, np.multiply, lambda a, b: a * b, doc="a * b",
+            rounding=1,
             engine=_e("MulBackward0", lambda g, ans, a, b: g * b,
                       lambda g, ans, a, b: g * a)),
     _binary("div", lambda a, b: a / b, np.divide, lambda a, b: a / b,
             hazard=lambda a, b: np.abs(b), doc="a / b",
+            rounding=1,
             engine=_e("DivBackward0", lambda g, ans, a, b: g / b,
                       lambda g, ans, a, b: -g * a / (b * b))),
     _binary("pow", lambda a, b: a ** b, np.power, lambda a, b: a ** b,
             hazard=_pow_hazard, doc="a ** b (tensor or constant exponent)",
             engine=_e(_pow_name, _pow_base, _pow_exponent)),
     _unary("neg", lambda x: -x, np.negative, lambda x: -x, doc="-x",
+           rounding=0,
            engine=_e("NegBackward0", lambda g, ans, x: -g, saves=False)),
     # exponentials and logarithms
     _unary("exp", _s("exp"), np.exp, _t("exp"),
@@ -473,6 +485,7 @@ _ROWS: list[Rule] = [
     _unary("expm1", lambda x: _cfunction("expm1")(x), np.expm1, _t("expm1"),
            engine=_e("Expm1Backward0", lambda g, ans, x: g * (ans + 1))),
     _unary("sqrt", _s("sqrt"), np.sqrt, _t("sqrt"), hazard=_abs,
+           rounding=1,
            engine=_e("SqrtBackward0", lambda g, ans, x: g / (2 * ans))),
     # trigonometric and hyperbolic
     _unary("sin", _s("sin"), np.sin, _t("sin"),
@@ -502,8 +515,10 @@ _ROWS: list[Rule] = [
            engine=_e("AtanhBackward0", lambda g, ans, x: g / (1 - x * x))),
     # non-smooth and special
     _unary("abs", _s("Abs"), np.abs, _t("abs"), hazard=_abs,
+           rounding=0,
            engine=_e("AbsBackward0", lambda g, ans, x: g * np.sign(x))),
     _unary("sign", _s("sign"), np.sign, _t("sign"), hazard=_abs,
+           rounding=0,
            engine=_e("SignBackward0", lambda g, ans, x: np.zeros_like(g), saves=False)),
     _unary("erf", _s("erf"), _np_erf, _t("erf"),
            engine=_e("ErfBackward0",
@@ -517,17 +532,21 @@ _ROWS: list[Rule] = [
            engine=_e("SoftplusBackward0", lambda g, ans, x: g * _np_sigmoid(x))),
     _unary("relu", _sym_relu, lambda x: np.maximum(x, 0.0), _t("relu"), hazard=_abs,
            doc="max(x, 0)",
+           rounding=0,
            engine=_e("ReluBackward0", lambda g, ans, x: np.where(ans > 0, g, 0.0))),
     _binary("maximum", _s("Max"), np.maximum, _t("maximum"),
             hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b)),
+            rounding=0,
             engine=_e("MaximumBackward0", lambda g, ans, a, b: g * _share(a, b),
                       lambda g, ans, a, b: g * _share(b, a))),
     _binary("minimum", _s("Min"), np.minimum, _t("minimum"),
             hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b)),
+            rounding=0,
             engine=_e("MinimumBackward0", lambda g, ans, a, b: g * _share(b, a),
                       lambda g, ans, a, b: g * _share(a, b))),
     Rule("where", ELEMENTWISE, 3, _sym_where, np.where, _t("where"),
          doc="where(cond, a, b): a where cond holds, else b",
+         rounding=0,
          engine=_e("WhereBackward0", None, lambda g, ans, c, a, b: np.where(c, g, 0.0),
                    lambda g, ans, c, a, b: np.where(c, 0.0, g))),
     # conditions of where()
@@ -550,10 +569,12 @@ _ROWS: list[Rule] = [
                          _keep(g, axis, keepdims) * _others_product(x, axis))),
     Rule("max", REDUCTION, 1, _sym_selected, _np_reduce(np.max), _torch_reduce("amax"),
          hazard=_top_two_gap, selector=_one_hot(np.argmax),
+         rounding=0,
          engine=_e("AmaxBackward0", lambda g, ans, x, axis, keepdims:
                    _keep(g, axis, keepdims) * _ties(x, ans, axis, keepdims))),
     Rule("min", REDUCTION, 1, _sym_selected, _np_reduce(np.min), _torch_reduce("amin"),
          hazard=_bottom_two_gap, selector=_one_hot(np.argmin),
+         rounding=0,
          engine=_e("AminBackward0", lambda g, ans, x, axis, keepdims:
                    _keep(g, axis, keepdims) * _ties(x, ans, axis, keepdims))),
     _reduction("logsumexp", _sym_logsumexp, _np_logsumexp,
@@ -570,6 +591,7 @@ _ROWS: list[Rule] = [
     Rule("transpose", LINALG, 1, lambda a: np.swapaxes(np.asarray(a, dtype=object), -1, -2),
          lambda a: np.swapaxes(a, -1, -2), _torch_transpose,
          doc="swap the last two axes",
+         rounding=0,
          engine=_e("TransposeBackward0", lambda g, ans, x: np.swapaxes(g, -1, -2),
                    saves=False)),
 ]
