@@ -864,7 +864,7 @@ def main(out_dir: str = "reports", quick: bool = False,
          sections: tuple[str, ...] | None = None) -> int:
     """Run the benchmark's ``sections`` (default all; progress on stderr), print the
     table, save ``bench.json`` and ``bench.md`` in ``out_dir``."""
-    from .cli import write_atomic
+    from .io import write_atomic
 
     report = run_bench(QUICK if quick else FULL, sections=sections,
                        progress=lambda msg: print(f"bench: {msg}", file=sys.stderr,

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from enum import IntEnum
 from pathlib import Path
+
+from .io import write_atomic
 
 
 class ExitCode(IntEnum):
@@ -108,20 +109,6 @@ def _parser() -> argparse.ArgumentParser:
                        help="verdicts: worker processes per run (default 2; 0: one per "
                             "CPU)")
     return p
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def exit_code(result) -> ExitCode:

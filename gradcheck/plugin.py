@@ -161,7 +161,7 @@ class _Reporter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput"):   # an xdist worker: the controller writes
             return
-        from .cli import write_atomic
+        from .io import write_atomic
         from .report.json import render_json
         from .result import RunResult
 

@@ -439,7 +439,7 @@ def markdown(v: Verdicts) -> str:
 def save(v: Verdicts, out_dir: str | Path = "reports") -> tuple[Path, Path]:
     """Write ``verdicts.json`` and ``verdicts.md`` (what :func:`markdown` renders) in
     ``out_dir``; their paths."""
-    from .cli import write_atomic
+    from .io import write_atomic
 
     js, md = Path(out_dir) / "verdicts.json", Path(out_dir) / "verdicts.md"
     write_atomic(js, json.dumps(to_json(v), indent=2, ensure_ascii=False) + "\n")
