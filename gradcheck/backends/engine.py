@@ -22,7 +22,8 @@ def _numpy(t) -> np.ndarray | None:
     return None if t is None else np.asarray(t.data, dtype=np.float64).copy()
 
 
-def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evaluation:
+def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
+        reference=None) -> Evaluation:
     leaves = {s.name: Tensor(np.asarray(point[s.name], dtype=dtype),
                              requires_grad=s.requires_grad) for s in case.inputs}
     return drive(case, leaves, _apply, lambda a: Tensor(np.asarray(a, dtype=dtype)), v,

@@ -43,7 +43,8 @@ def applier(case, dtype: str):
     return lambda node, args: _apply(node, args, tdtype, case.device)
 
 
-def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str) -> Evaluation:
+def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
+        reference=None) -> Evaluation:
     # every rule's torch column runs forward and backward on CPU in all four dtypes
     # (float16 and bfloat16 included; tests/test_dtypes.py runs each of them)
     tdtype, device = torch_dtype(dtype), case.device
