@@ -1,90 +1,67 @@
-"""Comparison of a witness with the symbolic reference: tolerances, error metrics and
-the worst element.
+"""Comparison of a witness with the symbolic reference: error metrics and the worst
+element, accumulated per witness (or op check) by :class:`Tally`.
 
-Every compared element gets its own tolerance, derived from what a *correct*
-computation can err by (:mod:`gradcheck.rounding`): E, the running rounding-error bound
-of the formula's forward and backward in the witness's dtype, evaluated at the point.
-There is no per-tensor scale: a small element is judged by its own bound, so an error
-that is large relative to it fails however large the rest of the gradient is. The
-table, one place:
+What each element may err by is :mod:`gradcheck.tolerance`'s table (re-exported here:
+``witness_tolerance``, ``model_tolerance``, ``peer_tolerance`` and the factors); a
+user's ``atol``/``rtol`` add ``atol + rtol·|expected|`` on top, which only loosens.
 
-================  ==========================================================
-check             an element passes when |obtained − expected| <= ...
-================  ==========================================================
-torch, engine     K·(E_dtype + E_float64)  (the float64 reference errs too)
-numeric           SAFETY·(its own error estimate) + K·E_float64
-op.forward,       max(K·(E_dtype + E_float64), PEER·|peer − exact| + u·|exact|):
-op.backward,      the peer is PyTorch's autograd of the reference formula in the
-op.jacobian       same dtype (FlashAttention's rule: an op may err twice as much
-                  as the standard composition, plus rounding at its magnitude);
-                  gradients also + nondet_tol
-op.double         max(4K·u·(|exact| + magnitude), PEER·|peer − exact| + u·|exact|)
-                  (second order: the magnitude is the same sum with |terms|, the
-                  peer torch's double backward of the formula)
-op.zero           0: a zero grad_output must give exact zeros
-op.determinism,   nondet_tol
-op.inplace        0 for inputs and grad_outputs; nondet_tol for a second forward
-================  ==========================================================
-
-with K = :data:`BOUND_FACTOR`, PEER = :data:`PEER_FACTOR`, u the dtype's unit
-roundoff. A user's ``atol``/``rtol`` add ``atol + rtol·|expected|``: they only loosen.
+A tally takes two kinds of outcome (:meth:`Tally.record`): a :class:`Comparison` of
+quantities element by element, and a :class:`Finding`, a verdict that is no element
+comparison (an input modified in place, what a Function's backward returned).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Iterable, Union
+
 import numpy as np
 
-from .dtypes import max_finite, unit_roundoff
+from .dtypes import max_finite
 from .evaluation import Evaluation
+from .report.mismatch import witness_message
 from .result import FAILED, PASSED, Worst, WitnessResult
+from .tolerance import (BOUND_FACTOR, PEER_FACTOR, SAFETY, model_tolerance,  # noqa: F401
+                        peer_tolerance, witness_tolerance)
 
-BOUND_FACTOR = 4.0   # K: margin over the first-order bound (its O(u²) terms, libm ulps)
-PEER_FACTOR = 2.0    # an op may err this many times PyTorch's own composition
-SAFETY = 4.0         # finite differences: times their own error estimate
 WORST_KEPT = 5       # worst elements a result keeps for its report
 
 
-def model_tolerance(bounds: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
-    """K·(E_dtype + E_float64) per quantity, from the bounds of
-    :func:`gradcheck.rounding.error_bounds` in ``dtype`` (the float64 reference's own
-    rounding is the same bound at float64's unit roundoff)."""
-    factor = BOUND_FACTOR * (1.0 + unit_roundoff("float64") / unit_roundoff(dtype))
-    return {q: factor * b for q, b in bounds.items()}
+@dataclass(frozen=True)
+class Comparison:
+    """Quantities obtained against the exact ones at one point (by quantity name), each
+    element allowed ``tolerance[quantity]`` (absolute, per element; 0 where absent)."""
+
+    obtained: dict
+    expected: dict
+    point: int
+    tolerance: dict | None = None
+    #: what a mismatch here means, said when the tally has no other problem to say
+    hint: str = ""
 
 
-def witness_tolerance(dtype: str, bounds, own_error: dict | None) -> dict:
-    """The allowed error per quantity of a formula witness (torch, engine, numeric).
+@dataclass(frozen=True)
+class Finding:
+    """A verdict that is no element comparison: ``checked`` items looked at (elements of
+    an input, one backward's return), ``problem`` what was wrong (None: nothing),
+    ``note`` what is worth knowing but no failure, ``diagnosis`` what a failure looks
+    like."""
 
-    Args:
-        bounds: ``dtype -> error bounds`` at this point (:func:`gradcheck.rounding.
-            error_bounds`), called for the dtypes needed.
-        own_error: a witness's bound on its own error (finite differences), or None.
-    """
-    if own_error is None:
-        return model_tolerance(bounds(dtype), dtype)
-    f64 = model_tolerance(bounds("float64"), "float64")
-    return {q: SAFETY * np.asarray(own_error.get(q, 0.0)) + f64.get(q, 0.0)
-            for q in set(f64) | set(own_error)}
+    checked: int = 0
+    problem: str | None = None
+    note: str | None = None
+    diagnosis: str | None = None
 
 
-def peer_tolerance(model: dict, peer: dict, exact: dict, dtype: str) -> dict:
-    """max(model, PEER·|peer − exact| + u·|exact|) per quantity (op.forward/backward)."""
-    u = unit_roundoff(dtype)
-    out = dict(model)
-    for q, e in exact.items():
-        p = peer.get(q)
-        if e is None or p is None or np.shape(p) != np.shape(e):
-            continue
-        with np.errstate(all="ignore"):
-            e = np.asarray(e, dtype=float)
-            rule = np.nan_to_num(PEER_FACTOR * np.abs(np.asarray(p, dtype=float) - e)
-                                 + u * np.abs(e), nan=0.0, posinf=0.0)
-        out[q] = np.maximum(out[q], rule) if q in out else rule
-    return out
+Outcome = Union[Comparison, Finding]
 
 
 class Tally:
-    """Accumulates one witness's comparisons over all points into a WitnessResult."""
+    """Accumulates one witness's comparisons over all points into a WitnessResult.
+
+    Read-only from outside: ``checked``, ``mismatched``, ``problems``, ``notes``,
+    ``worst``; outcomes come in through :meth:`add`, :meth:`add_quantities` and
+    :meth:`record`."""
 
     def __init__(self, witness: str, dtype: str, atol: float | None = None,
                  rtol: float | None = None):
@@ -94,6 +71,8 @@ class Tally:
         self.checked = self.mismatched = 0
         self.top: list[tuple[float, Worst]] = []   # (|diff| / tol, element), worst first
         self.problems: list[str] = []
+        self.notes: list[str] = []
+        self.diagnoses: list[str] = []
         self.grad_fn: tuple[str, ...] | None = None
 
     def add(self, got: Evaluation, ref: Evaluation, point: int,
@@ -101,6 +80,26 @@ class Tally:
         if got.grad_fn is not None and self.grad_fn is None:
             self.grad_fn = got.grad_fn
         self.add_quantities(got.quantities(), ref.quantities(), point, tolerance)
+
+    def record(self, outcomes: Iterable[Outcome]) -> None:
+        """Take each :class:`Comparison` and :class:`Finding`, in order."""
+        for o in outcomes:
+            if isinstance(o, Comparison):
+                self.add_quantities(o.obtained, o.expected, o.point, o.tolerance)
+                if o.hint and self.mismatched and not self.problems:
+                    self.problems.append(o.hint)
+                continue
+            self.checked += o.checked
+            if o.problem is not None:
+                self._problem(o.problem)
+            if o.note is not None:
+                self.notes.append(o.note)
+            if o.diagnosis is not None:
+                self.diagnoses.append(o.diagnosis)
+
+    def _problem(self, message: str) -> None:
+        self.mismatched += 1
+        self.problems.append(message)
 
     def add_quantities(self, obtained: dict, expected_all: dict, point: int,
                        tolerance: dict | None = None) -> None:
@@ -112,14 +111,12 @@ class Tally:
             value = obtained.get(quantity)
             if expected is None:  # no differentiable path: .grad must stay None
                 if value is not None:
-                    self.mismatched += 1
-                    self.problems.append(f"{quantity} should be None: no differentiable "
-                                         "path reaches the output")
+                    self._problem(f"{quantity} should be None: no differentiable "
+                                  "path reaches the output")
                 continue
             if value is None:
                 if quantity != "value":
-                    self.mismatched += 1
-                    self.problems.append(f"{quantity} is None")
+                    self._problem(f"{quantity} is None")
                 continue
             self._compare(quantity, np.asarray(value, dtype=float),
                           np.asarray(expected, dtype=float), tolerance.get(quantity, 0.0),
@@ -127,9 +124,8 @@ class Tally:
 
     def _compare(self, quantity, value, expected, allowed, point) -> None:
         if value.shape != expected.shape:
-            self.mismatched += 1
-            self.problems.append(f"{quantity} has shape {list(value.shape)}, expected "
-                                 f"{list(expected.shape)}")
+            self._problem(f"{quantity} has shape {list(value.shape)}, expected "
+                          f"{list(expected.shape)}")
             return
         if expected.size == 0:
             return
@@ -172,11 +168,10 @@ class Tally:
         status = FAILED if self.mismatched else PASSED
         message = "; ".join(dict.fromkeys(self.problems))
         if self.mismatched and not message:
-            w = self.worst
-            message = (f"{self.mismatched} / {self.checked} elements differ; worst "
-                       f"{w.quantity}[{','.join(map(str, w.index))}] at point {w.point}: "
-                       f"got {w.obtained:.10g}, expected {w.expected:.10g} "
-                       f"(|diff| {abs(w.obtained - w.expected):.3g} > tol {w.tolerance:.3g})")
+            message = witness_message(self.worst, self.mismatched, self.checked)
+        diagnosis = "; ".join(dict.fromkeys(self.diagnoses)) if self.mismatched else ""
         return WitnessResult(self.witness, status, self.max_abs, self.max_rel, self.worst,
                              self.checked, self.mismatched, self.grad_fn, message,
-                             worst_elements=tuple(w for _, w in self.top))
+                             diagnosis=diagnosis,
+                             worst_elements=tuple(w for _, w in self.top),
+                             notes=tuple(dict.fromkeys(self.notes)))

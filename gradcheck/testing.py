@@ -132,32 +132,18 @@ def _call(fn: str, first: str, inputs, options, result: CaseResult) -> str:
 
 def mismatch_message(title: str, result: CaseResult, call: str) -> str:
     """A failure explained as pytest's ``approx`` does: per failing witness the
-    mismatched elements, max differences and an aligned table of the worst elements;
-    then the diagnosis and how to reproduce it."""
+    mismatched elements, max differences and the diagnosis
+    (:meth:`gradcheck.report.mismatch.Mismatch.summary`), an aligned table of the worst
+    elements (:func:`gradcheck.report.mismatch.table`), and how to reproduce it."""
+    from .report.mismatch import describe, table
+
     lines = [f"{title} ({result.dtype}, seed {result.seed}): {result.status}"]
     if not result.witnesses and result.message:
         lines.append(f"  {result.message}")
-    rows = []
-    for w in result.witnesses:
-        if w.status == PASSED:
-            continue
-        if w.mismatched and w.checked:
-            lines.append(f"  {w.witness}: Mismatched elements: {w.mismatched} / {w.checked}")
-            lines.append(f"    Max absolute difference: {w.max_abs_err:.6g}")
-            lines.append(f"    Max relative difference: {w.max_rel_err:.6g}")
-        else:
-            lines.append(f"  {w.witness}: {w.message or w.status}")
-        if w.diagnosis:
-            lines.append(f"    diagnosis: {w.diagnosis}")
-        for e in w.worst_elements:
-            if abs(e.obtained - e.expected) > e.tolerance:
-                index = f"{e.quantity}[{','.join(map(str, e.index))}]"
-                rows.append((index, f"{e.obtained:.10g}", f"{e.expected:.10g}", w.witness,
-                             str(e.point)))
-    if rows:
-        head = ("Index", "Obtained", "Expected", "Witness", "Point")
-        widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-        lines.append("  " + " | ".join(h.ljust(n) for h, n in zip(head, widths)))
-        lines += ["  " + " | ".join(c.ljust(n) for c, n in zip(r, widths)) for r in rows]
+    # a skipped witness is listed with its reason: the test's author may expect it to run
+    mismatches = [describe(w) for w in result.witnesses if w.status != PASSED]
+    for m in mismatches:
+        lines += m.summary()
+    lines += table(mismatches)
     lines.append(f"  reproduce: {call}")
     return "\n".join(lines)

@@ -8,17 +8,15 @@ own; other control characters (which could drive the log viewer) become ``?``.""
 
 from __future__ import annotations
 
-from ..result import ERROR, FAILED, PASSED, SKIPPED
-from . import details
-
-
-def _printable(text) -> str:
-    return "".join(ch if ch.isprintable() or ch in "\r\n\t" else "?" for ch in str(text))
+from ..result import ERROR, FAILED
+from .details import title
+from .mismatch import failing
+from .scrub import printable
 
 
 def escape_data(text) -> str:
     """A workflow command's message."""
-    return (_printable(text).replace("%", "%25").replace("\r", "%0D")
+    return (printable(text, keep="\r\n\t").replace("%", "%25").replace("\r", "%0D")
             .replace("\n", "%0A"))
 
 
@@ -29,16 +27,13 @@ def escape_property(text) -> str:
 
 def _message(case) -> str:
     lines = [case.message] if case.message else []
-    for w in case.witnesses:
-        if w.status in (PASSED, SKIPPED):   # a skipped witness is no part of a failure
-            continue
-        if w.message and w.message not in case.message:
-            lines.append(f"{w.witness}: {w.message}")
-        if w.worst is not None:
-            lines.append(f"{w.witness} worst {details.worst(w)}")
-        diag = details.diagnosis(w)
-        if diag and diag not in case.message:
-            lines.append(f"{w.witness} diagnosis: {diag}")
+    for m in failing(case.witnesses):   # a skipped witness is no part of a failure
+        if m.message and m.message not in case.message:
+            lines.append(f"{m.witness}: {m.message}")
+        if m.worst is not None:
+            lines.append(f"{m.witness} worst {m.worst_line}")
+        if m.diagnosis and m.diagnosis not in case.message:
+            lines.append(f"{m.witness} diagnosis: {m.diagnosis}")
     return "\n".join(lines) or case.status
 
 
@@ -53,6 +48,6 @@ def github_annotations(result) -> list[str]:
             props.append(f"file={escape_property(case.file)}")
         if case.line:
             props.append(f"line={int(case.line)}")
-        props.append(f"title={escape_property('gradcheck ' + details.title(case))}")
+        props.append(f"title={escape_property('gradcheck ' + title(case))}")
         out.append(f"::error {','.join(props)}::{escape_data(_message(case))}")
     return out

@@ -1,12 +1,14 @@
 """Plain-text pieces the CI renderers share: a case's title and location, a witness's
 worst element, and the full diagnosis of a case that did not pass.
 
-Everything here returns raw text (case names and messages as the case file wrote them);
-each renderer escapes for its own format."""
+What a report says about one witness that did not pass comes from
+:mod:`gradcheck.report.mismatch`. Everything here returns raw text (case names and
+messages as the case file wrote them); each renderer escapes for its own format."""
 
 from __future__ import annotations
 
 from ..result import PASSED, SKIPPED
+from .mismatch import chain, describe  # noqa: F401  (chain: for the renderers)
 
 
 def title(case) -> str:
@@ -22,20 +24,11 @@ def where(case) -> str:
 
 def worst(w) -> str:
     """One line for a witness's worst element, or ``""`` when it has none."""
-    wr = w.worst
-    if wr is None:
-        return ""
-    return (f"{w.worst_index} at point {wr.point}: obtained {wr.obtained:.10g}, "
-            f"expected {wr.expected:.10g}, tolerance {wr.tolerance:.3g}")
+    return describe(w).worst_line
 
 
 def diagnosis(w) -> str:
-    return w.diagnosis or ""
-
-
-def chain(names) -> str:
-    """A grad_fn graph's node names, depth first, as one line."""
-    return " <- ".join(names) if names else "-"
+    return describe(w).diagnosis
 
 
 def first_line(text: str, default: str = "") -> str:
@@ -70,29 +63,7 @@ def skipped(case) -> list[str]:
 
 def witness_lines(w) -> list[str]:
     """Everything known about one witness that did not pass, one item a line."""
-    out = [f"witness {w.witness}: {w.status}"]
-    if w.message:
-        out += [f"  message: {line}" if i == 0 else f"           {line}"
-                for i, line in enumerate(str(w.message).splitlines())]
-    if w.worst is not None:
-        wr = w.worst
-        out += [f"  worst element: {w.worst_index}",
-                f"    quantity:  {wr.quantity}",
-                f"    index:     [{', '.join(map(str, wr.index))}]",
-                f"    point:     {wr.point}",
-                f"    obtained:  {wr.obtained:.17g}",
-                f"    expected:  {wr.expected:.17g}",
-                f"    tolerance: {wr.tolerance:.3g}"]
-    if w.checked:
-        out.append(f"  mismatched: {w.mismatched} / {w.checked} elements; "
-                   f"max abs err {w.max_abs_err:.3g}, max rel err {w.max_rel_err:.3g}")
-    diag = diagnosis(w)
-    if diag:
-        out += [f"  diagnosis: {line}" if i == 0 else f"             {line}"
-                for i, line in enumerate(diag.splitlines())]
-    if w.grad_fn is not None:
-        out.append(f"  grad_fn: {chain(w.grad_fn)}")
-    return out
+    return describe(w).lines()
 
 
 def full_text(case) -> str:

@@ -4,7 +4,9 @@ that keeps ``file`` and ``line``), so CI systems show one test per case and dtyp
 Case names and messages come from user files: ElementTree escapes markup, and
 :func:`xml_text` replaces every character XML 1.0 forbids (most control characters,
 lone surrogates, U+FFFE/U+FFFF) with a visible ``\\xNN`` / ``\\uNNNN``, so the document
-is always well-formed."""
+is always well-formed. That is XML's own rule, not the reports' control-character
+scrubber (:mod:`gradcheck.report.scrub`): a JUnit reader gets every character XML can
+hold, shown as it was, and a forbidden one as its code, so a test id stays the same."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import PurePosixPath
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
-from . import details
+from .details import full_text, headline, skipped, title
 
 SUITE = "gradcheck"
 
@@ -46,7 +48,7 @@ def _seconds(s: float) -> str:
 
 
 def _testcase(case) -> ET.Element:
-    attrs = {"classname": classname(case.file), "name": details.title(case),
+    attrs = {"classname": classname(case.file), "name": title(case),
              "file": case.file or ""}
     if case.line:
         attrs["line"] = str(case.line)
@@ -54,20 +56,20 @@ def _testcase(case) -> ET.Element:
     node = ET.Element("testcase", {k: xml_text(v) for k, v in attrs.items()})
     if case.status == PASSED:
         # e.g. "caught as expected: torch", notes, witnesses that did not run in the dtype
-        extra = [case.message, *case.notes, *details.skipped(case)]
+        extra = [case.message, *case.notes, *skipped(case)]
         if any(extra):
             out = ET.SubElement(node, "system-out")
             out.text = xml_text("\n".join(extra).strip())
         return node
     tag = {FAILED: "failure", ERROR: "error", SKIPPED: "skipped"}[case.status]
-    child = ET.SubElement(node, tag, message=xml_text(details.headline(case)))
+    child = ET.SubElement(node, tag, message=xml_text(headline(case)))
     if case.status == FAILED:
         child.set("type", "gradcheck.GradientMismatch")
     elif case.status == ERROR:
         child.set("type", f"gradcheck.{case.error_kind or 'internal'}_error")
     else:
         child.set("type", "gradcheck.skip")
-    child.text = xml_text(details.full_text(case))
+    child.text = xml_text(full_text(case))
     return node
 
 

@@ -2,8 +2,8 @@
 verdict and counts, a table of the cases that did not pass, and the full table of every
 case under a collapsed ``<details>``.
 
-Case names and messages come from user files: :func:`cell` drops control characters,
-escapes HTML and the Markdown punctuation that could format, link or break a table row,
+Case names and messages come from user files: :func:`cell` drops control characters
+(:func:`gradcheck.report.scrub.printable`), escapes HTML and the Markdown punctuation that could format, link or break a table row,
 and turns newlines into ``<br>``."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import html
 import re
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
-from . import details
+from .details import skipped, where
+from .mismatch import failing
+from .scrub import one_newline, printable
 
 _ICON = {PASSED: "✅ passed", FAILED: "❌ failed", ERROR: "💥 error", SKIPPED: "⏭️ skipped"}
 # Inline Markdown that user text must not trigger: emphasis, code, links and images,
@@ -23,16 +25,10 @@ _CELL_MAX = 600              # characters of one message cell
 _COMMENT_MAX = 60000         # GitHub refuses comments over 65536 characters
 
 
-def _clean(text) -> str:
-    # no control characters (terminals, bidi tricks); keep newlines for <br>
-    return "".join(ch if ch.isprintable() or ch == "\n" else "?"
-                   for ch in str(text).replace("\r\n", "\n").replace("\r", "\n"))
-
-
 def cell(text, limit: int | None = None, *, code: bool = False) -> str:
     """``text`` as literal content of one table cell. ``code`` sets it in ``<code>``,
     where GitHub neither links @mentions, #references nor :emoji: from user text."""
-    text = _clean(text).strip()
+    text = printable(one_newline(text)).strip()   # newlines kept for <br>
     if limit is not None and len(text) > limit:
         text = text[:limit - 1] + "…"
     if not text:
@@ -59,15 +55,15 @@ def _title(result) -> str:
 
 def _problem_rows(case) -> list[list[str]]:
     base = [_ICON[case.status], cell(case.name, code=True), cell(case.dtype),
-            cell(details.where(case), code=True)]
-    failing = details.failing_witnesses(case)
-    if not failing:
+            cell(where(case), code=True)]
+    mismatches = failing(case.witnesses)
+    if not mismatches:
         return [base + ["-", "-", cell(case.message or case.status, _CELL_MAX, code=True)]]
     rows = []
-    for w in failing:
-        message = "\n".join(filter(None, [w.message, details.diagnosis(w)])) or case.message
-        rows.append(base + [cell(w.witness), cell(details.worst(w), code=True) or "-",
-                            cell(message or w.status, _CELL_MAX, code=True)])
+    for m in mismatches:
+        message = m.explanation() or case.message
+        rows.append(base + [cell(m.witness), cell(m.worst_line, code=True) or "-",
+                            cell(message or m.status, _CELL_MAX, code=True)])
     return rows
 
 
@@ -83,7 +79,7 @@ def _all_rows(result) -> tuple[list[str], list[list[str]]]:
                         else "skipped" if w.status == SKIPPED
                         else f"{w.max_rel_err:.1e}" + ("" if w.status == PASSED else " ❌"))
         rows.append([_ICON[c.status], cell(c.name, code=True), cell(c.dtype),
-                     cell(details.where(c), code=True),
+                     cell(where(c), code=True),
                      *(cell(e) for e in errs), f"{c.seconds:.2f}s"])
     return header, rows
 
@@ -111,7 +107,7 @@ def render_markdown(result) -> str:
             table.append(line)
             used += len(line) + 1
         # why a witness says "skipped", once per reason rather than once per run
-        skips = dict.fromkeys(line for c in result.cases for line in details.skipped(c))
+        skips = dict.fromkeys(line for c in result.cases for line in skipped(c))
         lines += ["<details>",
                   f"<summary>All {len(result.cases)} case runs (max relative error of "
                   f"each witness against the symbolic reference)</summary>", "",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from . import details
 from ..result import ERROR, FAILED, PASSED, SKIPPED
+from .details import chain, skip_line, where
+from .mismatch import describe
+from .scrub import printable  # noqa: F401  (the CLI and the plugin import it from here)
 
 _LABEL = {PASSED: "PASS", FAILED: "FAIL", ERROR: "ERROR", SKIPPED: "SKIP"}
 _COLOR = {PASSED: "32", FAILED: "31", ERROR: "35", SKIPPED: "33"}
@@ -11,11 +13,6 @@ _COLOR = {PASSED: "32", FAILED: "31", ERROR: "35", SKIPPED: "33"}
 
 def _paint(text: str, status: str, color: bool) -> str:
     return f"\033[{_COLOR[status]}m{text}\033[0m" if color else text
-
-
-def printable(text: str) -> str:
-    # Names and messages come from case files: never let them drive the terminal.
-    return "".join(ch if ch.isprintable() or ch == "\n" else "?" for ch in str(text))
 
 
 def _errs(case) -> str:
@@ -56,17 +53,18 @@ def render_text(result, *, color: bool = False, verbose: bool = False) -> str:
 def _details(c, verbose: bool) -> list[str]:
     out = []
     if c.status != PASSED:
-        out.append(f"      at {printable(details.where(c))}")
+        out.append(f"      at {printable(where(c))}")
     if c.message:
         out += [f"      {printable(line)}" for line in c.message.splitlines()]
     for w in c.witnesses:
         if w.status == SKIPPED:
             if c.status != SKIPPED:   # a skipped case's message already gives the reasons
-                out.append(f"      {printable(details.skip_line(w))}")
+                out.append(f"      {printable(skip_line(w))}")
             continue
         if w.status != PASSED and w.worst is not None:
-            out.append(f"      {w.witness}: worst {details.worst(w)}")
+            out.append(f"      {printable(w.witness)}: worst "
+                       f"{printable(describe(w).worst_line)}")
         if w.grad_fn is not None and (verbose or c.status != PASSED):
-            out.append(f"      {w.witness} grad_fn: {details.chain(w.grad_fn)}")
+            out.append(f"      {printable(w.witness)} grad_fn: {printable(chain(w.grad_fn))}")
     out += [f"      note: {printable(n)}" for n in c.notes]
     return out
