@@ -3,8 +3,8 @@ verdict and counts, a table of the cases that did not pass, and the full table o
 case under a collapsed ``<details>``.
 
 Case names and messages come from user files: :func:`cell` drops control characters
-(:func:`gradcheck.report.scrub.printable`), escapes HTML and the Markdown punctuation that could format, link or break a table row,
-and turns newlines into ``<br>``."""
+(:func:`gradcheck.report.scrub.printable`), escapes HTML and the Markdown punctuation
+that could format, link or break a table row, and turns newlines into ``<br>``."""
 
 from __future__ import annotations
 

@@ -1,257 +1,23 @@
-"""What a wrong gradient looks like: short explanations of simple error shapes.
-
-:func:`diagnose` compares the gradient an op returned for each input (its vector-Jacobian
-product) with the exact one and names the pattern the error follows, when one does: a
-flipped sign, a constant factor, the gradient of another input, a transpose, broadcasting
-not summed back, ``grad_output`` ignored, ``None`` where a gradient is needed (or the
-reverse). :func:`diagnose_points` looks across all the :class:`Sample` s of a check
-(points, cotangents, repeated backward calls) for what the errors have in common: only
+"""What the errors of a failing check have in common across all its :class:`Sample` s
+(points, cotangents, repeated backward calls), per input (:func:`diagnose_points`): only
 repeated calls wrong, NaN/inf where the exact gradient is finite, a right Jacobian but a
 wrong dense vᵀJ, the same few indices wrong at every point, a small constant relative
 error, the wrong elements exactly one side of a branch condition of the reference, or
 exactly beyond a magnitude of an input; failing all, how much is right.
-:func:`summarize` combines the two for a report.
 
-Elements are compared as in :mod:`gradcheck.compare`: ``|o - e| <= atol * scale + rtol *
-|e|`` with ``scale = max(1, max |e|)``. A pattern is reported only when it holds for every
-element and is distinguishable from the exact gradient: the sign of a zero gradient, the
-transpose of a symmetric matrix or the swap of two equal gradients are not errors. Across
-samples, an element counts as evidence that a gradient is right only where the exact
-gradient is clearly non-zero (any wrong factor matches a zero).
-"""
+An element counts as evidence that a gradient is right only where the exact gradient is
+clearly non-zero (any wrong factor matches a zero)."""
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Callable
 
 import numpy as np
 
-from .tree import unbroadcast
+from .elements import (PATTERN_ATOL, PATTERN_RTOL, SYSTEMATIC, array, at, label, listing,
+                       matches, strong)
 
-# --------------------------------------------------------------------------- comparison
-
-def _tolerance(expected: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
-    return atol * scale + rtol * np.abs(expected)
-
-
-def _matches(obtained: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    """Elementwise: ``obtained`` passes against ``expected`` (same shapes)."""
-    with np.errstate(all="ignore"):
-        ok = np.abs(obtained - expected) <= _tolerance(expected, rtol, atol)
-    return ok | (obtained == expected) | (np.isnan(obtained) & np.isnan(expected))
-
-
-def _label(name: str) -> str:
-    return name if name.endswith(".grad") else f"{name}.grad"
-
-
-def _shape(shape: tuple[int, ...]) -> str:
-    return "[" + ", ".join(map(str, shape)) + "]"
-
-
-def _array(value) -> np.ndarray | None:
-    return None if value is None else np.asarray(value, dtype=float)
-
-
-@dataclass
-class _Case:
-    obtained: dict[str, np.ndarray | None]
-    expected: dict[str, np.ndarray]
-    ones_vjp: dict[str, np.ndarray]
-    rtol: float
-    atol: float
-
-    def close(self, obtained, expected) -> bool:
-        """All elements of ``obtained`` pass against ``expected`` (same shape)."""
-        return (obtained is not None and expected is not None
-                and obtained.shape == expected.shape
-                and bool(np.all(_matches(obtained, expected, self.rtol, self.atol))))
-
-    def distinct(self, candidate, expected) -> bool:
-        """``candidate`` (the exact gradient transformed) differs from ``expected``."""
-        return not self.close(candidate, expected)
-
-
-# --------------------------------------------------------------------------- patterns
-# Each takes (name, case) for an input whose obtained gradient is present and does not
-# match; it returns a one-line message or None.
-
-def _sign_flip(name: str, c: _Case) -> str | None:
-    o, e = c.obtained[name], c.expected[name]
-    if c.close(o, -e) and c.distinct(-e, e):
-        return f"{_label(name)} has its sign flipped: it equals minus the exact gradient"
-    return None
-
-
-def _grad_output_ignored(name: str, c: _Case) -> str | None:
-    o, e, ones = c.obtained[name], c.expected[name], c.ones_vjp.get(name)
-    if ones is not None and c.close(o, ones) and c.distinct(ones, e):
-        return (f"{_label(name)} ignores grad_output: it equals the gradient for "
-                "grad_output = ones (the Jacobian summed over the outputs)")
-    return None
-
-
-def _swapped(name: str, c: _Case) -> str | None:
-    o, e = c.obtained[name], c.expected[name]
-    for other, e_other in c.expected.items():
-        if other == name or not c.close(o, e_other) or not c.distinct(e_other, e):
-            continue
-        if c.close(c.obtained.get(other), e):
-            first, second = (n for n in c.expected if n in (name, other))
-            return (f"{_label(first)} and {_label(second)} are swapped: each is the exact "
-                    "gradient of the other input")
-        return (f"{_label(name)} is the exact gradient of {other}: the gradient for "
-                f"{other} was returned for {name}")
-    return None
-
-
-def _transposed(name: str, c: _Case) -> str | None:
-    o, e = c.obtained[name], c.expected[name]
-    if e.ndim < 2:
-        return None
-    t = np.swapaxes(e, -1, -2)
-    if c.close(o, t) and c.distinct(t, e):
-        return f"{_label(name)} is the transpose of the exact gradient" + (
-            f" (shape {_shape(o.shape)} instead of {_shape(e.shape)})"
-            if o.shape != e.shape else "")
-    return None
-
-
-def _not_summed_back(name: str, c: _Case) -> str | None:
-    o, e = c.obtained[name], c.expected[name]
-    if o.shape == e.shape or o.size <= e.size:
-        return None
-    try:
-        if np.broadcast_shapes(o.shape, e.shape) != o.shape:
-            return None
-    except ValueError:
-        return None
-    if not c.close(unbroadcast(o, e.shape), e):
-        return None
-    lead = o.ndim - e.ndim
-    kept = [lead + d for d, n in enumerate(e.shape) if n == 1 and o.shape[lead + d] != 1]
-    axes = list(range(lead)) + kept
-    where = f"axis {axes[0]}" if len(axes) == 1 else "axes " + ", ".join(map(str, axes))
-    keep = ""
-    if kept:
-        keep = (" keeping " + ("axis " if len(kept) == 1 else "axes ")
-                + ", ".join(map(str, kept)) + " as size 1")
-    return (f"{_label(name)} has shape {_shape(o.shape)} but {name} has shape "
-            f"{_shape(e.shape)}: broadcasting not summed back (sum over {where}{keep})")
-
-
-def _counts(name: str, c: _Case) -> list[tuple[int, str]]:
-    """Sizes a mean/sum mix-up would divide or multiply ``name``'s gradient by (2 is
-    left to the plain factor: "2 times" is more often a forgotten 2 than a mean)."""
-    shape = c.expected[name].shape
-    size = int(np.prod(shape, dtype=np.int64))
-    out = []
-    try:
-        full = np.broadcast_shapes(*(e.shape for e in c.expected.values()))
-        times = int(np.prod(full, dtype=np.int64)) // size if size else 0
-        if times > 2:
-            out.append((times, f"the number of times {name} is broadcast"))
-    except ValueError:
-        pass
-    out += [(n, f"the size of axis {d} of {name}") for d, n in enumerate(shape) if n > 2]
-    if size > 2:
-        out.append((size, f"the number of elements of {name}"))
-    return out
-
-
-def _ratio(f: Fraction) -> str:
-    if f.denominator == 1:
-        return f"{f.numerator} times the exact gradient"
-    if f.numerator == 1:
-        return f"1/{f.denominator} of the exact gradient"
-    return f"{f.numerator}/{f.denominator} times the exact gradient"
-
-
-def _factor(name: str, c: _Case) -> str | None:
-    o, e = c.obtained[name], c.expected[name]
-    if o.shape != e.shape:
-        return None
-    ee = float(np.vdot(e, e))
-    if not ee > 0 or not np.all(np.isfinite(o)):
-        return None
-    k = float(np.vdot(o, e)) / ee
-    if not np.isfinite(k):
-        return None
-    label = _label(name)
-
-    def fits(factor: float) -> bool:  # o = factor * e, told apart from e and from -e
-        return (c.close(o, factor * e) and c.distinct(factor * e, e)
-                and c.distinct(factor * e, -e))
-
-    if fits(0.0):
-        return f"{label} is zero but the exact gradient is not"
-    for n, what in _counts(name, c):
-        if fits(1.0 / n):
-            return f"{label} is 1/{n} of the exact gradient ({n} = {what}): mean instead of sum?"
-        if fits(float(n)):
-            return f"{label} is {n} times the exact gradient ({n} = {what}): sum instead of mean?"
-    simple = Fraction(k).limit_denominator(8)
-    if simple not in (0, 1, -1) and fits(float(simple)):
-        return f"{label} is {_ratio(simple)}"
-    # Any factor fits a gradient with one significant element: say only simple ones.
-    # A factor within a few percent of 1 is left to _systematic, which sees every point.
-    significant = np.abs(e) > _tolerance(e, c.rtol, c.atol)
-    if int(significant.sum()) >= 2 and abs(k - 1) > _SYSTEMATIC and fits(k):
-        return f"{label} is {k:.6g} times the exact gradient"
-    return None
-
-
-#: Tried in this order for each input; the first that fits explains it.
-PATTERNS: list[Callable[[str, _Case], str | None]] = [
-    _sign_flip, _grad_output_ignored, _swapped, _transposed, _not_summed_back, _factor,
-]
-
-
-# --------------------------------------------------------------------------- API
-
-def diagnose(obtained: dict[str, np.ndarray | None], expected: dict[str, np.ndarray],
-             *, ones_vjp: dict[str, np.ndarray] | None = None,
-             rtol: float = 1e-6, atol: float = 1e-9) -> list[str]:
-    """Short explanations of how ``obtained`` (the op's vector-Jacobian product per input
-    name) differs from ``expected`` (the exact one), most specific first; [] when no
-    simple pattern fits. ``ones_vjp``: the exact VJP with v = ones (what a backward that
-    ignores grad_output would return).
-
-    An input whose gradient should be ``None`` (no differentiable path) is absent from
-    ``expected``; ``obtained`` holds ``None`` for an input the op gave no gradient.
-    """
-    exp = {n: _array(v) for n, v in expected.items() if v is not None}
-    obt = {n: _array(v) for n, v in obtained.items()}
-    case = _Case(obt, exp, {n: _array(v) for n, v in (ones_vjp or {}).items()}, rtol, atol)
-
-    found: list[tuple[int, str]] = []
-    for name in exp:
-        if obt.get(name) is None:
-            found.append((0, f"{_label(name)} is None, but {name} needs a gradient "
-                             "(a differentiable path reaches the output)"))
-    for name, value in obt.items():
-        if value is not None and name not in exp:
-            found.append((0, f"{_label(name)} should be None: no differentiable path "
-                             f"from {name} reaches the output"))
-    for name, e in exp.items():
-        o = obt.get(name)
-        if o is None or case.close(o, e) or not np.all(np.isfinite(e)):
-            continue
-        for rank, pattern in enumerate(PATTERNS, start=1):
-            message = pattern(name, case)
-            if message:
-                found.append((rank, message))
-                break
-    found.sort(key=lambda item: item[0])  # stable: input order within one pattern
-    return list(dict.fromkeys(message for _, message in found))
-
-
-# --------------------------------------------------------------------------- across samples
 
 @dataclass(frozen=True)
 class Sample:
@@ -309,7 +75,7 @@ def _conditions(roots, values: dict) -> list[_Condition]:
     """Every branch condition of the reference at the point ``values``: the comparisons
     (conditions of ``where``), the sign of the argument of ``relu``/``abs``/``sign`` and
     which argument of ``maximum``/``minimum`` wins; in the order they are evaluated."""
-    from .forward import evaluate
+    from ..forward import evaluate
 
     found: dict[object, _Condition] = {}
 
@@ -338,13 +104,6 @@ def _conditions(roots, values: dict) -> list[_Condition]:
     return list(found.values())
 
 
-def _strong(e: np.ndarray, atol: float) -> np.ndarray:
-    """Elements whose exact value is well above any tolerance: only where the exact
-    gradient is clearly non-zero does "right" say anything (zero matches a flipped sign
-    or any factor too)."""
-    scale = max(1.0, float(np.max(np.abs(e)))) if e.size else 1.0
-    return np.abs(e) > 1e3 * atol * scale if atol > 0 else e != 0
-
 
 class _Evidence:
     """One input's gradients over the samples of a failing check, element by element.
@@ -355,7 +114,7 @@ class _Evidence:
 
     def __init__(self, name: str, every: list[Sample], rtol: float, atol: float,
                  conditions: Callable[[Sample], list[_Condition]], jacobian_right: bool):
-        self.name, self.label, self.rtol, self.atol = name, _label(name), rtol, atol
+        self.name, self.label, self.rtol, self.atol = name, label(name), rtol, atol
         self.every = [s for s in every if s.expected.get(name) is not None]
         seen: set = set()
         self.samples = []
@@ -364,19 +123,19 @@ class _Evidence:
                 seen.add((s.point, s.draw))
                 self.samples.append(s)
         self.conditions, self.jacobian_right = conditions, jacobian_right
-        self.expected = [_array(s.expected[name]) for s in self.samples]
-        self.obtained = [_array(s.obtained.get(name)) for s in self.samples]
+        self.expected = [array(s.expected[name]) for s in self.samples]
+        self.obtained = [array(s.obtained.get(name)) for s in self.samples]
         #: every obtained gradient present, of its exact gradient's shape
         self.aligned = all(o is not None and o.shape == e.shape
                            for o, e in zip(self.obtained, self.expected))
-        self.ok = [_matches(o, e, rtol, atol) if o is not None and o.shape == e.shape
+        self.ok = [matches(o, e, rtol, atol) if o is not None and o.shape == e.shape
                    else None for o, e in zip(self.obtained, self.expected)]
-        self.strong = [_strong(e, atol) for e in self.expected]
+        self.strong = [strong(e, atol) for e in self.expected]
 
     def right(self, s: Sample) -> bool:
-        o, e = _array(s.obtained.get(self.name)), _array(s.expected[self.name])
+        o, e = array(s.obtained.get(self.name)), array(s.expected[self.name])
         return (o is not None and o.shape == e.shape
-                and bool(np.all(_matches(o, e, self.rtol, self.atol))))
+                and bool(np.all(matches(o, e, self.rtol, self.atol))))
 
     def by_point(self, masks: list[np.ndarray]) -> dict[int, np.ndarray]:
         """Point -> the union of ``masks`` (one per sample) over its cotangents."""
@@ -398,13 +157,6 @@ class _Evidence:
         return {n: np.asarray(v, dtype=float) for n, v in (s.values or {}).items()
                 if np.shape(v) == shape}
 
-
-def _at(label: str, index: tuple) -> str:
-    return label + (f"[{','.join(map(str, index))}]" if index else "")
-
-
-def _listing(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _round_between(lo: float, hi: float) -> float:
@@ -501,12 +253,9 @@ def _fixed_indices(ev: _Evidence) -> str | None:
     right, _, informative = ev.counts()
     if 2 * informative < right:  # the elements called right must be mostly evidence
         return None
-    at = [_at(ev.label, tuple(int(j) for j in idx)) for idx in np.argwhere(fixed)]
+    wrong_at = [at(ev.label, tuple(int(j) for j in idx)) for idx in np.argwhere(fixed)]
     verb = "is" if k == 1 else "are"
-    return f"only {_listing(at)} {verb} wrong, at every point: an off-by-one?"
-
-
-_SYSTEMATIC = 5e-2  # the largest relative error still called small
+    return f"only {listing(wrong_at)} {verb} wrong, at every point: an off-by-one?"
 
 
 def _systematic(ev: _Evidence) -> str | None:
@@ -520,7 +269,7 @@ def _systematic(ev: _Evidence) -> str | None:
         return None
     mid = float(np.median(r))
     # nearly constant: same sign, within a quarter of the typical size everywhere
-    if not 0 < abs(mid) <= _SYSTEMATIC or np.max(np.abs(r - mid)) > 0.25 * abs(mid):
+    if not 0 < abs(mid) <= SYSTEMATIC or np.max(np.abs(r - mid)) > 0.25 * abs(mid):
         return None
     return (f"{ev.label} is {100 * abs(mid):.2g}% off everywhere (obtained/exact ≈ "
             f"{1 + mid:.6g}): an approximation or a wrong constant?")
@@ -588,7 +337,7 @@ def _partly_right(ev: _Evidence) -> str | None:
             continue
         for idx in np.argwhere(~ok)[:_LISTED + 1]:
             i = tuple(int(j) for j in idx)
-            wrong.append(f"{_at(ev.label, i)} at point {s.point} (got {o[i]:.6g}, "
+            wrong.append(f"{at(ev.label, i)} at point {s.point} (got {o[i]:.6g}, "
                          f"expected {e[i]:.6g})")
     points_right = sum(by_point.values())
     if len(by_point) > 1 and points_right:
@@ -608,7 +357,7 @@ POINT_PATTERNS: list[Callable[[_Evidence], str | None]] = [
 ]
 
 
-def diagnose_points(samples: list, *, rtol: float = 1e-6, atol: float = 1e-9,
+def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = PATTERN_ATOL,
                     reference=(), jacobian_right: bool = False) -> list[str]:
     """What the errors have in common across several points and cotangents, per input.
 
@@ -646,67 +395,3 @@ def diagnose_points(samples: list, *, rtol: float = 1e-6, atol: float = 1e-9,
                 break
     return out
 
-
-#: (rtol, atol) for deciding that a pattern fits, by the dtype the gradients came in
-#: (about 100 units of the dtype's epsilon: float32 arithmetic is off by more than
-#: float64's 1e-6 relative where terms cancel).
-TOLERANCES = {"float64": (1e-6, 1e-9), "float32": (1e-4, 1e-5),
-              "float16": (1e-2, 1e-3), "bfloat16": (8e-2, 1e-2)}
-
-
-def _names(note: str, name: str) -> bool:
-    """``note`` is about ``name``'s gradient."""
-    return re.search(rf"(?<![\w.]){re.escape(name)}\.grad\b", note) is not None
-
-
-def _wrong(s: Sample, name: str, rtol: float, atol: float) -> bool:
-    o, e = _array(s.obtained.get(name)), _array(s.expected.get(name))
-    if e is None or o is None:
-        return (e is None) != (o is None)
-    return o.shape != e.shape or not bool(np.all(_matches(o, e, rtol, atol)))
-
-
-def _shape_of(note: str) -> str:
-    """A note with its numbers left out: an arbitrary factor found at two points differs
-    in its last digits."""
-    return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", note)
-
-
-def summarize(samples: list[Sample], dtype: str = "float64", *, reference=(),
-              jacobian_right: bool = False, rtol: float | None = None,
-              atol: float | None = None) -> str:
-    """One text for a failing check: for each input, the single-sample pattern
-    (:func:`diagnose`) when the same one fits at every first backward call where that
-    input is wrong, else :func:`diagnose_points` over all samples (the diagonal of a
-    transposed gradient is right, which is no partial error).
-
-    Args:
-        samples: one :class:`Sample` per point, v and backward call.
-        dtype: the dtype of the obtained gradients, which sets the tolerances (unless
-            ``rtol`` and ``atol`` are given).
-        reference, jacobian_right: as for :func:`diagnose_points`.
-    """
-    d_rtol, d_atol = TOLERANCES.get(dtype, TOLERANCES["float64"])
-    rtol = d_rtol if rtol is None else rtol
-    atol = d_atol if atol is None else atol
-    first = [s for s in samples if not s.repeat]
-    per_sample = [diagnose(s.obtained, {n: e for n, e in s.expected.items() if e is not None},
-                           ones_vjp=s.ones, rtol=rtol, atol=atol) for s in first]
-    names = list(dict.fromkeys(n for s in samples for n in (*s.expected, *s.obtained)))
-    accepted: set[str] = set()
-    explained: set[str] = set()
-    for name in names:
-        # A pattern seen at one point only (a guard branch taken everywhere at one
-        # extreme point looks like "zero") would not say what is true of the others.
-        found = [next((m for m in notes if _names(m, name)), None)
-                 for s, notes in zip(first, per_sample) if _wrong(s, name, rtol, atol)]
-        if found and found[0] and all(m and _shape_of(m) == _shape_of(found[0])
-                                      for m in found):
-            accepted.add(found[0])
-            explained.add(name)
-    notes = [m for m in dict.fromkeys(m for ms in per_sample for m in ms) if m in accepted]
-    notes += diagnose_points(
-        [dataclasses.replace(s, expected={n: e for n, e in s.expected.items()
-                                          if n not in explained}) for s in samples],
-        rtol=rtol, atol=atol, reference=reference, jacobian_right=jacobian_right)
-    return "; ".join(dict.fromkeys(notes))
