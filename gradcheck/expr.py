@@ -13,8 +13,9 @@ import math
 from typing import Mapping
 
 from .errors import CaseFileError
-from .rules import COMPARISON, FUNCTIONS, REDUCTION, RULES
-from .tree import Node, ShapeError, normalize_axis, result_shape
+from .rules import AXIS, BOOL, COMPARISON, FUNCTIONS, NUMBER, OPERATORS, RULES
+from .shapes import ShapeError
+from .tree import Node
 
 MAX_CHARS = 20_000        # characters in one expression
 MAX_NODES = 5_000         # syntax nodes in one expression
@@ -28,9 +29,10 @@ MAX_ELEMENTS = 10_000_000  # elements of any tensor in the formula (inputs, inte
 
 CONSTANTS = {"pi": math.pi, "E": math.e}   # names usable in a formula, and their floats
 
-_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
-           ast.Pow: "pow", ast.MatMult: "matmul"}
-_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+# Python's operator syntax -> the spelling the rule table's rows carry (Rule.symbol).
+_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
+            ast.MatMult: "@", ast.USub: "-", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
+            ast.GtE: ">="}
 _FLOAT_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b,
               "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
               "pow": lambda a, b: a ** b, "neg": lambda a: -a}
@@ -131,12 +133,13 @@ class _Builder:
         self.names = names
 
     # ------------------------------------------------------------------ node making
-    def apply(self, op: str, args: list[Node], syntax: ast.AST, axis=None,
-              keepdims: bool = False) -> Node:
+    def apply(self, op: str, args: list[Node], syntax: ast.AST,
+              given: dict | None = None) -> Node:
+        rule = RULES[op]
+        shapes = [a.shape for a in args]
         try:
-            if RULES[op].kind == REDUCTION:
-                axis = normalize_axis(axis, len(args[0].shape))
-            shape = result_shape(op, [a.shape for a in args], axis, keepdims)
+            params = rule.bind(shapes, given)
+            shape = rule.result_shape(shapes, params)
         except ShapeError as exc:
             raise _Fail(f"{op}: {exc}", syntax) from None
         if math.prod(shape) > MAX_ELEMENTS:
@@ -148,7 +151,7 @@ class _Builder:
         if op == "pow" and args[1].const is not None and abs(args[1].const) > MAX_EXPONENT:
             raise _Fail(f"constant exponent {args[1].const:g} exceeds {MAX_EXPONENT} in "
                         "magnitude", syntax)
-        return Node(op, tuple(args), shape, axis=axis, keepdims=keepdims, const=const)
+        return Node(op, tuple(args), shape, params=params, const=const)
 
     @staticmethod
     def fold_constant(op: str, values: list[float], syntax: ast.AST) -> float:
@@ -191,7 +194,7 @@ class _Builder:
                     node)
 
     def visit_BinOp(self, node: ast.BinOp) -> Node:
-        op = _BINOPS.get(type(node.op))
+        op = OPERATORS.get((_SYMBOLS.get(type(node.op)), 2))
         if op is None:
             raise _Fail(f"operator {_describe(node.op)} is not allowed", node)
         return self.apply(op, [self.build(node.left), self.build(node.right)], node)
@@ -205,7 +208,7 @@ class _Builder:
                 text = operand.exact
                 text = text[1:] if text.startswith("-") else "-" + text
                 return Node("const", exact=text, const=-operand.const)
-            return self.apply("neg", [operand], node)
+            return self.apply(OPERATORS["-", 1], [operand], node)
         raise _Fail(f"operator {_describe(node.op)} is not allowed", node)
 
     def visit_Compare(self, node: ast.Compare) -> Node:
@@ -217,8 +220,8 @@ class _Builder:
                         node)
         if len(node.ops) != 1:
             raise _Fail("chained comparisons are not allowed; use one comparison", node)
-        op = _CMPOPS.get(type(node.ops[0]))
-        if op is None:
+        op = OPERATORS.get((_SYMBOLS.get(type(node.ops[0])), 2))
+        if op is None or RULES[op].kind != COMPARISON:
             raise _Fail(f"comparison {_describe(node.ops[0])} is not allowed; use < <= > >=",
                         node)
         args = [self.build(node.left), self.build(node.comparators[0])]
@@ -246,20 +249,26 @@ class _Builder:
             args = [self.build(a) for a in node.args]
         if any(a.op in RULES and RULES[a.op].kind == COMPARISON for a in args[1:]):
             raise _Fail("a comparison may only be the condition of where()", node)
-        kwargs = {}
+        return self.apply(fname, args, node, self.keywords(rule, node))
+
+    @staticmethod
+    def keywords(rule, node: ast.Call) -> dict:
+        """The row's parameters given as keywords in the call, read as literals."""
+        names = [p.name for p in rule.params]
+        kinds = {p.name: p.kind for p in rule.params}
+        given: dict = {}
         for kw in node.keywords:
-            if rule.kind != REDUCTION or kw.arg not in ("axis", "keepdims"):
-                allowed = "axis= and keepdims=" if rule.kind == REDUCTION else "none"
-                raise _Fail(f"{fname}() got an unexpected keyword {kw.arg!r} "
+            if kw.arg not in kinds:
+                allowed = " and ".join(f"{n}=" for n in names) or "none"
+                raise _Fail(f"{rule.name}() got an unexpected keyword {kw.arg!r} "
                             f"(keywords allowed: {allowed})", kw.value)
-            if kw.arg in kwargs:
-                raise _Fail(f"{fname}() got {kw.arg}= twice", kw.value)
-            kwargs[kw.arg] = (_axis_literal(kw.value) if kw.arg == "axis"
-                              else _bool_literal(kw.value))
-        return self.apply(fname, args, node, kwargs.get("axis"), kwargs.get("keepdims", False))
+            if kw.arg in given:
+                raise _Fail(f"{rule.name}() got {kw.arg}= twice", kw.value)
+            given[kw.arg] = _LITERALS[kinds[kw.arg]](kw.value, kw.arg)
+        return given
 
 
-def _axis_literal(node: ast.AST):
+def _axis_literal(node: ast.AST, name: str = "axis"):
     def one(n: ast.AST) -> int:
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
             return -one(n.operand)
@@ -276,10 +285,30 @@ def _axis_literal(node: ast.AST):
     return one(node)
 
 
-def _bool_literal(node: ast.AST) -> bool:
+def _bool_literal(node: ast.AST, name: str) -> bool:
     if isinstance(node, ast.Constant) and isinstance(node.value, bool):
         return node.value
-    raise _Fail("keepdims= must be True or False", node)
+    raise _Fail(f"{name}= must be True or False", node)
+
+
+def _number_literal(node: ast.AST, name: str) -> float | None:
+    """A number literal (possibly negated, or pi/E), or None: a parameter such as
+    clamp's min= is a constant of the formula, never an input."""
+    sign = 1.0
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        sign = -sign if isinstance(node.op, ast.USub) else sign
+        node = node.operand
+    if isinstance(node, ast.Constant) and node.value is None and sign == 1.0:
+        return None
+    if isinstance(node, ast.Name) and node.id in CONSTANTS:
+        return sign * CONSTANTS[node.id]
+    if (isinstance(node, ast.Constant) and type(node.value) in (int, float)
+            and math.isfinite(node.value) and abs(node.value) <= MAX_LITERAL):
+        return sign * float(node.value)
+    raise _Fail(f"{name}= must be a number literal or None", node)
+
+
+_LITERALS = {AXIS: _axis_literal, BOOL: _bool_literal, NUMBER: _number_literal}
 
 
 def _describe(node: ast.AST) -> str:

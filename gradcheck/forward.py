@@ -10,15 +10,15 @@ from typing import Callable
 
 import numpy as np
 
-from .rules import REDUCTION, RULES
-from .tree import Node, fold
+from .rules import REDUCTION
+from .tree import Node, evaluate as walk_formula
 
 
 def _apply(node: Node, args: list) -> np.ndarray:
-    rule = RULES[node.op]
-    if rule.kind == REDUCTION:
-        return np.asarray(rule.numpy(args[0], node.axis, node.keepdims), dtype=float)
-    return np.asarray(rule.numpy(*args))
+    value = node.call("numpy", args)
+    # a whole reduction gives a NumPy scalar: every value here is an array, reductions'
+    # float
+    return np.asarray(value, dtype=float if node.rule.kind == REDUCTION else None)
 
 
 def evaluate(root: Node, env: dict[str, np.ndarray],
@@ -31,23 +31,12 @@ def evaluate(root: Node, env: dict[str, np.ndarray],
     called for every applied primitive (sampling uses it to read hazards); ``lets``, when
     given, receives the value of every ``let`` evaluated.
     """
-
-    def visit(node: Node, args: list) -> np.ndarray:
-        if node.op == "input":
-            return env[node.name]
-        if node.op == "const":
-            return np.asarray(node.const, dtype=float)
-        if node.op == "let":
-            if lets is not None:
-                lets[node.name] = args[0]
-            return args[0]
-        value = _apply(node, args)
-        if on_node is not None:
-            on_node(node, args, value)
-        return value
-
+    on_let = None if lets is None else (lambda node, value: lets.__setitem__(node.name,
+                                                                             value))
     with np.errstate(all="ignore"):
-        return fold(root, visit, overrides)
+        return walk_formula(root, lambda node: env[node.name], _apply,
+                            const=lambda node: np.asarray(node.const, dtype=float),
+                            on_let=on_let, on_node=on_node, overrides=overrides)
 
 
 def hazard_distances(root: Node, env: dict[str, np.ndarray]) -> list[tuple[Node, np.ndarray]]:
@@ -58,12 +47,8 @@ def hazard_distances(root: Node, env: dict[str, np.ndarray]) -> list[tuple[Node,
     found: list[tuple[Node, np.ndarray]] = []
 
     def on_node(node: Node, args: list, value: np.ndarray) -> None:
-        rule = RULES[node.op]
-        if rule.hazard is not None:
-            if rule.kind == REDUCTION:
-                d = rule.hazard(args[0], node.axis, node.keepdims)
-            else:
-                d = rule.hazard(*args)
+        if node.rule.hazard is not None:
+            d = node.call("hazard", args)
             if d is not None:
                 found.append((node, np.abs(np.asarray(d, dtype=float))))
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):

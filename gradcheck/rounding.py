@@ -41,7 +41,8 @@ import numpy as np
 
 from .dtypes import round_to, smallest_normal, unit_roundoff
 from .rules import COMPARISON, LINALG, REDUCTION, RULES
-from .tree import Node, unbroadcast, walk
+from .arrays import unbroadcast
+from .tree import Node, walk
 
 BLOCK = 32                  # length of the sequential base case of blocked summation
 PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
@@ -110,13 +111,13 @@ class _Bounds:
         rule = RULES[node.op]
         u, u_acc = self.u, self.u_acc
         if rule.kind == COMPARISON:
-            t = np.asarray(rule.numpy(*args))
+            t = np.asarray(node.call("numpy", args))
             return t, np.zeros(np.shape(t))
         if rule.kind == REDUCTION:
             x, ex = _arr(args[0]), errs[0]
-            t = _arr(rule.numpy(x, node.axis, node.keepdims))
+            t = _arr(node.call("numpy", [x]))
             ones = np.ones(np.shape(t))
-            partial = np.abs(_arr(rule.engine.vjps[0](ones, t, x, node.axis, node.keepdims)))
+            partial = np.abs(_arr(rule.vjp(0, ones, t, [x], node.params)))
             propagated = np.sum(partial * ex, axis=node.axis, keepdims=node.keepdims)
             n = math.prod(x.shape[d] for d in node.axis)
             own = rule.rounding * u * np.abs(t)
@@ -132,20 +133,20 @@ class _Bounds:
             if node.op == "transpose":
                 return np.swapaxes(args[0], -1, -2), np.swapaxes(errs[0], -1, -2)
             a, b = _arr(args[0]), _arr(args[1])
-            f = rule.numpy
+            f = rule.numpy   # matmul, dot: bilinear, no parameters
             t = _arr(f(a, b))
             k = a.shape[-1]
             propagated = _arr(f(np.abs(a), errs[1])) + _arr(f(errs[0], np.abs(b)))
             own = accumulation(k) * u_acc * _arr(f(np.abs(a), np.abs(b))) + u * np.abs(t)
             return t, propagated + own + self.eta
         # elementwise (where included): |∂f/∂aₖ|·E(aₖ) from the VJP with ḡ = 1
-        t = _arr(rule.numpy(*args))
+        t = _arr(node.call("numpy", args))
         ones = np.ones(np.shape(t))
         propagated = np.zeros(np.shape(t))
-        for vjp, e in zip(rule.engine.vjps, errs):
+        for k, (vjp, e) in enumerate(zip(rule.engine.vjps, errs)):
             if vjp is None or not np.any(e):   # (a constant exponent's log(a) is NaN)
                 continue
-            partial = np.nan_to_num(np.abs(_arr(vjp(ones, t, *args))))
+            partial = np.nan_to_num(np.abs(_arr(rule.vjp(k, ones, t, args, node.params))))
             propagated = propagated + partial * np.broadcast_to(e, np.shape(t))
         rho = rule.rounding
         return t, propagated + rho * u * np.abs(t) + (self.eta if rho else 0.0)
@@ -175,28 +176,26 @@ class _Bounds:
                 self._accumulate(grad, gerr, arg, c, ce)
         return grad, gerr
 
-    def _call(self, node, rule, vjp, g, t, args):
-        if rule.kind == REDUCTION:
-            return _arr(vjp(g, t, *args, node.axis, node.keepdims))
-        return _arr(vjp(g, t, *args))
+    @staticmethod
+    def _call(node, rule, k, g, t, args):
+        return _arr(rule.vjp(k, g, t, args, node.params))
 
     def _vjp(self, node, rule, k, g, ge):
         """The VJP into argument ``k`` and its error bound."""
-        vjp = rule.engine.vjps[k]
         t = self.val[id(node)]
         args = [self.val[id(a)] for a in node.args]
         errs = [self.err[id(a)] for a in node.args]
-        c = self._call(node, rule, vjp, g, t, args)
+        c = self._call(node, rule, k, g, t, args)
         u, u_acc = self.u, self.u_acc
         if rule.kind == LINALG:
             absargs = [np.abs(_arr(a)) for a in args]
-            through_g = np.abs(self._call(node, rule, vjp, ge, np.abs(t), absargs))
+            through_g = np.abs(self._call(node, rule, k, ge, np.abs(t), absargs))
             if len(args) == 2:    # bilinear: c is linear in the *other* operand
                 other = list(absargs)
                 other[1 - k] = errs[1 - k]
-                through_args = np.abs(self._call(node, rule, vjp, np.abs(g), np.abs(t),
+                through_args = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t),
                                                  other))
-                full = np.abs(self._call(node, rule, vjp, np.abs(g), np.abs(t), absargs))
+                full = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t), absargs))
                 n = np.shape(args[1 - k])[-1 if k == 0 else 0] if np.ndim(args[1 - k]) else 1
                 own = accumulation(int(n)) * u_acc * full + u * np.abs(c) + self.eta
             else:                 # transpose: exact
@@ -204,7 +203,7 @@ class _Bounds:
             return c, through_g + through_args + own
         # Elementwise and reduction VJPs are ḡ times a factor, diagonal (or broadcast)
         # in ḡ: the cotangent's error goes through |factor|.
-        through_g = np.abs(self._call(node, rule, vjp, ge, t, args))
+        through_g = np.abs(self._call(node, rule, k, ge, t, args))
         # The factor's sensitivity to the forward's errors, probe by probe: move t and
         # each argument by s·E in the direction of its sign (which increases a product
         # monotonically) and read |Δc| / s.
@@ -228,9 +227,9 @@ class _Bounds:
             s = PERTURBATION / max(float(np.max(ratio)), PERTURBATION * u)
             moved = value + s * e * np.where(value < 0, -1.0, 1.0)
             if j is None:
-                c2 = self._call(node, rule, vjp, g, moved, args)
+                c2 = self._call(node, rule, k, g, moved, args)
             else:
-                c2 = self._call(node, rule, vjp, g, t,
+                c2 = self._call(node, rule, k, g, t,
                                 [moved if i == j else a for i, a in enumerate(args)])
             with np.errstate(all="ignore"):
                 delta = np.nan_to_num(np.abs(c2 - c) / s, nan=0.0, posinf=0.0)

@@ -28,7 +28,9 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .forward import evaluate, hazard_distances
-from .tree import elementwise_split, unbroadcast
+from .arrays import unbroadcast
+from .rules import RULES
+from .tree import elementwise_split
 
 MARGIN = 0.05      # distance kept from every kink and singularity
 MAX_ROUNDS = 60    # redraws before giving up (the result then says so)
@@ -130,18 +132,17 @@ def _too_close(body, values) -> list:
     return out
 
 
-#: Rows whose symbolic form goes through exp(±argument) (the reference's SymPy column;
-#: tests/test_sampling_extremes.py checks this against the rule table). sigmoid,
+#: Rows whose symbolic form goes through exp(±argument) (the row's ``exponential``;
+#: tests/test_sampling_extremes.py checks this against the SymPy column). sigmoid,
 #: softplus and logsumexp have bounded values where that exp overflows, so the value
 #: ceiling alone does not see it: their arguments are bounded by ln(limit) instead.
-EXPONENTIAL = frozenset({"exp", "expm1", "sinh", "cosh", "sigmoid", "softplus",
-                         "logsumexp"})
-#: Periodic rows, and how far from 0 their arguments go at extreme points: a periodic
-#: function has no hard region far out, only worse conditioning (float32's rounding of
-#: the argument alone errs by u·|arg|) and finite differences whose relative step
-#: (1e-3·|x|) moves an argument of degree k in the inputs by about 1e-3·k·|arg|: within
-#: 100, a fraction of a radian.
-PERIODIC = frozenset({"sin", "cos", "tan"})
+EXPONENTIAL = frozenset(name for name, rule in RULES.items() if rule.exponential)
+#: Periodic rows (the row's ``periodic``), and how far from 0 their arguments go at
+#: extreme points: a periodic function has no hard region far out, only worse
+#: conditioning (float32's rounding of the argument alone errs by u·|arg|) and finite
+#: differences whose relative step (1e-3·|x|) moves an argument of degree k in the
+#: inputs by about 1e-3·k·|arg|: within 100, a fraction of a radian.
+PERIODIC = frozenset(name for name, rule in RULES.items() if rule.periodic)
 PERIODIC_REACH = 100.0
 
 

@@ -84,7 +84,7 @@ from .dtypes import NAMES as DTYPES, round_to
 from .expr import CONSTANTS, MAX_ELEMENTS
 from .rules import COMPARISON, FUNCTIONS, RULES
 from .sampling import _RANGES, sample, settle
-from .tree import ShapeError, broadcast, result_shape
+from .shapes import ShapeError, broadcast, matmul_shape
 
 __all__ = ["formulas", "points", "DEFAULT_INPUTS", "DEFAULT_FUNCTIONS", "GUARDS",
            "MAX_DEPTH"]
@@ -346,7 +346,7 @@ def _linalg_options(spec: _Spec, row: str, a: _Expr) -> list[tuple]:
             tried.append((f"({a.text}) @ transpose({name})", a.shape, swapped))
         for text, left, right in tried:
             try:
-                out.append((text, result_shape("matmul", [left, right], None, False), name))
+                out.append((text, matmul_shape(left, right), name))
             except ShapeError:
                 pass
     return [o for o in out if math.prod(o[1]) <= MAX_ELEMENTS]

@@ -1,11 +1,12 @@
 """The parsed formula: a small DAG of nodes, each an input, a constant, a ``let`` name or
-the application of one row of the rule table, with its shape known.
+the application of one row of the rule table (with its parameters), its shape known.
 
-Every witness walks this same DAG with :func:`fold`: the symbolic reference lowers it to
-SymPy through the table's ``sympy`` column, torch through the ``torch`` column, the
-numeric witness through the ``numpy`` column. Keeping the user's operations (rather than
-SymPy's canonical form, where ``a - b`` is ``a + (-1)*b``) is what lets torch see the
-formula as the user wrote it: same ``grad_fn`` names, same float rounding.
+Every witness walks this same DAG: :func:`evaluate` applies one column of the rule table
+at each node (the symbolic reference the ``sympy`` column, torch the ``torch`` column,
+the numeric witness the ``numpy`` column), over :func:`fold`. Keeping the user's
+operations (rather than SymPy's canonical form, where ``a - b`` is ``a + (-1)*b``) is
+what lets torch see the formula as the user wrote it: same ``grad_fn`` names, same
+float rounding.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .rules import COMPARISON, ELEMENTWISE, LINALG, REDUCTION, RULES, sympy_scalar_constant
+from .rules import COMPARISON, ELEMENTWISE, RULES, sympy_scalar_constant
 
-
-class ShapeError(ValueError):
-    """Operands whose shapes do not fit the operation."""
+LEAVES = ("input", "const", "let")
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,13 +30,24 @@ class Node:
     shape: tuple[int, ...] = ()
     name: str = ""                      # input or let name
     exact: str | None = None            # const: its exact value as text ("0.1", "-pi")
-    axis: tuple[int, ...] | None = None  # reductions: normalised, non-negative
-    keepdims: bool = False
+    params: tuple[tuple[str, Any], ...] = ()   # the row's parameters (Rule.bind)
     const: float | None = None          # float value when no input is below this node
 
     @property
     def rule(self):
         return RULES[self.op]
+
+    def param(self, name: str, default: Any = None) -> Any:
+        return dict(self.params).get(name, default)
+
+    @property
+    def axis(self) -> tuple[int, ...] | None:
+        """A reduction's axes (normalised, non-negative); None for other nodes."""
+        return self.param("axis")
+
+    @property
+    def keepdims(self) -> bool:
+        return bool(self.param("keepdims", False))
 
     @property
     def value(self):
@@ -47,6 +57,10 @@ class Node:
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
+
+    def call(self, column: str, args, *extra):
+        """This node's row's ``column`` applied to ``args`` and the node's parameters."""
+        return RULES[self.op].call(column, args, self.params, *extra)
 
     def __repr__(self) -> str:  # compact, for error messages and debugging
         if self.op in ("input", "let"):
@@ -110,104 +124,35 @@ def fold(root: Node, visit: Callable[[Node, list], Any],
     return values[id(root)]
 
 
-# --------------------------------------------------------------------------- shapes
+def evaluate(root: Node, leaf: Callable[[Node], Any], apply: Callable[[Node, list], Any],
+             *, const: Callable[[Node], Any] = lambda node: node.const,
+             on_let: Callable[[Node, Any], None] | None = None,
+             on_node: Callable[[Node, list, Any], None] | None = None,
+             overrides: dict[str, Any] | None = None) -> Any:
+    """The formula below ``root`` computed one way: ``leaf(node)`` for an input,
+    ``const(node)`` for a constant (its float by default), ``apply(node, args)`` for
+    each primitive (a column of the rule table, usually ``node.call(column, args)``).
 
-SLAB = 1 << 16  # elements per slab: bounds the temporaries of elementwise evaluations
-
-
-def slabs(shape: tuple[int, ...], size: int = SLAB) -> list[tuple[int, slice, Any]]:
-    """Cuts of ``shape`` along its largest axis into slabs of about ``size`` elements, as
-    (axis, slice of that axis, index of the slab); one cut, the whole array (index
-    ``...``), when it is small."""
-    total = int(np.prod(shape, dtype=np.int64))
-    if total <= size or not shape:
-        return [(0, slice(None), ...)]
-    axis = int(np.argmax(shape))
-    step = max(1, size * shape[axis] // total)
-    return [(axis, slice(lo, lo + step), (slice(None),) * axis + (slice(lo, lo + step),))
-            for lo in range(0, shape[axis], step)]
-
-
-def cut(a, ndim: int, axis: int, part: slice):
-    """The part of ``a`` (broadcast against an array of ``ndim`` dimensions, NumPy's
-    right-aligned rule) that lines up with ``part`` of that array's ``axis``."""
-    a = np.asarray(a)
-    k = axis - (ndim - a.ndim)
-    if k < 0 or a.ndim == 0 or a.shape[k] == 1:
-        return a
-    return a[(slice(None),) * k + (part,)]
-
-
-def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise ShapeError("shapes " + ", ".join(map(str, map(list, shapes)))
-                         + " do not broadcast together") from None
-
-
-def normalize_axis(axis: Any, ndim: int) -> tuple[int, ...]:
-    """``None``, an int or a tuple of ints -> sorted tuple of non-negative axes."""
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    out = []
-    for a in axes:
-        if not -ndim <= a < ndim:
-            raise ShapeError(f"axis {a} is out of range for a tensor of {ndim} dimensions")
-        out.append(a % ndim)
-    if len(set(out)) != len(out):
-        raise ShapeError(f"axis {axis} repeats a dimension")
-    return tuple(sorted(out))
-
-
-def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    if not a or not b:
-        raise ShapeError("@ needs tensors of at least one dimension")
-    a2 = a if len(a) > 1 else (1,) + a
-    b2 = b if len(b) > 1 else b + (1,)
-    if a2[-1] != b2[-2]:
-        raise ShapeError(f"@ of shapes {list(a)} and {list(b)}: inner sizes "
-                         f"{a2[-1]} and {b2[-2]} differ")
-    out = broadcast(a2[:-2], b2[:-2]) + (a2[-2], b2[-1])
-    if len(a) == 1:  # drop the axes added above: a's row axis first, then b's column
-        out = out[:-2] + out[-1:]
-    if len(b) == 1:
-        out = out[:-1]
-    return out
-
-
-def result_shape(op: str, shapes: list[tuple[int, ...]], axis: tuple[int, ...] | None,
-                 keepdims: bool) -> tuple[int, ...]:
-    """The shape of ``op`` applied to operands of ``shapes``.
-
-    Raises:
-        ShapeError: the operands do not fit.
+    ``on_let(node, value)`` sees the value of every ``let``; ``on_node(node, args,
+    value)`` every primitive applied; ``overrides`` as in :func:`fold`. This is the one
+    walk every witness, the reference and sampling use.
     """
-    kind = RULES[op].kind
-    if kind in (ELEMENTWISE, COMPARISON):
-        return broadcast(*shapes)
-    if kind == REDUCTION:
-        (shape,) = shapes
-        if keepdims:
-            return tuple(1 if d in axis else n for d, n in enumerate(shape))
-        return tuple(n for d, n in enumerate(shape) if d not in axis)
-    assert kind == LINALG
-    if op == "matmul":
-        return _matmul_shape(*shapes)
-    if op == "dot":
-        a, b = shapes
-        if len(a) != 1 or len(b) != 1 or a != b:
-            raise ShapeError(f"dot needs two vectors of one length, got shapes {list(a)} "
-                             f"and {list(b)}")
-        return ()
-    if op == "transpose":
-        (a,) = shapes
-        if len(a) < 2:
-            raise ShapeError(f"transpose needs at least two dimensions, got shape {list(a)}")
-        return a[:-2] + (a[-1], a[-2])
-    raise AssertionError(op)
 
+    def visit(node: Node, args: list):
+        if node.op == "input":
+            return leaf(node)
+        if node.op == "const":
+            return const(node)
+        if node.op == "let":
+            if on_let is not None:
+                on_let(node, args[0])
+            return args[0]
+        value = apply(node, args)
+        if on_node is not None:
+            on_node(node, args, value)
+        return value
+
+    return fold(root, visit, overrides)
 
 
 def differentiable_names(root: Node) -> set[str]:
@@ -250,29 +195,9 @@ def elementwise_split(root: Node) -> tuple[Node, Node | None] | None:
     return body, top
 
 
-def unbroadcast(array: np.ndarray, shape: tuple[int, ...], reduce=np.sum) -> np.ndarray:
-    """Reduce ``array`` (of a shape ``shape`` broadcasts to) back to ``shape``.
-
-    This is the one place broadcasting is undone: gradients are summed (``np.sum``),
-    masks combined (``np.any``) over the broadcast axes.
-    """
-    array = np.asarray(array)
-    lead = array.ndim - len(shape)
-    if lead:
-        array = reduce(array, axis=tuple(range(lead)))
-    axes = tuple(d for d, n in enumerate(shape) if n == 1 and array.shape[d] != 1)
-    if axes:
-        array = reduce(array, axis=axes, keepdims=True)
-    return np.broadcast_to(array, shape) if array.shape != shape else array
 
 
-def top_cotangent(top: Node | None, v: np.ndarray, body_shape: tuple[int, ...]) -> np.ndarray:
-    """Pull the output cotangent ``v`` back through the final sum/mean of an elementwise
-    formula (see :func:`elementwise_split`): the cotangent of every body element."""
-    v = np.asarray(v, dtype=float)
-    if top is not None:
-        if not top.keepdims:
-            v = np.expand_dims(v, top.axis)
-        if top.op == "mean":
-            v = v / int(np.prod([body_shape[d] for d in top.axis], dtype=np.int64))
-    return np.broadcast_to(v, body_shape)
+# Moved to gradcheck.shapes and gradcheck.arrays; kept importable from here until every
+# module imports them from there.
+from .arrays import SLAB, cut, slabs, top_cotangent, unbroadcast  # noqa: E402,F401
+from .shapes import ShapeError, broadcast, normalize_axis  # noqa: E402,F401

@@ -64,20 +64,9 @@ def rebuild(root, leaves: dict, apply: Callable, on_let: Callable | None = None)
     """The formula below ``root`` on an autograd library's tensors: ``leaves`` for the
     inputs, constants as Python numbers, ``apply(node, args)`` for each primitive;
     ``on_let(node, value)`` sees the value of every ``let``."""
-    from ..tree import fold
+    from ..tree import evaluate
 
-    def visit(node, args):
-        if node.op == "input":
-            return leaves[node.name]
-        if node.op == "const":
-            return node.const
-        if node.op == "let":
-            if on_let is not None:
-                on_let(node, args[0])
-            return args[0]
-        return apply(node, args)
-
-    return fold(root, visit)
+    return evaluate(root, lambda node: leaves[node.name], apply, on_let=on_let)
 
 
 def drive(case, leaves: dict, apply: Callable, tensor: Callable, v: np.ndarray,

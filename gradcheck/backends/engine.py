@@ -8,14 +8,12 @@ import numpy as np
 
 from ..engine import Tensor, ops
 from ..evaluation import Evaluation
-from ..rules import REDUCTION, RULES
 from . import drive
 
 
 def _apply(node, args):
-    if RULES[node.op].kind == REDUCTION:
-        return getattr(ops, node.op)(args[0], axis=node.axis, keepdims=node.keepdims)
-    return getattr(ops, node.op)(*args)
+    # the engine's op of the row's name, called as a user calls it (keywords by name)
+    return getattr(ops, node.op)(*args, **dict(node.params))
 
 
 def _numpy(t) -> np.ndarray | None:

@@ -9,21 +9,16 @@ import torch
 
 from ..dtypes import to_float64, torch_dtype
 from ..evaluation import Evaluation
-from ..rules import REDUCTION, RULES
 from . import drive
-
-# Operators accept Python numbers as they are; functions get 0-d tensors of the run dtype.
-_OPERATORS = {"add", "sub", "mul", "div", "pow", "neg", "lt", "le", "gt", "ge"}
 
 
 def _apply(node, args, dtype, device):
-    rule = RULES[node.op]
-    if node.op not in _OPERATORS:
+    # Operators (and torch's Scalar overloads) take a Python number as it is, as a user
+    # writes 2 * x; functions get a 0-d tensor of the run's dtype (the row's ``numbers``).
+    if not node.rule.numbers:
         args = [a if isinstance(a, torch.Tensor) else
                 torch.tensor(a, dtype=dtype, device=device) for a in args]
-    if rule.kind == REDUCTION:
-        return rule.torch(args[0], node.axis, node.keepdims)
-    return rule.torch(*args)
+    return node.call("torch", args)
 
 
 def _numpy(t) -> np.ndarray | None:

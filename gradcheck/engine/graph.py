@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from ..tree import unbroadcast
+from ..arrays import unbroadcast
 
 # PyTorch's own words (torch/csrc/autograd/saved_variable.cpp).
 FREED = ("Trying to backward through the graph a second time (or directly access saved "

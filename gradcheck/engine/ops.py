@@ -1,49 +1,59 @@
 """The engine's operations: every primitive of the rule table, on engine tensors.
 
 Each op runs its row's ``numpy`` column forward and records a node with the row's
-``engine`` column (PyTorch's ``grad_fn`` name and one VJP per argument). The row is
-looked up when the op runs, so a patched table is what runs. Arguments may be tensors,
-NumPy arrays or Python numbers; only tensors that require grad get gradients.
+``engine`` column (PyTorch's ``grad_fn`` name and one VJP per argument). The ops are
+generated from the table (an op per row, taking the row's operands and then its
+parameters, positionally or by keyword); only those whose PyTorch graph differs from
+one node of the row are written by hand below (``2 + x``, ``2 / x``, ``prod`` over
+several axes, ``matmul``). The row is looked up when the op runs, so a patched table is
+what runs. Arguments may be tensors, NumPy arrays or Python numbers; only tensors that
+require grad get gradients.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 
 import numpy as np
 
-from ..rules import COMPARISON, ELEMENTWISE, RULES
-from ..tree import normalize_axis, unbroadcast
+from ..arrays import unbroadcast
+from ..rules import COMPARISON, ELEMENTWISE, REDUCTION, RULES
 from .graph import grad_mode, record
 from .tensor import Tensor
 
 
-def apply(op: str, *args, grad_fn: str | None = None) -> Tensor:
-    """``RULES[op]`` applied to ``args``: the forward, and the node when grad is on.
-
-    ``args`` are the row's operands, then (reductions) ``axis, keepdims``; ``grad_fn``
-    overrides the node's name (``2 / x`` makes PyTorch's ReciprocalBackward0).
+def apply(op: str, *args, params=(), grad_fn: str | None = None) -> Tensor:
+    """``RULES[op]`` applied to the operands ``args`` with the parameter values
+    ``params`` (the (name, value) pairs of ``Rule.bind``): the forward, and the node when
+    grad is on. ``grad_fn`` overrides the node's name (``2 / x`` makes PyTorch's
+    ReciprocalBackward0).
     """
     rule = RULES[op]
-    operands = args[: rule.arity]
     raw = [a.data if isinstance(a, Tensor) else a for a in args]
-    out = Tensor(rule.numpy(*raw))
-    tensors = [a for a in operands if isinstance(a, Tensor)]
+    out = Tensor(rule.call("numpy", raw, params))
+    tensors = [a for a in args if isinstance(a, Tensor)]
     if any(t.data.dtype != out.data.dtype for t in tensors):
         _promote_as_torch(out, tensors)
     if rule.kind in (ELEMENTWISE, COMPARISON):
-        out.data = _torch_layout(out.data, [a for a in raw[: rule.arity]
-                                            if isinstance(a, np.ndarray)])
+        out.data = _torch_layout(out.data, [a for a in raw if isinstance(a, np.ndarray)])
     elif op != "transpose":     # reductions and products: fresh row-major results
         out.data = np.asarray(out.data, order="C")
-    engine = rule.engine
-    if (engine.grad_fn is not None and grad_mode.enabled
+    if (rule.engine.grad_fn is not None and grad_mode.enabled
             and any(t._requires_grad for t in tensors)):
-        name = grad_fn or engine.grad_fn
-        record(out, name if isinstance(name, str) else name(*args), operands, raw,
-               engine.vjps, engine.saves)
+        values = tuple(v for _, v in params)
+        vjps = tuple(None if f is None else _with_params(f, values)
+                     for f in rule.engine.vjps)
+        record(out, grad_fn or rule.grad_fn_name(args, params), args, raw, vjps,
+               rule.engine.saves)
     return out
+
+
+def _with_params(vjp, values: tuple):
+    """A VJP with the node's parameter values bound after its arguments (the graph calls
+    ``vjp(g, ans, *args)``)."""
+    return (lambda g, ans, *args: vjp(g, ans, *args, *values)) if values else vjp
 
 
 def _promote_as_torch(out: Tensor, tensors) -> None:
@@ -104,12 +114,28 @@ def _torch_layout(out: np.ndarray, operands: list) -> np.ndarray:
     return laid
 
 
-def _op(op: str):
-    def fn(*args):
-        return apply(op, *args)
+def _op(rule):
+    """The engine op of ``rule``: its operands, then its parameters (positional or by
+    keyword, with the row's defaults), as the expression language and NumPy call it."""
 
-    fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"The rule table's ``{op}`` (elementwise ops broadcast as NumPy does)."
+    def fn(*args, **given):
+        arity = rule.arity
+        if len(args) > arity + len(rule.params):
+            raise TypeError(f"{rule.name}() takes {arity} arguments and "
+                            f"{len(rule.params)} parameters, got {len(args)}")
+        given.update(zip((p.name for p in rule.params), args[arity:]))
+        operands = args[:arity]
+        params = RULES[rule.name].bind([np.shape(_data(a)) for a in operands], given)
+        return apply(rule.name, *operands, params=params)
+
+    fn.__name__ = fn.__qualname__ = rule.name
+    fn.__doc__ = (f"The rule table's ``{rule.name}``"
+                  + (f" ({rule.doc})" if rule.doc else "") + ".")
+    fn.__signature__ = inspect.Signature(
+        [inspect.Parameter(f"a{i}" if rule.arity > 1 else "x",
+                           inspect.Parameter.POSITIONAL_ONLY) for i in range(rule.arity)]
+        + [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                             default=p.default) for p in rule.params])
     return fn
 
 
@@ -118,7 +144,8 @@ def _tensor_first(a, b):
     return (b, a) if isinstance(b, Tensor) and not isinstance(a, Tensor) else (a, b)
 
 
-# --------------------------------------------------------------------------- arithmetic
+# --------------------------------------------------------------------------- ops by hand
+# Where PyTorch records more than the row's one node, or reorders its operands.
 
 def add(a, b):
     return apply("add", *_tensor_first(a, b))
@@ -135,78 +162,17 @@ def div(a, b):
     return apply("div", a, b)
 
 
-sub = _op("sub")    # 2 - x is PyTorch's RsubBackward1
-pow = _op("pow")    # PowBackward0 / 1 / 2 for x ** 2, x ** y, 2 ** x
-neg = _op("neg")
-
-# --------------------------------------------------------------------------- elementwise
-
-exp = _op("exp")
-log = _op("log")
-log1p = _op("log1p")
-expm1 = _op("expm1")
-sqrt = _op("sqrt")
-sin = _op("sin")
-cos = _op("cos")
-tan = _op("tan")
-asin = _op("asin")
-acos = _op("acos")
-atan = _op("atan")
-sinh = _op("sinh")
-cosh = _op("cosh")
-tanh = _op("tanh")
-asinh = _op("asinh")
-acosh = _op("acosh")
-atanh = _op("atanh")
-abs = _op("abs")
-sign = _op("sign")
-erf = _op("erf")
-sigmoid = _op("sigmoid")
-softplus = _op("softplus")
-relu = _op("relu")
-maximum = _op("maximum")
-minimum = _op("minimum")
-where = _op("where")          # where(cond, a, b); no gradient to cond
-lt = _op("lt")                # comparisons: bool tensors that never require grad
-le = _op("le")
-gt = _op("gt")
-ge = _op("ge")
-
-# --------------------------------------------------------------------------- reductions
-
-
-def _reduction(op: str):
-    def fn(x, axis=None, keepdims: bool = False):
-        return apply(op, x, normalize_axis(axis, np.ndim(getattr(x, "data", x))), keepdims)
-
-    fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"``{op}`` over ``axis`` (all axes when ``None``), NumPy style."
-    return fn
-
-
-sum = _reduction("sum")
-mean = _reduction("mean")
-max = _reduction("max")
-min = _reduction("min")
-logsumexp = _reduction("logsumexp")
-
-
 def prod(x, axis=None, keepdims: bool = False):
     """Product over ``axis``. As the torch column (and torch.prod) it reduces one axis at
     a time, the last first, unless it reduces everything to a scalar."""
-    ndim = np.ndim(getattr(x, "data", x))
-    axis = normalize_axis(axis, ndim)
+    ndim = np.ndim(_data(x))
+    params = RULES["prod"].bind([np.shape(_data(x))], {"axis": axis, "keepdims": keepdims})
+    axis = dict(params)["axis"]
     if len(axis) == ndim and not keepdims:
-        return apply("prod", x, axis, keepdims)
+        return apply("prod", x, params=params)
     for d in sorted(axis, reverse=True):
-        x = apply("prod", x, (d,), keepdims)
+        x = apply("prod", x, params=(("axis", (d,)), ("keepdims", keepdims)))
     return x
-
-
-# --------------------------------------------------------------------------- linear algebra
-
-dot = _op("dot")
-transpose = _op("transpose")  # swaps the last two axes
 
 
 # --------------------------------------------------------------------------- matmul
@@ -418,15 +384,34 @@ def matmul(a, b):
     return _view(out, out_shape, "UnsafeViewBackward0")
 
 
-# Tensor methods for the one-argument ops (x.exp(), x.sum(axis=1), ...).
-for _name in ("exp log log1p expm1 sqrt sin cos tan asin acos atan sinh cosh tanh asinh "
-              "acosh atanh abs sign erf sigmoid softplus relu sum mean prod max min "
-              "logsumexp").split():
-    setattr(Tensor, _name, globals()[_name])
-del _name
+# --------------------------------------------------------------------------- the table's ops
+# One op per row not written by hand above, and the Tensor methods and operators that
+# call them (x.exp(), x.sum(axis=1), x + y, ...).
 
-__all__ = ["apply", "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "log1p", "expm1",
-           "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-           "asinh", "acosh", "atanh", "abs", "sign", "erf", "sigmoid", "softplus", "relu",
-           "maximum", "minimum", "where", "lt", "le", "gt", "ge", "sum", "mean", "prod",
-           "max", "min", "logsumexp", "matmul", "dot", "transpose"]
+_BY_HAND = {"add": add, "mul": mul, "div": div, "prod": prod, "matmul": matmul}
+for _rule in RULES.values():
+    globals()[_rule.name] = _BY_HAND.get(_rule.name) or _op(_rule)
+    if _rule.arity == 1 and _rule.symbol is None and _rule.kind in (ELEMENTWISE, REDUCTION):
+        setattr(Tensor, _rule.name, globals()[_rule.name])
+del _rule
+
+_OPERATORS = {"add": ("__add__", "__radd__"), "sub": ("__sub__", "__rsub__"),
+              "mul": ("__mul__", "__rmul__"), "div": ("__truediv__", "__rtruediv__"),
+              "pow": ("__pow__", "__rpow__"), "matmul": ("__matmul__", "__rmatmul__"),
+              "lt": ("__lt__", None), "le": ("__le__", None), "gt": ("__gt__", None),
+              "ge": ("__ge__", None)}
+
+
+def _dunders(fn, forward: str, reflected: str | None) -> None:
+    setattr(Tensor, forward, lambda self, other: fn(self, other))
+    if reflected:   # other + self: the op sees the operands in the written order
+        setattr(Tensor, reflected, lambda self, other: fn(other, self))
+
+
+for _name, (_fwd, _ref) in _OPERATORS.items():
+    _dunders(globals()[_name], _fwd, _ref)
+Tensor.__neg__ = lambda self: neg(self)   # noqa: F821  (generated above)
+# Comparisons give tensors that do not require grad; == stays identity (hashable).
+del _name, _fwd, _ref
+
+__all__ = ["apply", *RULES]

@@ -150,26 +150,8 @@ class Tensor:
                  else ", requires_grad=True" if self._requires_grad else "")
         return f"tensor({body}, dtype={self.dtype}{extra})"
 
-    # ------------------------------------------------------------------ operators
-    # A number on the left of a commutative operator is moved right, as PyTorch does.
-    def __add__(self, other): return _ops.add(self, other)
-    def __radd__(self, other): return _ops.add(self, other)
-    def __sub__(self, other): return _ops.sub(self, other)
-    def __rsub__(self, other): return _ops.sub(other, self)
-    def __mul__(self, other): return _ops.mul(self, other)
-    def __rmul__(self, other): return _ops.mul(self, other)
-    def __truediv__(self, other): return _ops.div(self, other)
-    def __rtruediv__(self, other): return _ops.div(other, self)
-    def __pow__(self, other): return _ops.pow(self, other)
-    def __rpow__(self, other): return _ops.pow(other, self)
-    def __matmul__(self, other): return _ops.matmul(self, other)
-    def __rmatmul__(self, other): return _ops.matmul(other, self)
-    def __neg__(self): return _ops.neg(self)
-    # Comparisons give tensors that do not require grad; == stays identity (hashable).
-    def __lt__(self, other): return _ops.lt(self, other)
-    def __le__(self, other): return _ops.le(self, other)
-    def __gt__(self, other): return _ops.gt(self, other)
-    def __ge__(self, other): return _ops.ge(self, other)
+    # Operators (x + y, x @ W, -x, x < y) and the methods of one-argument ops (x.exp(),
+    # x.sum(axis=1)) are attached by gradcheck.engine.ops, which needs this class.
 
 
 def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
@@ -185,5 +167,3 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
         data = array.astype(np.float32) if array.dtype == np.float64 else array
     return Tensor(np.array(data, dtype=dtype), requires_grad=requires_grad)
 
-
-from . import ops as _ops  # noqa: E402  (ops needs Tensor; the operators need ops)

@@ -1,0 +1,14 @@
+"""The rule table (:mod:`.table`) and what a row is (:mod:`.row`).
+
+Importing this package costs only NumPy: SymPy, SciPy and torch are imported when a
+column that needs them is first called, so parsing and listing cases stay instant.
+"""
+
+from .columns import sympy_scalar_constant
+from .row import (AXIS, BACKENDS, BOOL, COMPARISON, DOMAINS, ELEMENTWISE, LINALG, NUMBER,
+                  REDUCTION, EngineRule, Param, Rule)
+from .table import FUNCTIONS, OPERATORS, RULES
+
+__all__ = ["Rule", "EngineRule", "Param", "RULES", "FUNCTIONS", "OPERATORS", "BACKENDS",
+           "DOMAINS", "ELEMENTWISE", "REDUCTION", "LINALG", "COMPARISON", "AXIS", "BOOL",
+           "NUMBER", "sympy_scalar_constant"]

@@ -1,0 +1,258 @@
+"""The columns' functions: SymPy meanings, NumPy forwards, torch calls and hazards.
+
+SymPy and torch are imported when a column that needs them is first called (``s`` and
+``t`` look a function up at call time), so importing the table costs only NumPy and
+parsing or listing cases stays instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+import numpy as np
+
+from ..shapes import ShapeError
+
+
+class _LazyModule:
+    """A module imported on first attribute access (``sympy`` below: only the columns'
+    bodies touch it, when called)."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._module = None
+
+    def __getattr__(self, attr: str):
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attr)
+
+
+sympy = _LazyModule("sympy")
+
+
+def _torch():
+    import torch  # imported lazily: listing cases must not pay for torch
+
+    return torch
+
+
+def sympy_fn(fname: str) -> Callable[..., Any]:
+    """``sympy.<fname>``, looked up when called (SymPy is imported lazily)."""
+
+    def call(*args, **kwargs):
+        return getattr(sympy, fname)(*args, **kwargs)
+
+    call.__name__ = f"sympy_{fname}"
+    return call
+
+
+def torch_fn(fname: str) -> Callable[..., Any]:
+    """``torch.<fname>``, looked up when called (torch is imported lazily)."""
+
+    def call(*args):
+        return getattr(_torch(), fname)(*args)
+
+    call.__name__ = f"torch_{fname}"
+    return call
+
+
+def cfunction(name: str):
+    """SymPy's C99 functions (``expm1``, ``log1p``): differentiable like ``exp(x) - 1``
+    and ``log(1 + x)``, but lambdify prints them as NumPy's accurate ``expm1``/``log1p``,
+    so the float64 reference does not lose the digits those forms cancel near 0."""
+    from sympy.codegen import cfunctions
+
+    return getattr(cfunctions, name)
+
+
+def sym_sigmoid(x):
+    # 1 / (1 + exp(-x)), written so that exp never overflows: the float64 reference
+    # stays exact to rounding at any |x| (its derivative too).
+    return sympy.Piecewise((1 / (1 + sympy.exp(-x)), x >= 0),
+                           (sympy.exp(x) / (1 + sympy.exp(x)), True))
+
+
+def sym_softplus(x):
+    # log(1 + exp(x)) as x + log1p(exp(-x)) for x > 0 and log1p(exp(x)) otherwise: no
+    # overflow, and no 1 + tiny rounding to 1 (softplus(-60) is 8.8e-27, not 0).
+    log1p = cfunction("log1p")
+    return sympy.Piecewise((x + log1p(sympy.exp(-x)), x > 0),
+                           (log1p(sympy.exp(x)), True))
+
+
+def reduce_objects(a: np.ndarray, axis: tuple[int, ...], keepdims: bool,
+                    combine: Callable[[list], Any]) -> np.ndarray:
+    """Reduce an object array of SymPy scalars over ``axis`` with ``combine(elements)``."""
+    a = np.asarray(a, dtype=object)
+    keep = [d for d in range(a.ndim) if d not in axis]
+    moved = np.transpose(a, keep + list(axis))
+    kept_shape = moved.shape[: len(keep)]
+    flat = moved.reshape(kept_shape + (-1,))
+    out = np.empty(kept_shape, dtype=object)
+    for idx in np.ndindex(*kept_shape):
+        out[idx] = combine(list(flat[idx]))
+    if keepdims:
+        out = out.reshape([1 if d in axis else n for d, n in enumerate(a.shape)])
+    return out
+
+
+def sym_reduction(combine: Callable[[list], Any]) -> Callable[..., np.ndarray]:
+    return lambda a, axis, keepdims: reduce_objects(a, axis, keepdims, combine)
+
+
+def top_two_gap(x, axis, keepdims):
+    """Gap between the largest two elements along ``axis`` (where max switches)."""
+    x = np.asarray(x, dtype=float)
+    keep = [d for d in range(x.ndim) if d not in axis]
+    flat = np.transpose(x, keep + list(axis)).reshape([x.shape[d] for d in keep] + [-1])
+    if flat.shape[-1] < 2:
+        return None
+    part = -np.partition(-flat, 1, axis=-1)
+    gap = part[..., 0] - part[..., 1]
+    if keepdims:
+        gap = gap.reshape([1 if d in axis else n for d, n in enumerate(x.shape)])
+    return gap
+
+
+def bottom_two_gap(x, axis, keepdims):
+    return top_two_gap(-np.asarray(x, dtype=float), axis, keepdims)
+
+
+def one_hot(pick):
+    """One-hot mask of the element ``pick`` (np.argmax/np.argmin) selects along ``axis``."""
+
+    def mask(x, axis, keepdims=False):   # keepdims: the calling convention's
+        x = np.asarray(x, dtype=float)
+        keep = [d for d in range(x.ndim) if d not in axis]
+        moved = np.transpose(x, keep + list(axis))
+        flat = moved.reshape(moved.shape[: len(keep)] + (-1,))
+        hot = np.zeros_like(flat)
+        np.put_along_axis(hot, pick(flat, axis=-1)[..., None], 1.0, axis=-1)
+        return np.transpose(hot.reshape(moved.shape), np.argsort(keep + list(axis)))
+
+    return mask
+
+
+def sym_selected(a, axis, keepdims, onehot):
+    return reduce_objects(np.asarray(a, dtype=object) * onehot, axis, keepdims,
+                           lambda e: sympy.Add(*e))
+
+
+def abs_distance(x):
+    return np.abs(x)
+
+
+def pow_hazard(a, b):
+    # A non-integer or negative exponent is singular (or undefined) at a zero base.
+    b = np.asarray(b)
+    if b.ndim == 0 and float(b) == int(b) and float(b) >= 0:
+        return None
+    return np.abs(a)
+
+
+def np_erf(x):
+    from scipy.special import erf
+
+    return erf(x)
+
+
+def np_sigmoid(x):
+    from scipy.special import expit
+
+    return expit(x)
+
+
+def np_logsumexp(x, axis, keepdims):
+    from scipy.special import logsumexp
+
+    return logsumexp(x, axis=axis, keepdims=keepdims)
+
+
+def torch_reduce(fname: str, need_dim: bool = False):
+    def call(x, axis, keepdims):
+        torch = _torch()
+        fn = getattr(torch, fname)
+        if axis == tuple(range(x.dim())) and not keepdims and not need_dim:
+            return fn(x)
+        if fname == "prod":
+            # torch.prod reduces one dim at a time; reduce the highest axis first.
+            for d in sorted(axis, reverse=True):
+                x = fn(x, dim=d, keepdim=keepdims)
+            return x
+        return fn(x, dim=axis, keepdim=keepdims)
+
+    call.__name__ = f"torch_{fname}"
+    return call
+
+
+def np_reduce(fn):
+    return lambda x, axis, keepdims: fn(np.asarray(x, dtype=float), axis=axis,
+                                        keepdims=keepdims)
+
+
+def sym_mean(elems):
+    return sympy.Add(*elems) / len(elems)
+
+
+def sym_logsumexp(elems):
+    return sympy.log(sympy.Add(*[sympy.exp(e) for e in elems]))
+
+
+def sym_where(c, a, b):
+    return sympy.Piecewise((a, c), (b, True))
+
+
+def sym_relu(x):
+    return sympy.Piecewise((x, x > 0), (0, True))
+
+
+def torch_softplus(x):
+    # Above ``threshold`` PyTorch returns x itself, off by log1p(exp(-x)) ≈ e^-x: at its
+    # default 20 that is 2e-9, below float32's rounding but not float64's; at 37, e^-37
+    # = 8.5e-17 is below float64's unit roundoff and exp(37) far from overflow.
+    torch = _torch()
+    return torch.nn.functional.softplus(x, threshold=37.0 if x.dtype == torch.float64
+                                        else 20.0)
+
+
+def torch_transpose(x):
+    return _torch().transpose(x, -2, -1)
+
+
+def obj_matmul(a, b):
+    out = np.matmul(np.asarray(a, dtype=object), np.asarray(b, dtype=object))
+    return np.asarray(out, dtype=object)
+
+
+def obj_dot(a, b):
+    return np.asarray(sympy.Add(*[x * y for x, y in zip(a, b)]), dtype=object)
+
+
+
+def sympy_scalar_constant(text: str) -> sympy.Expr:
+    """The exact SymPy number a constant's text stands for: a decimal literal (``0.1``
+    becomes ``1/10``), ``pi`` or ``E``, possibly negated (``-pi``)."""
+    from fractions import Fraction
+
+    if text.startswith("-"):
+        return -sympy_scalar_constant(text[1:])
+    if text in ("pi", "E"):
+        return getattr(sympy, text)
+    f = Fraction(text)
+    return sympy.Integer(f.numerator) if f.denominator == 1 else sympy.Rational(
+        f.numerator, f.denominator)
+
+
+def dot_shape(a, b):
+    if len(a) != 1 or len(b) != 1 or a != b:
+        raise ShapeError(f"dot needs two vectors of one length, got shapes {list(a)} "
+                         f"and {list(b)}")
+    return ()
+
+
+def transpose_shape(a):
+    if len(a) < 2:
+        raise ShapeError(f"transpose needs at least two dimensions, got shape {list(a)}")
+    return a[:-2] + (a[-1], a[-2])

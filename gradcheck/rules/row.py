@@ -1,0 +1,197 @@
+"""A row of the rule table: one primitive of the expression language, as named data.
+
+A row holds its columns (what the primitive means to SymPy, NumPy, torch and the engine),
+its parameters (``axis=``, ``keepdims=``, ``min=``...), how it is spelled (a function
+name, or an operator such as ``+`` or ``@``), the domain of its arguments, and its shape
+rule. Everything that walks a formula calls a row through :meth:`Rule.call` (and the
+engine's VJPs through :meth:`Rule.vjp`): one calling convention, so a new primitive, with
+or without parameters, is one row.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from ..shapes import ShapeError, broadcast, normalize_axis, reduced
+
+ELEMENTWISE = "elementwise"
+REDUCTION = "reduction"
+LINALG = "linalg"
+COMPARISON = "comparison"
+
+#: Column names every row must fill.
+BACKENDS: tuple[str, ...] = ("sympy", "numpy", "torch", "engine")
+
+#: Argument domains, in the case files' vocabulary (an interval is a (lo, hi) pair).
+DOMAINS: tuple[str, ...] = ("real", "positive", "nonnegative", "nonzero", "unit")
+
+AXIS, BOOL, NUMBER = "axis", "bool", "number"
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter of a row, given as a keyword in a formula (``sum(x, axis=1)``).
+
+    ``kind`` says what the parser accepts and how the value is normalised: ``axis`` (an
+    int, a tuple of ints or None, normalised against the first argument's dimensions to a
+    sorted tuple of non-negative axes), ``bool`` (True or False) or ``number`` (a number
+    literal, or None for "not given").
+    """
+
+    name: str
+    kind: str
+    default: Any = None
+
+    def normalize(self, value: Any, shapes: list[tuple[int, ...]]) -> Any:
+        if self.kind == AXIS:
+            return normalize_axis(value, len(shapes[0]))
+        if self.kind == BOOL:
+            if not isinstance(value, bool):
+                raise ShapeError(f"{self.name}= must be True or False")
+            return value
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ShapeError(f"{self.name}= must be a number")
+        return float(value)
+
+
+@dataclass(frozen=True)
+class EngineRule:
+    """The engine column of a row: its reverse-mode rule, HIPS-autograd style.
+
+    ``vjps[i](g, ans, *args, *params)`` is the cotangent of argument ``i``, given the
+    output's cotangent ``g``, the forward's result ``ans``, the forward's arguments (NumPy
+    arrays or Python numbers) and the row's parameter values in order. It may have the
+    broadcast shape: the engine sums it back to the argument's shape in one place.
+    ``None`` marks an argument with no derivative (the condition of ``where``).
+    ``grad_fn`` is the class name PyTorch gives the node, or a function of the arguments
+    and parameters choosing it (``x ** 2`` is PowBackward0, ``x ** y`` PowBackward1);
+    ``None``: the result is not differentiable. ``saves``: whether PyTorch's node saves
+    tensors, so that a second backward through it needs ``retain_graph``.
+    """
+
+    grad_fn: str | Callable[..., str] | None
+    vjps: tuple[Callable[..., Any] | None, ...] = ()
+    saves: bool = True
+    op: str = ""                    # the row's name, set by Rule
+
+
+def _default_shape(kind: str) -> Callable[..., tuple[int, ...]]:
+    if kind in (ELEMENTWISE, COMPARISON):
+        return broadcast
+    if kind == REDUCTION:
+        return reduced
+    raise ValueError(f"a {kind} row needs its own shape rule")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One primitive of the expression language (see the module docstring).
+
+    Columns, each called as ``column(*args, *params)`` through :meth:`call`:
+
+    - ``sympy``: its meaning in SymPy. Elementwise rows get SymPy scalars; reductions and
+      linear algebra NumPy *object* arrays of SymPy scalars (NumPy supplies broadcasting,
+      matmul and axes). The symbolic reference differentiates what this builds, so
+      derivatives come from SymPy's calculus, never from this table.
+    - ``numpy``: its float forward on NumPy arrays (finite differences differentiate it;
+      sampling evaluates it to find kinks and singularities; the engine runs it).
+    - ``torch``: the same operation in PyTorch, as a user would write it.
+    - ``hazard``: distance of the arguments to the nearest kink or singularity (zero of
+      a denominator, edge of the domain, switch of a branch), or ``None`` where the
+      operation is smooth everywhere. Points are sampled away from these.
+    - ``selector``: for a reduction that picks one element (max, min): the one-hot mask
+      of the picked element from float values; the ``sympy`` column then also gets that
+      one-hot array and means "the selected element" (exact wherever the pick is locally
+      constant; SymPy's own ``Max`` of many arguments compiles far too slowly).
+    - ``shape``: the result's shape from the arguments' shapes (raises ShapeError).
+    - ``engine``: an :class:`EngineRule` (PyTorch's grad_fn name and one VJP per argument).
+
+    Data: ``params`` (keyword parameters with defaults), ``symbol`` (the operator that
+    spells the row, ``None`` for a function called by name), ``domain`` (per argument,
+    where the row is defined: a name of :data:`DOMAINS` or an open interval; empty: real
+    everywhere), ``grows`` (its value grows exponentially with its argument, or has
+    poles, so formula generators bound the argument first), ``exponential`` (its SymPy
+    form goes through exp(±argument): sampling bounds the argument of extreme points by
+    ln of the dtype's range), ``periodic`` (extreme points keep its argument within a
+    reach of 0), ``numbers`` (torch's operator and Scalar
+    overloads take a Python number as it is, rather than a 0-d tensor), ``rounding``
+    (units of the unit roundoff its result is rounded by beyond its arguments' errors,
+    see :mod:`gradcheck.rounding`: 0 exact, 1 correctly rounded arithmetic, 2 a library
+    function; a reduction's accumulation is counted apart).
+    """
+
+    name: str
+    kind: str                       # ELEMENTWISE, REDUCTION, LINALG or COMPARISON
+    arity: int
+    sympy: Callable[..., Any]
+    numpy: Callable[..., Any]
+    torch: Callable[..., Any]
+    hazard: Callable[..., Any] | None = None
+    selector: Callable[..., Any] | None = None
+    engine: EngineRule | None = None
+    doc: str = ""
+    rounding: float = 2.0
+    params: tuple[Param, ...] = ()
+    symbol: str | None = None
+    domain: tuple[Any, ...] = ()
+    grows: bool = False
+    exponential: bool = False
+    periodic: bool = False
+    numbers: bool = False
+    shape: Callable[..., tuple[int, ...]] | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.engine is not None and self.engine.op != self.name:
+            object.__setattr__(self, "engine", replace(self.engine, op=self.name))
+        if self.shape is None:
+            object.__setattr__(self, "shape", _default_shape(self.kind))
+
+    # ------------------------------------------------------------------ calling
+    def bind(self, shapes: list[tuple[int, ...]],
+             given: Mapping[str, Any] | None = None) -> tuple[tuple[str, Any], ...]:
+        """The row's parameters for arguments of ``shapes``: ``given`` values (or the
+        defaults), normalised, as (name, value) pairs in the row's order.
+
+        Raises:
+            ShapeError: a value does not fit (an axis out of range, a wrong type).
+            TypeError: ``given`` names a parameter the row does not have.
+        """
+        given = dict(given or {})
+        unknown = set(given) - {p.name for p in self.params}
+        if unknown:
+            raise TypeError(f"{self.name}() got an unexpected keyword "
+                            f"{sorted(unknown)[0]!r}")
+        return tuple((p.name, p.normalize(given.get(p.name, p.default), shapes))
+                     for p in self.params)
+
+    def call(self, column: str, args, params=(), *extra):
+        """Column ``column`` applied to ``args`` and the parameter values ``params``
+        (the pairs of :meth:`bind`), then ``extra`` (the sympy column of a selector row
+        takes the one-hot mask)."""
+        return getattr(self, column)(*args, *_values(params), *extra)
+
+    def vjp(self, k: int, g, ans, args, params=()):
+        """The engine column's cotangent of argument ``k``."""
+        return self.engine.vjps[k](g, ans, *args, *_values(params))
+
+    def grad_fn_name(self, args, params=()) -> str | None:
+        """PyTorch's name for the node this row records on ``args``."""
+        name = self.engine.grad_fn
+        return name(*args, *_values(params)) if callable(name) else name
+
+    def result_shape(self, shapes: list[tuple[int, ...]], params=()) -> tuple[int, ...]:
+        return tuple(self.shape(*shapes, *_values(params)))
+
+    def domain_of(self, k: int):
+        """The domain of argument ``k`` ("real" when the row does not restrict it)."""
+        return self.domain[k] if k < len(self.domain) else "real"
+
+
+def _values(params) -> tuple:
+    if isinstance(params, Mapping):
+        params = params.items()
+    return tuple(v for _, v in params)

@@ -1,0 +1,204 @@
+"""The primitive table: one row per primitive, the single place a primitive is defined.
+
+Each row (:class:`gradcheck.rules.row.Rule`) holds a primitive's columns (SymPy, NumPy,
+torch, the engine's VJPs), its parameters, spelling, domain and shape rule; the columns'
+functions live in :mod:`.columns` and :mod:`.vjps`, this module lists the rows. Axes
+reaching the array-valued columns are already normalised to a tuple of non-negative
+ints (``None`` never reaches them).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..shapes import matmul_shape
+from .columns import (
+    abs_distance, bottom_two_gap, cfunction, dot_shape, np_erf, np_logsumexp,
+    np_reduce, np_sigmoid, obj_dot, obj_matmul, one_hot, pow_hazard, sym_logsumexp,
+    sym_mean, sym_reduction, sym_relu, sym_selected, sym_sigmoid, sym_softplus, sym_where,
+    sympy, sympy_fn as s, top_two_gap, torch_fn as t, torch_reduce, torch_softplus,
+    torch_transpose, transpose_shape)
+from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, LINALG, REDUCTION, Param, Rule
+from .vjps import (
+    SQRT_PI, count, engine_rule as e, identity_vjp, keep, matmul_a, matmul_b, matmul_name,
+    others_product, pow_base, pow_exponent, pow_name, reduction_name, share, sub_name,
+    ties)
+
+# Reductions take axis= (None: every axis) and keepdims=, as NumPy's do.
+REDUCE_PARAMS = (Param("axis", AXIS, None), Param("keepdims", BOOL, False))
+
+
+def unary(name, sym, np_fn, torch_fn, hazard=None, **row):
+    return Rule(name, ELEMENTWISE, 1, sym, np_fn, torch_fn, hazard, **row)
+
+
+def binary(name, sym, np_fn, torch_fn, hazard=None, **row):
+    return Rule(name, ELEMENTWISE, 2, sym, np_fn, torch_fn, hazard, **row)
+
+
+def reduction(name, combine, np_fn, torch_fn, hazard=None, **row):
+    return Rule(name, REDUCTION, 1, sym_reduction(combine), np_fn, torch_fn, hazard,
+                params=REDUCE_PARAMS, **row)
+
+
+def comparison(name, sym, op, symbol):
+    return Rule(name, COMPARISON, 2, sym, lambda a, b: op(np.asarray(a), np.asarray(b)), op,
+                hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b)),
+                doc="condition of where()", symbol=symbol, numbers=True,
+                engine=e(None))   # not differentiable
+
+
+def _gap(a, b):
+    return np.abs(np.asarray(a) - np.asarray(b))
+
+
+_ROWS: list[Rule] = [
+    # arithmetic (operators of the expression language)
+    binary("add", lambda a, b: a + b, np.add, lambda a, b: a + b, doc="a + b",
+           symbol="+", numbers=True, rounding=1,
+           engine=e("AddBackward0", identity_vjp, identity_vjp, saves=False)),
+    binary("sub", lambda a, b: a - b, np.subtract, lambda a, b: a - b, doc="a - b",
+           symbol="-", numbers=True, rounding=1,
+           engine=e(sub_name, identity_vjp, lambda g, ans, a, b: -g, saves=False)),
+    binary("mul", lambda a, b: a * b, np.multiply, lambda a, b: a * b, doc="a * b",
+           symbol="*", numbers=True, rounding=1,
+           engine=e("MulBackward0", lambda g, ans, a, b: g * b,
+                    lambda g, ans, a, b: g * a)),
+    binary("div", lambda a, b: a / b, np.divide, lambda a, b: a / b,
+           hazard=lambda a, b: np.abs(b), doc="a / b", symbol="/", numbers=True,
+           domain=("real", "nonzero"), rounding=1,
+           engine=e("DivBackward0", lambda g, ans, a, b: g / b,
+                    lambda g, ans, a, b: -g * a / (b * b))),
+    binary("pow", lambda a, b: a ** b, np.power, lambda a, b: a ** b,
+           hazard=pow_hazard, doc="a ** b (tensor or constant exponent)", symbol="**",
+           numbers=True, domain=("positive", "real"),
+           engine=e(pow_name, pow_base, pow_exponent)),
+    unary("neg", lambda x: -x, np.negative, lambda x: -x, doc="-x", symbol="-",
+          numbers=True, rounding=0,
+          engine=e("NegBackward0", lambda g, ans, x: -g, saves=False)),
+    # exponentials and logarithms
+    unary("exp", s("exp"), np.exp, t("exp"), grows=True, exponential=True,
+          engine=e("ExpBackward0", lambda g, ans, x: g * ans)),
+    unary("log", s("log"), np.log, t("log"), hazard=abs_distance, domain=("positive",),
+          engine=e("LogBackward0", lambda g, ans, x: g / x)),
+    unary("log1p", lambda x: cfunction("log1p")(x), np.log1p, t("log1p"),
+          hazard=lambda x: np.abs(1 + np.asarray(x)), domain=((-1.0, np.inf),),
+          engine=e("Log1PBackward0", lambda g, ans, x: g / (x + 1))),
+    unary("expm1", lambda x: cfunction("expm1")(x), np.expm1, t("expm1"), grows=True, exponential=True,
+          engine=e("Expm1Backward0", lambda g, ans, x: g * (ans + 1))),
+    unary("sqrt", s("sqrt"), np.sqrt, t("sqrt"), hazard=abs_distance, domain=("positive",),
+          rounding=1,
+          engine=e("SqrtBackward0", lambda g, ans, x: g / (2 * ans))),
+    # trigonometric and hyperbolic
+    unary("sin", s("sin"), np.sin, t("sin"), periodic=True,
+          engine=e("SinBackward0", lambda g, ans, x: g * np.cos(x))),
+    unary("cos", s("cos"), np.cos, t("cos"), periodic=True,
+          engine=e("CosBackward0", lambda g, ans, x: g * -np.sin(x))),
+    # (tan's domain is its principal branch: generators keep to one branch)
+    unary("tan", s("tan"), np.tan, t("tan"), hazard=lambda x: np.abs(np.cos(x)),
+          domain=((-np.pi / 2, np.pi / 2),), grows=True, periodic=True,
+          engine=e("TanBackward0", lambda g, ans, x: g * (1 + ans * ans))),
+    unary("asin", s("asin"), np.arcsin, t("asin"), hazard=lambda x: 1 - np.abs(x),
+          domain=("unit",),
+          engine=e("AsinBackward0", lambda g, ans, x: g / np.sqrt(1 - x * x))),
+    unary("acos", s("acos"), np.arccos, t("acos"), hazard=lambda x: 1 - np.abs(x),
+          domain=("unit",),
+          engine=e("AcosBackward0", lambda g, ans, x: -g / np.sqrt(1 - x * x))),
+    unary("atan", s("atan"), np.arctan, t("atan"),
+          engine=e("AtanBackward0", lambda g, ans, x: g / (x * x + 1))),
+    unary("sinh", s("sinh"), np.sinh, t("sinh"), grows=True, exponential=True,
+          engine=e("SinhBackward0", lambda g, ans, x: g * np.cosh(x))),
+    unary("cosh", s("cosh"), np.cosh, t("cosh"), grows=True, exponential=True,
+          engine=e("CoshBackward0", lambda g, ans, x: g * np.sinh(x))),
+    unary("tanh", s("tanh"), np.tanh, t("tanh"),
+          engine=e("TanhBackward0", lambda g, ans, x: g * (1 - ans * ans))),
+    unary("asinh", s("asinh"), np.arcsinh, t("asinh"),
+          engine=e("AsinhBackward0", lambda g, ans, x: g / np.sqrt(x * x + 1))),
+    unary("acosh", s("acosh"), np.arccosh, t("acosh"),
+          hazard=lambda x: np.asarray(x) - 1, domain=((1.0, np.inf),),
+          engine=e("AcoshBackward0", lambda g, ans, x: g / np.sqrt(x * x - 1))),
+    unary("atanh", s("atanh"), np.arctanh, t("atanh"), hazard=lambda x: 1 - np.abs(x),
+          domain=("unit",),
+          engine=e("AtanhBackward0", lambda g, ans, x: g / (1 - x * x))),
+    # non-smooth and special
+    unary("abs", s("Abs"), np.abs, t("abs"), hazard=abs_distance, rounding=0,
+          engine=e("AbsBackward0", lambda g, ans, x: g * np.sign(x))),
+    unary("sign", s("sign"), np.sign, t("sign"), hazard=abs_distance, rounding=0,
+          engine=e("SignBackward0", lambda g, ans, x: np.zeros_like(g), saves=False)),
+    unary("erf", s("erf"), np_erf, t("erf"),
+          engine=e("ErfBackward0", lambda g, ans, x: g * (2 / SQRT_PI) * np.exp(-x * x))),
+    unary("sigmoid", sym_sigmoid, np_sigmoid, t("sigmoid"), doc="1 / (1 + exp(-x))",
+          exponential=True,
+          engine=e("SigmoidBackward0", lambda g, ans, x: g * (1 - ans) * ans)),
+    unary("softplus", sym_softplus, lambda x: np.logaddexp(0.0, x), torch_softplus,
+          doc="log(1 + exp(x))", exponential=True,
+          engine=e("SoftplusBackward0", lambda g, ans, x: g * np_sigmoid(x))),
+    unary("relu", sym_relu, lambda x: np.maximum(x, 0.0), t("relu"), hazard=abs_distance,
+          doc="max(x, 0)", rounding=0,
+          engine=e("ReluBackward0", lambda g, ans, x: np.where(ans > 0, g, 0.0))),
+    binary("maximum", s("Max"), np.maximum, t("maximum"), hazard=_gap, rounding=0,
+           engine=e("MaximumBackward0", lambda g, ans, a, b: g * share(a, b),
+                    lambda g, ans, a, b: g * share(b, a))),
+    binary("minimum", s("Min"), np.minimum, t("minimum"), hazard=_gap, rounding=0,
+           engine=e("MinimumBackward0", lambda g, ans, a, b: g * share(b, a),
+                    lambda g, ans, a, b: g * share(a, b))),
+    Rule("where", ELEMENTWISE, 3, sym_where, np.where, t("where"),
+         doc="where(cond, a, b): a where cond holds, else b", rounding=0,
+         engine=e("WhereBackward0", None, lambda g, ans, c, a, b: np.where(c, g, 0.0),
+                  lambda g, ans, c, a, b: np.where(c, 0.0, g))),
+    # conditions of where()
+    comparison("lt", s("StrictLessThan"), operator.lt, "<"),
+    comparison("le", s("LessThan"), operator.le, "<="),
+    comparison("gt", s("StrictGreaterThan"), operator.gt, ">"),
+    comparison("ge", s("GreaterThan"), operator.ge, ">="),
+    # reductions, with axis= and keepdims=
+    reduction("sum", lambda el: sympy.Add(*el), np_reduce(np.sum), torch_reduce("sum"),
+              engine=e(reduction_name("Sum"), lambda g, ans, x, axis, keepdims:
+                       np.broadcast_to(keep(g, axis, keepdims), np.shape(x)),
+                       saves=False)),
+    reduction("mean", sym_mean, np_reduce(np.mean), torch_reduce("mean"),
+              engine=e(reduction_name("Mean"), lambda g, ans, x, axis, keepdims:
+                       np.broadcast_to(keep(g, axis, keepdims) / count(x, axis),
+                                       np.shape(x)), saves=False)),
+    reduction("prod", lambda el: sympy.Mul(*el), np_reduce(np.prod), torch_reduce("prod"),
+              engine=e(reduction_name("Prod"), lambda g, ans, x, axis, keepdims:
+                       keep(g, axis, keepdims) * others_product(x, axis))),
+    Rule("max", REDUCTION, 1, sym_selected, np_reduce(np.max), torch_reduce("amax"),
+         hazard=top_two_gap, selector=one_hot(np.argmax), rounding=0,
+         params=REDUCE_PARAMS,
+         engine=e("AmaxBackward0", lambda g, ans, x, axis, keepdims:
+                  keep(g, axis, keepdims) * ties(x, ans, axis, keepdims))),
+    Rule("min", REDUCTION, 1, sym_selected, np_reduce(np.min), torch_reduce("amin"),
+         hazard=bottom_two_gap, selector=one_hot(np.argmin), rounding=0,
+         params=REDUCE_PARAMS,
+         engine=e("AminBackward0", lambda g, ans, x, axis, keepdims:
+                  keep(g, axis, keepdims) * ties(x, ans, axis, keepdims))),
+    reduction("logsumexp", sym_logsumexp, np_logsumexp,
+              torch_reduce("logsumexp", need_dim=True), exponential=True,
+              engine=e("LogsumexpBackward0", lambda g, ans, x, axis, keepdims:
+                       keep(g, axis, keepdims) * np.exp(x - keep(ans, axis, keepdims)))),
+    # linear algebra
+    Rule("matmul", LINALG, 2, obj_matmul, np.matmul, lambda a, b: a @ b, doc="a @ b",
+         symbol="@", shape=matmul_shape,
+         engine=e(matmul_name, matmul_a, matmul_b)),
+    Rule("dot", LINALG, 2, obj_dot, np.dot, t("dot"), doc="inner product of two vectors",
+         shape=dot_shape,
+         engine=e("DotBackward0", lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a)),
+    Rule("transpose", LINALG, 1, lambda a: np.swapaxes(np.asarray(a, dtype=object), -1, -2),
+         lambda a: np.swapaxes(a, -1, -2), torch_transpose, doc="swap the last two axes",
+         rounding=0, shape=transpose_shape,
+         engine=e("TransposeBackward0", lambda g, ans, x: np.swapaxes(g, -1, -2),
+                  saves=False)),
+]
+
+RULES: dict[str, Rule] = {rule.name: rule for rule in _ROWS}
+
+#: Names callable as functions in an expression (operators have their own syntax).
+FUNCTIONS: frozenset[str] = frozenset(name for name, rule in RULES.items()
+                                      if rule.symbol is None)
+
+#: The row each operator spells, by (symbol, number of operands).
+OPERATORS: dict[tuple[str, int], str] = {(rule.symbol, rule.arity): name
+                                         for name, rule in RULES.items() if rule.symbol}
