@@ -9,7 +9,7 @@ import torch
 
 from ..dtypes import to_float64, torch_dtype
 from ..evaluation import Evaluation
-from . import drive
+from .drive import drive
 
 
 def _apply(node, args, dtype, device):
