@@ -309,10 +309,10 @@ def _formula_point(seed: int = 0) -> dict:
 def _lowered(case):
     """The formula as one SymPy expression, built by SymPy's usual evaluation, and its
     input symbols (what plain SymPy starts from)."""
-    from .symbolic import _lower, _symbol
+    from .lowering import lower, symbol
 
-    syms = {s.name: _symbol(s.name) for s in case.inputs}
-    return (_lower(case.output, syms, scalar=True, evaluated=True),
+    syms = {s.name: symbol(s.name) for s in case.inputs}
+    return (lower(case.output, syms, scalar=True, evaluated=True),
             [syms[s.name] for s in case.inputs])
 
 

@@ -15,8 +15,8 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradcheck import adjoint
-from gradcheck.adjoint import Program, inline
+from gradcheck.reference import adjoint
+from gradcheck.reference.adjoint import Program, inline
 from gradcheck.rules import RULES
 
 XS = sympy.symbols("x0:4", real=True)
@@ -67,7 +67,7 @@ def formulas(draw, depth: int = 3):
 
 
 def _clean(e):
-    from gradcheck.symbolic import _clean as clean
+    from gradcheck.reference.derivatives import clean
     return clean(e)
 
 

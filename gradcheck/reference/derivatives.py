@@ -1,0 +1,59 @@
+"""What the reference does with SymPy derivatives besides taking them: the derivative of a
+step function away from its kink, the size of a derivative's terms, and compiling
+derivatives to NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+
+def _select(condlist, choicelist, default=0.0):
+    # SymPy folds a comparison against a Piecewise into a boolean-valued Piecewise;
+    # np.select then returns floats, which must be read back as truth values here.
+    return np.select([np.asarray(c).astype(bool) for c in condlist], choicelist, default)
+
+
+#: lambdify's namespaces for every compiled reference kernel.
+MODULES = [{"sign": np.sign, "Heaviside": lambda x, h=0.5: np.heaviside(x, h),
+            "select": _select}, "scipy", "numpy"]
+
+
+def _is_step_derivative(e) -> bool:
+    return isinstance(e, sympy.Derivative) and isinstance(e.expr, (sympy.sign,
+                                                                    sympy.Heaviside))
+
+
+def clean(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the derivatives of sign/Heaviside set to 0, their value away from
+    the kinks."""
+    # SymPy says DiracDelta, or leaves Derivative(sign(f), x) unevaluated when it cannot
+    # tell that f is real.
+    if expr.has(sympy.DiracDelta):
+        expr = expr.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
+    if expr.has(sympy.Derivative):
+        expr = expr.replace(_is_step_derivative, lambda e: sympy.S.Zero)
+    return expr
+
+
+def compile(args, exprs):
+    """``exprs`` as one NumPy function of ``args`` (SymPy's own common subexpressions)."""
+    return sympy.lambdify(args, exprs, modules=MODULES, cse=True)
+
+
+def magnitude(e):
+    """An upper bound of |e| that keeps the size of every term: |a| + |b| for a + b,
+    |a|·|b| for a·b, M(b)^p for b^p (p > 0): the size rounding errors in computing e
+    scale with, which |e| misses where terms cancel (1 - tanh(x)² is tiny where both
+    terms are 1). Other subexpressions (a function's value, b^-1) count as |e|."""
+    if e.is_Number:
+        return abs(e)
+    if isinstance(e, sympy.Add):
+        return sympy.Add(*[magnitude(a) for a in e.args])
+    if isinstance(e, sympy.Mul):
+        return sympy.Mul(*[magnitude(a) for a in e.args])
+    if isinstance(e, sympy.Pow) and e.exp.is_number and e.exp.is_positive:
+        return sympy.Pow(magnitude(e.base), e.exp)
+    if isinstance(e, sympy.Piecewise):
+        return sympy.Piecewise(*[(magnitude(x), c) for x, c in e.args])
+    return sympy.Abs(e)

@@ -1,0 +1,159 @@
+"""The reference of an elementwise formula (possibly under one final ``sum``/``mean``):
+every input is a single scalar symbol and the formula one scalar SymPy expression. Its
+partial derivatives are the Jacobian's diagonal; the compiled kernel runs on whole
+arrays, so a check is O(n) and works for millions of elements."""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from ..evaluation import Evaluation
+from ..lowering import lower, symbol
+from ..rules import RULES
+from ..tree import SLAB, cut, elementwise_split, slabs, top_cotangent, unbroadcast
+from .adjoint import Program
+from .base import Reference
+from .derivatives import MODULES, clean, compile, magnitude
+
+
+class ElementwiseReference(Reference):
+    """Attributes (beside :class:`Reference`'s): ``body``, the elementwise part of the
+    formula, and ``top``, the final sum/mean node over it or None."""
+
+    mode = "elementwise"
+
+    def __init__(self, case):
+        super().__init__(case)
+        self.body, self.top = elementwise_split(case.output)
+        self._double: dict | None = None   # double backward's kernels, on first use
+        syms = {s.name: symbol(s.name) for s in case.inputs}
+        args = [syms[s.name] for s in case.inputs]
+        body = lower(self.body, syms, scalar=True)
+        program = Program(clean)
+        grads = program.gradient(body, [syms[n] for n in self.wrt])
+        exprs = [program.value(body)] + [grads.get(syms[n], 0) for n in self.wrt]
+        for name in case.retain_grad:
+            h = symbol(name)
+            program.define(h, lower(case.nodes[name].args[0], syms, True))
+            body_h = lower(self.body, dict(syms, **{name: h}), scalar=True)
+            exprs.append(program.gradient(body_h, [h]).get(h, 0))
+        self._kernel = program.lambdify(args, exprs, modules=MODULES)
+
+    @property
+    def sparsity(self) -> None:
+        return None
+
+    # ------------------------------------------------------------------ the kernel
+    def _kernel_args(self, point) -> list[np.ndarray]:
+        # Every argument at least 1-D and of the body's rank: NumPy then returns arrays
+        # (never bare scalars) everywhere, which np.select in Piecewise code requires.
+        ndim = max(1, len(self.body.shape))
+        return [np.reshape(point[s.name], (1,) * (ndim - len(s.shape)) + s.shape)
+                for s in self.case.inputs]
+
+    def _padded(self) -> tuple[int, ...]:
+        shape = self.body.shape
+        return (1,) * (max(1, len(shape)) - len(shape)) + shape
+
+    def _run_kernel(self, args: list[np.ndarray], padded: tuple) -> list[np.ndarray]:
+        """The kernel's outputs at the shape ``padded``, computed slab by slab, so that
+        each of the program's intermediate arrays stays small (a million-element case
+        would otherwise hold dozens of full-size temporaries at once)."""
+        pieces = slabs(padded)
+        if len(pieces) == 1:
+            return [np.broadcast_to(np.asarray(r, dtype=float), padded)
+                    for r in self._kernel(*args)]
+        outs = None
+        for axis, part, where in pieces:
+            results = self._kernel(*[cut(a, len(padded), axis, part) for a in args])
+            if outs is None:
+                outs = [np.empty(padded) for _ in results]
+            for o, r in zip(outs, results):
+                o[where] = r
+        return outs
+
+    # ------------------------------------------------------------------ vᵀJ
+    def _evaluations(self, points: list, vs: list):
+        """One kernel call for all the points when they are small together (the call's
+        fixed cost then dominates), one per point otherwise."""
+        padded = self._padded()
+        size = int(np.prod(padded, dtype=np.int64))
+        if len(points) > 1 and size * len(points) <= SLAB:
+            stacked = [np.stack(a) for a in zip(*(self._kernel_args(p) for p in points))]
+            outs = self._run_kernel(stacked, (len(points),) + padded)
+            for i, (p, v) in enumerate(zip(points, vs)):
+                yield self._evaluate_one(p, v, [o[i] for o in outs])
+        else:
+            for p, v in zip(points, vs):
+                yield self._evaluate_one(p, v)
+
+    def _evaluate_one(self, point, v, kernel_out=None) -> Evaluation:
+        case = self.case
+        shape = self.body.shape
+        if kernel_out is None:
+            kernel_out = self._run_kernel(self._kernel_args(point), self._padded())
+        out = [r.reshape(shape) for r in kernel_out]
+        body_value, partials = out[0], out[1:]
+        top = self.top
+        value = np.array(body_value) if top is None else np.asarray(
+            RULES[top.op].numpy(body_value, top.axis, top.keepdims))
+        v_body = top_cotangent(top, v, shape)
+        grads = {n: unbroadcast(v_body * d, case.input[n].shape)
+                 for n, d in zip(self.wrt, partials)}
+        retained = {n: unbroadcast(v_body * d, case.nodes[n].shape)
+                    for n, d in zip(case.retain_grad, partials[len(self.wrt):])}
+        return Evaluation(value, grads, retained)
+
+    # ------------------------------------------------------------------ double backward
+    def _hvp(self, point, v, u, absolute: bool) -> dict[str, np.ndarray]:
+        case, shape = self.case, self.body.shape
+        pairs = [(a, b) for a in self.wrt for b in self.wrt]
+        values = self._second_kernels(point, "magnitude" if absolute else "second")
+        v_body = top_cotangent(self.top, np.asarray(v, dtype=float), shape)
+        out = {n: np.zeros(shape) for n in self.wrt}
+        for (a, b), d2 in zip(pairs, values):
+            out[a] = out[a] + d2 * np.broadcast_to(u[b], shape)
+        return {n: unbroadcast(v_body * out[n], case.input[n].shape) for n in self.wrt}
+
+    def _jvp(self, point, u, absolute: bool) -> np.ndarray:
+        shape = self.body.shape
+        if absolute:   # the partials with their terms' sizes (1 - y² as 1 + y²)
+            partials = self._second_kernels(point, "first")
+        else:
+            with np.errstate(all="ignore"):
+                out = self._run_kernel(self._kernel_args(point), self._padded())
+            partials = out[1:1 + len(self.wrt)]
+        body = np.zeros(shape)
+        for n, d in zip(self.wrt, partials):
+            body = body + d.reshape(shape) * np.broadcast_to(u[n], shape)
+        top = self.top
+        return body if top is None else np.asarray(
+            RULES[top.op].numpy(body, top.axis, top.keepdims))
+
+    def _second_kernels(self, point, which: str) -> list[np.ndarray]:
+        """Elementwise kernels for double backward, compiled on first use, at ``point``
+        (arrays of the body's shape): ``second``, ∂²/∂a∂b for every pair of inputs;
+        ``magnitude``, the same with every term's size kept (:func:`magnitude`);
+        ``first``, ∂/∂a with every term's size kept (the size of J u's terms)."""
+        if self._double is None:
+            self._double = self._second_derivatives()
+        if not callable(self._double.get(f"{which}_fn")):
+            self._double[f"{which}_fn"] = compile(self._double["args"],
+                                                  self._double[which])
+        shape = self.body.shape
+        with np.errstate(all="ignore"):
+            return [np.broadcast_to(np.asarray(r, dtype=float), self._padded()).reshape(shape)
+                    for r in self._double[f"{which}_fn"](*self._kernel_args(point))]
+
+    def _second_derivatives(self) -> dict:
+        # SymPy's own diff and cse, so the evaluated lowering (see lower)
+        case = self.case
+        syms = {s.name: symbol(s.name) for s in case.inputs}
+        body = lower(self.body, syms, scalar=True, evaluated=True)
+        second = [clean(sympy.diff(body, syms[a], syms[b]))
+                  for a in self.wrt for b in self.wrt]
+        first = [clean(sympy.diff(body, syms[a])) for a in self.wrt]
+        return {"second": second, "magnitude": [magnitude(e) for e in second],
+                "first": [magnitude(e) for e in first],
+                "args": [syms[s.name] for s in case.inputs]}
