@@ -36,6 +36,7 @@ ROW_CASES = {
     "asin": ("asin(x)", {"x": {"shape": M, "domain": "unit"}}),
     "acos": ("acos(x)", {"x": {"shape": M, "domain": "unit"}}),
     "atan": ("atan(x)", {"x": M}),
+    "atan2": ("atan2(x, y) + atan2(2, y)", {"x": M, "y": V}),
     "sinh": ("sinh(x)", {"x": M}),
     "cosh": ("cosh(x)", {"x": M}),
     "tanh": ("tanh(x)", {"x": M}),

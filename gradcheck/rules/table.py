@@ -108,6 +108,12 @@ _ROWS: list[Rule] = [
           engine=e("AcosBackward0", lambda g, ans, x: -g / np.sqrt(1 - x * x))),
     unary("atan", s("atan"), np.arctan, t("atan"),
           engine=e("AtanBackward0", lambda g, ans, x: g / (x * x + 1))),
+    # atan2(y, x): singular at the origin, and jumps by 2π across y = 0 where x < 0
+    binary("atan2", s("atan2"), np.arctan2, t("atan2"),
+           hazard=lambda y, x: np.where(np.asarray(x) < 0, np.minimum(np.abs(y), np.hypot(
+               y, x)), np.hypot(y, x)), doc="atan2(y, x): the angle of the point (x, y)",
+           engine=e("Atan2Backward0", lambda g, ans, y, x: g * x / (x * x + y * y),
+                    lambda g, ans, y, x: -g * y / (x * x + y * y))),
     unary("sinh", s("sinh"), np.sinh, t("sinh"), grows=True, exponential=True,
           engine=e("SinhBackward0", lambda g, ans, x: g * np.cosh(x))),
     unary("cosh", s("cosh"), np.cosh, t("cosh"), grows=True, exponential=True,
