@@ -139,3 +139,19 @@ def to_float64(t: Any):
 
         return t.detach().cpu().to(torch.float64).numpy().copy()
     return np.array(t, dtype=np.float64)
+
+
+def to_numpy(t: Any):
+    """Anything a witness or an op hands back, as a new float64 NumPy array: None stays
+    None; a torch tensor of any dtype (bfloat16 included, see :func:`to_float64`); a
+    ``gradcheck.engine`` Tensor, its ``.data``; an array or a number, as it is."""
+    import numpy as np
+
+    if t is None:
+        return None
+    if hasattr(t, "detach") and hasattr(t, "cpu"):      # a torch tensor
+        return to_float64(t)
+    data = getattr(t, "data", None)
+    if isinstance(data, np.ndarray) and not isinstance(t, np.ndarray):   # engine Tensor
+        return np.array(data, dtype=np.float64)
+    return to_float64(t)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import to_float64, torch_dtype
+from ..dtypes import to_numpy, torch_dtype  # noqa: F401  (to_numpy: op checks use it)
 from ..errors import GradcheckError
 
 class OpImportError(GradcheckError):
@@ -226,11 +226,3 @@ class Runner:
         grads = self.kind.obj.backward(ctx, *[self.tensor(v) for v in vs])
         return grads if isinstance(grads, tuple) else (grads,)
 
-
-def to_numpy(t) -> np.ndarray | None:
-    """A torch or engine tensor (or None) as a float64 NumPy array (or None)."""
-    if t is None:
-        return None
-    if hasattr(t, "detach") and hasattr(t, "cpu"):  # torch (bfloat16 has no NumPy view)
-        return to_float64(t)
-    return to_float64(getattr(t, "data", t))   # an engine tensor's NumPy array

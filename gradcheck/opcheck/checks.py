@@ -1,0 +1,95 @@
+"""The first-order op checks, each a function of what the op did and what is exact that
+returns its outcomes (:class:`~gradcheck.compare.Comparison` s and
+:class:`~gradcheck.compare.Finding` s) for the check's tally; the driver
+(:class:`gradcheck.opcheck.driver.OpCheck`) calls the op and records them."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..compare import Comparison, Finding, Outcome
+from ..dtypes import to_numpy
+from .exact import exact, grad_quantities, one_hots
+
+JACOBIAN_LIMIT = 64        # output elements up to which every one-hot v is checked
+SECOND_FORWARD = ("a second forward after a backward returns other values: state kept "
+                  "between calls?")
+
+
+def forward(obtained: dict, exact_values: dict, i: int, tolerance: dict) -> list[Outcome]:
+    """op.forward: the op's outputs (``out{k}``) against the reference's values."""
+    return [Comparison(obtained, exact_values, i, tolerance)]
+
+
+def backward(got: dict, exact_grads: dict, i: int, tolerance: dict) -> list[Outcome]:
+    """op.backward: vᵀJ through autograd (by input name) against the exact one."""
+    return [Comparison(grad_quantities(got), exact_grads, i, tolerance)]
+
+
+def determinism(first: dict, second: dict, i: int) -> list[Outcome]:
+    """op.determinism: a second backward with the same v gives what the first did (the
+    tally allows ``nondet_tol``)."""
+    return [Comparison(grad_quantities(second), grad_quantities(first), i)]
+
+
+def zero(got: dict, exact_ones: dict, inputs: dict, i: int) -> list[Outcome]:
+    """op.zero: a zero grad_output gives exact zeros (None where no gradient is due:
+    where the exact gradient for v = ones is None). A backward that computes 0 * inf or
+    0 / 0 somewhere returns NaN, which training would then spread."""
+    zeros = {n: (None if exact_ones.get(n) is None else np.zeros(inputs[n].shape))
+             for n in got}
+    return [Comparison(grad_quantities(got), grad_quantities(zeros), i)]
+
+
+def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
+             tolerance: Callable[[dict, list, dict], dict]) -> list[Outcome]:
+    """op.jacobian: vᵀJ for every one-hot v (the whole Jacobian), each entry named
+    ``d out{k}[idx] / d x``; nothing for outputs of more than JACOBIAN_LIMIT elements.
+
+    Args:
+        vjp: the op's ``vs -> {input name: gradient}`` at this point.
+        tolerance: ``(point, vs, exact quantities) -> tolerances``.
+    """
+    if sum(int(np.prod(n.shape, dtype=np.int64)) for n in outputs) > JACOBIAN_LIMIT:
+        return []
+    out: list[Outcome] = []
+    for k, idx, vs in one_hots(outputs):
+        expected = grad_quantities(exact(refs, point, vs).grads)
+        got = {n: to_numpy(g) for n, g in vjp(vs).items()}
+        rename = {f"{n}.grad": f"d out{k}[{idx}] / d {n}" for n in got}
+        allowed = tolerance(point, vs, expected)
+        out.append(Comparison({rename[q]: g for q, g in grad_quantities(got).items()},
+                              {rename[q]: g for q, g in expected.items()}, i,
+                              {rename[q]: b for q, b in allowed.items() if q in rename}))
+    return out
+
+
+def inplace(runner, point: dict, vs: list, outputs: dict, i: int) -> list[Outcome]:
+    """op.inplace: forward and backward leave the op's inputs and grad_outputs as they
+    were, and a second forward after a backward returns what the first did (the tally
+    allows ``nondet_tol`` there)."""
+    leaves = runner.leaves(point)
+    before = {n: to_numpy(t) for n, t in leaves.items()}
+    outs = runner.forward(leaves)
+    found = _unchanged(before, leaves, "forward")
+    cotangents = [runner.tensor(v) for v in vs]
+    runner.vjp(leaves, outs, vs, tensors=cotangents)
+    found += _unchanged(before, leaves, "backward")
+    found += [Finding(problem=f"backward modified grad_output of out{k} in place")
+              for k, (v, t) in enumerate(zip(vs, cotangents))
+              if not np.array_equal(to_numpy(t), v, equal_nan=True)]
+    again = runner.forward(runner.leaves(point))
+    found.append(Comparison({f"out{k}": to_numpy(y) for k, y in enumerate(again)},
+                            outputs, i, hint=SECOND_FORWARD))
+    return found
+
+
+def _unchanged(before: dict, leaves: dict, stage: str) -> list[Outcome]:
+    """Each input's elements, looked at: a failure where ``stage`` changed them."""
+    return [Finding(checked=value.size,
+                    problem=None if np.array_equal(to_numpy(leaves[name]), value,
+                                                   equal_nan=True)
+                    else f"{stage} modified input {name} in place")
+            for name, value in before.items()]

@@ -1,0 +1,143 @@
+"""The driver of an op's checks: at each point it calls the op (forward, vᵀJ for a few
+random v, the Function's own backward, a second forward, double backward), hands what it
+did to the check functions (:mod:`~gradcheck.opcheck.checks`,
+:mod:`~gradcheck.opcheck.shapes`, :mod:`~gradcheck.opcheck.double`) and records their
+outcomes in one :class:`~gradcheck.compare.Tally` per check."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable
+
+import numpy as np
+
+from ..backends.op import Runner, kind_of, load
+from ..compare import Finding, Outcome, Tally
+from ..diagnose import Sample, summarize
+from ..dtypes import round_to, to_numpy
+from ..result import FAILED, WitnessResult
+from ..sampling import case_points, case_rng
+from .checks import backward, determinism, forward, inplace, jacobian, zero
+from .double import double
+from .exact import exact, grad_quantities, references
+from .shapes import shapes
+from .tolerances import OpTolerance
+
+COTANGENTS = 2             # random v per point
+CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
+          "double")
+#: checks that compare against another call of the op, not the exact values: they allow
+#: the case's nondet_tol and nothing else
+_SELF_CONSISTENCY = ("determinism", "inplace")
+#: checks whose failure is explained by the samples of every backward call
+_DIAGNOSED = ("backward", "jacobian", "determinism")
+
+
+class OpCheck:
+    """All checks of one op case in one dtype."""
+
+    def __init__(self, case, dtype: str, cache: dict):
+        self.case, self.dtype = case, dtype
+        self.refs = references(case, cache)
+        self.kind = kind_of(load(case.op, case.file) if isinstance(case.op, str) else case.op)
+        self.runner = Runner(case, self.kind, dtype, case.device)
+        self.tolerance = OpTolerance(case, dtype)
+        self.tallies = {
+            c: Tally(f"op.{c}", dtype, *((case.nondet_tol, 0.0) if c in _SELF_CONSISTENCY
+                                         else (case.atol, case.rtol)))
+            for c in CHECKS}
+        # every backward call at every point and v, for the diagnosis
+        self.samples: list[Sample] = []
+
+    @property
+    def notes(self) -> dict[str, list[str]]:
+        """What each check accepted but is worth knowing (op.shapes' notes)."""
+        return {c: t.notes for c, t in self.tallies.items()}
+
+    def record(self, check: str, outcomes: Iterable[Outcome]) -> None:
+        self.tallies[check].record(outcomes)
+
+    def vs(self, index: int, draw: int) -> list[np.ndarray]:
+        rng = case_rng(self.case, self.dtype, index, f"op-v{draw}")
+        return [round_to(rng.standard_normal(n.shape), self.dtype) for n in self.case.outputs]
+
+    def run(self) -> list[WitnessResult]:
+        for i, point in enumerate(case_points(self.case, self.dtype)):
+            self.point(i, point.values)
+        return self.results()
+
+    def point(self, i: int, point: dict) -> None:
+        runner = self.runner
+        self.tolerance.start_point()   # its forward passes are reused for every v here
+        leaves = runner.leaves(point)
+        outs = runner.forward(leaves)
+        if len(outs) != len(self.refs):
+            self.record("forward", [Finding(problem=f"the op returned {len(outs)} outputs; "
+                                                    f"reference has {len(self.refs)}")])
+            return
+        exact_ones = exact(self.refs, point, [np.ones(n.shape) for n in self.case.outputs])
+        values = {f"out{k}": to_numpy(y) for k, y in enumerate(outs)}
+        for draw in range(COTANGENTS):
+            self.cotangent(i, draw, point, leaves, outs, values, exact_ones)
+        self.record("jacobian", jacobian(
+            lambda vs: runner.vjp(leaves, outs, vs), self.refs, self.case.outputs, point,
+            i, self.tolerance))
+        zeros = [np.zeros(n.shape) for n in self.case.outputs]
+        got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, zeros).items()}
+        self.record("zero", zero(got, exact_ones.grads, self.case.input, i))
+
+    def cotangent(self, i: int, draw: int, point: dict, leaves: dict, outs: tuple,
+                  values: dict, exact_ones) -> None:
+        """The checks at point ``i`` for its ``draw``-th random cotangent; the first draw
+        also runs the checks that need one v per point."""
+        runner, vs = self.runner, self.vs(i, draw)
+        ex = exact(self.refs, point, vs)
+        expected = grad_quantities(ex.grads)
+        tolerance = self.tolerance(point, vs, dict(ex.retained, **expected))
+        if draw == 0:
+            self.record("forward", forward(values, ex.retained, i, tolerance))
+        got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, vs).items()}
+        self.record("backward", backward(got, expected, i, tolerance))
+        # Every call after the point's first goes through a graph that has been
+        # backpropagated before: a repeat, which shows state a backward modifies.
+        self.samples.append(Sample(i, draw, got, ex.grads, exact_ones.grads, point,
+                                   repeat=draw > 0))
+        if draw != 0:
+            return
+        again = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, vs).items()}
+        self.samples.append(Sample(i, draw, again, ex.grads, exact_ones.grads, point,
+                                   repeat=True))
+        self.record("determinism", determinism(got, again, i))
+        self.shapes(leaves, outs, vs, ex.grads)
+        self.record("inplace", inplace(runner, point, vs, values, i))
+        if self.case.order == 2:
+            self.record("double", double(runner, self.refs, self.case, self.dtype, leaves,
+                                         point, vs, i))
+
+    def shapes(self, leaves, outs, vs, exact_grads: dict) -> None:
+        """op.shapes at one point and v (:func:`gradcheck.opcheck.shapes.shapes`)."""
+        self.record("shapes", shapes(self.runner, self.case, leaves, outs, vs, exact_grads,
+                                     self.dtype))
+
+    def diagnosis(self) -> str:
+        """What the wrong gradients look like (see :func:`gradcheck.diagnose.summarize`)."""
+        jacobian = self.tallies["jacobian"]
+        return summarize(self.samples, self.dtype, reference=self.case.outputs,
+                         jacobian_right=jacobian.checked > 0 and not jacobian.mismatched)
+
+    def results(self) -> list[WitnessResult]:
+        out = []
+        for check in CHECKS:
+            tally = self.tallies[check]
+            if tally.checked == 0 and not tally.mismatched:
+                continue
+            result = tally.result()
+            if result.status == FAILED and check in _DIAGNOSED:
+                result = dataclasses.replace(result, diagnosis=self.diagnosis())
+            out.append(result)
+        return out
+
+
+def run_op_case(case, dtype: str, cache: dict) -> list[WitnessResult]:
+    """Every check of ``case`` (which has ``op``) in ``dtype``."""
+    return OpCheck(case, dtype, cache).run()

@@ -1,0 +1,65 @@
+"""The exact side of an op check: one compiled symbolic reference per output of the op,
+and its values and vᵀJ at a point, named as the op's quantities are (``out{k}``,
+``x.grad``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..evaluation import Evaluation
+
+
+def references(case, cache: dict) -> list:
+    """One compiled symbolic reference per output of the op."""
+    from ..symbolic import Reference
+
+    key = ("op", id(case))
+    if key not in cache:
+        cache[key] = [Reference(dataclasses.replace(case, output=node, retain_grad=(),
+                                                    outputs=(node,)))
+                      for node in case.outputs]
+    return cache[key]
+
+
+def exact(refs, point, vs) -> Evaluation:
+    """Values and Σ_k v_kᵀ J_k of all outputs."""
+    evals = [r.evaluate(point, v) for r, v in zip(refs, vs)]
+    grads: dict = {}
+    for e in evals:
+        for name, g in e.grads.items():
+            if g is None:
+                grads.setdefault(name, None)
+                continue
+            grads[name] = g if grads.get(name) is None else grads[name] + g
+    return Evaluation(value=None, grads=grads,
+                      retained={f"out{k}": e.value for k, e in enumerate(evals)})
+
+
+def sum_outputs(per_output: list[dict], key: str = "value") -> dict:
+    """Quantities of several outputs' evaluations as the op's: ``out{k}`` for each
+    output's ``key`` entry, and each ``x.grad`` summed over the outputs (None as 0)."""
+    out: dict = {}
+    for k, q in enumerate(per_output):
+        out[f"out{k}"] = q.get(key)
+        for name, g in q.items():
+            if name == key or g is None:
+                continue
+            out[name] = g if out.get(name) is None else out[name] + g
+    return out
+
+
+def grad_quantities(grads: dict) -> dict:
+    """``{x: g}`` as quantities: ``{"x.grad": g}``."""
+    return {f"{n}.grad": g for n, g in grads.items()}
+
+
+def one_hots(outputs):
+    """Every one-hot cotangent of the op's outputs: ``(k, index text, vs)`` with a 1 at
+    that element of output k and zeros elsewhere."""
+    for k, node in enumerate(outputs):
+        for flat in range(int(np.prod(node.shape, dtype=np.int64))):
+            vs = [np.zeros(n.shape) for n in outputs]
+            vs[k].reshape(-1)[flat] = 1.0
+            yield k, ",".join(map(str, np.unravel_index(flat, node.shape))), vs
