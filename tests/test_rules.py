@@ -222,6 +222,22 @@ def test_a_one_percent_wrong_vjp_in_any_row_is_caught(monkeypatch, name):
     assert result.witness("numeric").status == "passed", name
 
 
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_a_one_percent_wrong_engine_vjp_in_any_row_is_caught(monkeypatch, name):
+    # every VJP of the row's engine column scaled by 1.01: the engine witness fails,
+    # the others (which do not use the column) still pass
+    rule = RULES[name]
+    scaled = tuple(None if f is None else
+                   (lambda f: lambda g, *rest: 1.01 * np.asarray(f(g, *rest)))(f)
+                   for f in rule.engine.vjps)
+    monkeypatch.setitem(RULES, name, dataclasses.replace(
+        rule, engine=dataclasses.replace(rule.engine, vjps=scaled)))
+    expr, inputs = ROW_CASES[name]
+    result = check(make_case(expr, inputs, points=2))
+    assert result.witness("engine").status == "failed", name
+    assert result.witness("torch").status == "passed", name
+
+
 def test_a_nonzero_vjp_for_sign_is_caught(monkeypatch):
     import torch
 
