@@ -496,3 +496,98 @@ def test_cli_markdown_end_to_end(capsys, failing, monkeypatch):
     assert out.startswith("## ❌ gradcheck: 0 passed, 1 failed, 0 errored, 0 skipped")
     assert "correct\\-but" not in out and "correct-but-expected-to-fail" in out
     assert cell(f"{failing}:1") in out and "<details>" in out
+
+
+# --------------------------------------------------------------------------- one formatter
+
+def test_every_renderer_shows_the_one_mismatch_description():
+    """The text report, Markdown, JUnit, the annotations and the assertion message of
+    gradcheck.testing all render report.mismatch.describe's account of a witness."""
+    from gradcheck.report.mismatch import describe, table
+    from gradcheck.report.text import render_text
+    from gradcheck.testing import mismatch_message
+
+    case = RESULT.cases[1]
+    m = describe(case.witness("op"))
+    assert m.worst_line == ("x.grad[1,2] at point 2: obtained 0.5, expected -0.5, "
+                            "tolerance 1e-07")
+    assert f"op: worst {m.worst_line}" in render_text(RESULT)
+    assert cell(m.worst_line, code=True) in render_markdown(RESULT)
+    assert f"op worst {m.worst_line}" in github_annotations(RESULT)[0]
+    body = parse(render_junit(RESULT)).findall("testsuite/testcase")[1].find("failure").text
+    assert "\n".join(m.lines()) in body
+    near = dataclasses.replace(WORST, index=(0, 0), obtained=1.0, expected=1.0)
+    listed = dataclasses.replace(case.witness("op"), worst_elements=(WORST, near))
+    with_table = dataclasses.replace(case, witnesses=(listed,))
+    m = describe(listed)
+    message = mismatch_message("title", with_table, "call()")
+    assert "\n".join(m.summary()) in message and "\n".join(table([m])) in message
+    assert m.summary()[0] == "  op: Mismatched elements: 6 / 6"
+    rows = [[c.strip() for c in line.split("|")] for line in table([m])]
+    assert rows == [["Index", "Obtained", "Expected", "Witness", "Point"],
+                    ["x.grad[1,2]", "0.5", "-0.5", "op", "2"]]   # within tolerance: not listed
+
+
+def test_mismatch_description_is_data_from_the_witness_result():
+    from gradcheck.report.mismatch import Element, describe, failing, witness_message
+
+    bad = RESULT.cases[1].witness("op")
+    m = describe(bad)
+    assert m.worst == Element("x.grad", (1, 2), 2, 0.5, -0.5, 1e-7) and m.worst.outside
+    assert m.elements == () and m.outside == ()
+    assert m.explanation() == f"6 / 6 elements differ; worst x.grad[1,2]\n{DIAGNOSIS}"
+    assert [x.witness for x in failing(RESULT.cases[1].witnesses)] == ["op"]
+    assert describe(ok("torch")).worst_line == ""
+    assert witness_message(WORST, 6, 6) == (
+        "6 / 6 elements differ; worst x.grad[1,2] at point 2: got 0.5, expected -0.5 "
+        "(|diff| 1 > tol 1e-07)")
+
+
+# --------------------------------------------------------------------------- one scrubber
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_report_format_lets_control_characters_through(fmt):
+    out = render(RESULT, fmt, verbose=True) if fmt == "text" else render(RESULT, fmt)
+    for ch in FORBIDDEN:
+        assert ch not in out, (fmt, ch)
+
+
+def test_annotations_and_the_text_report_scrub_every_control_character():
+    text = "a\x1b[2Jb\x00c\x07d\u202ee\x9bf"      # ANSI, NUL, bell, bidi override, CSI
+    case = dataclasses.replace(RESULT.cases[2], name=text, message=text)
+    for out in [render(RunResult((case,)), "text"), *github_annotations(RunResult((case,)))]:
+        for ch in "\x1b\x00\x07\u202e\x9b":
+            assert ch not in out
+    assert escape_data(text) == "a?[2Jb?c?d?e?f"
+
+
+def test_one_scrubber_in_the_reports():
+    from gradcheck.report import scrub, text
+
+    assert text.printable is scrub.printable    # what the CLI and the plugin import
+    assert scrub.printable("a\tb\rc\nd\x1b") == "a?b?c\nd?"
+    assert scrub.printable("a\tb\rc\nd\x1b", keep="\r\n\t") == "a\tb\rc\nd?"
+    assert scrub.one_newline("a\r\nb\rc") == "a\nb\nc"
+    # nothing else in report/ decides what is printable
+    folder = Path(scrub.__file__).parent
+    others = [p.name for p in folder.glob("*.py")
+              if p.name != "scrub.py" and "isprintable" in p.read_text(encoding="utf-8")]
+    assert others == []
+
+
+def test_report_modules_do_not_import_their_package():
+    """report/__init__ imports its renderers (inside render); they import their
+    siblings, never the package, so there is no import cycle."""
+    import ast
+
+    from gradcheck import report
+
+    folder = Path(report.__file__).parent
+    for p in folder.glob("*.py"):
+        if p.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                package = (node.level == 1 and node.module is None) or \
+                    node.module in ("gradcheck.report",)
+                assert not package, f"{p.name} imports the report package"
