@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from .rules import REDUCTION, RULES
+from .rules import COMPARISON, ELEMENTWISE
 from .tree import Node, fold
 
 
@@ -40,21 +40,19 @@ def visit(node: Node, args: list, symbols: dict, scalar: bool, selectors: dict |
         return node.value if scalar else np.asarray(node.value, dtype=object)
     if node.op == "let":
         return args[0]
-    rule = RULES[node.op]
+    rule = node.rule
     if scalar:
-        return rule.sympy(*args)
+        return node.call("sympy", args)
     if rule.selector is not None:
         if id(node) not in selectors:
             selectors[id(node)] = (node, element_symbols(f"{len(selectors)}pick",
                                                          node.args[0].shape))
         onehot = selectors[id(node)][1]
-        return np.asarray(rule.sympy(args[0], node.axis, node.keepdims, onehot),
-                          dtype=object)
-    if rule.kind == REDUCTION:
-        return np.asarray(rule.sympy(args[0], node.axis, node.keepdims), dtype=object)
-    if rule.kind in ("elementwise", "comparison"):
-        return np.asarray(np.frompyfunc(rule.sympy, rule.arity, 1)(*args), dtype=object)
-    return np.asarray(rule.sympy(*args), dtype=object)
+        return np.asarray(node.call("sympy", args, onehot), dtype=object)
+    if rule.kind in (ELEMENTWISE, COMPARISON):   # the scalar meaning, element by element
+        return np.asarray(np.frompyfunc(lambda *a: node.call("sympy", a), rule.arity, 1)(
+            *args), dtype=object)
+    return np.asarray(node.call("sympy", args), dtype=object)   # reductions, linalg
 
 
 def lower(root: Node, symbols: dict[str, object], scalar: bool,

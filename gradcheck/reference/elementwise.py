@@ -10,7 +10,6 @@ import sympy
 
 from ..evaluation import Evaluation
 from ..lowering import lower, symbol
-from ..rules import RULES
 from ..tree import SLAB, cut, elementwise_split, slabs, top_cotangent, unbroadcast
 from .adjoint import Program
 from .base import Reference
@@ -97,7 +96,7 @@ class ElementwiseReference(Reference):
         body_value, partials = out[0], out[1:]
         top = self.top
         value = np.array(body_value) if top is None else np.asarray(
-            RULES[top.op].numpy(body_value, top.axis, top.keepdims))
+            top.call("numpy", [body_value]))
         v_body = top_cotangent(top, v, shape)
         grads = {n: unbroadcast(v_body * d, case.input[n].shape)
                  for n, d in zip(self.wrt, partials)}
@@ -129,7 +128,7 @@ class ElementwiseReference(Reference):
             body = body + d.reshape(shape) * np.broadcast_to(u[n], shape)
         top = self.top
         return body if top is None else np.asarray(
-            RULES[top.op].numpy(body, top.axis, top.keepdims))
+            top.call("numpy", [body]))
 
     def _second_kernels(self, point, which: str) -> list[np.ndarray]:
         """Elementwise kernels for double backward, compiled on first use, at ``point``

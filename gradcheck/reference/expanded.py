@@ -13,7 +13,6 @@ from ..errors import UnsupportedOpError
 from ..evaluation import Evaluation
 from ..forward import evaluate
 from ..lowering import element_symbols, lower
-from ..rules import RULES
 from .adjoint import Program
 from .base import Reference
 from .derivatives import MODULES, clean, compile
@@ -89,7 +88,7 @@ class ExpandedReference(Reference):
         args = [np.asarray(point[s.name], dtype=float).reshape(-1) for s in self.case.inputs]
         for node, _ in self.selectors.values():
             picked = evaluate(node.args[0], point)
-            args.append(RULES[node.op].selector(picked, node.axis).reshape(-1))
+            args.append(node.call("selector", [picked]).reshape(-1))
         return args
 
     @property
