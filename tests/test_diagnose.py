@@ -522,3 +522,16 @@ def test_a_pattern_seen_at_one_point_only_is_not_the_diagnosis():
     # the same pattern at every point where x is wrong is said as at one point
     flipped = samples(lambda o, x, p, d: -o if p else o)
     assert summarize(flipped) == "x.grad has its sign flipped: it equals minus the exact gradient"
+
+
+def test_the_package_keeps_its_names_and_splits_its_two_jobs():
+    import gradcheck.diagnose as d
+    from gradcheck.diagnose import gradient, points, summary
+
+    assert d.diagnose is gradient.diagnose and d.summarize is summary.summarize
+    assert d.Sample is points.Sample and d.diagnose_points is points.diagnose_points
+    # a float32 sample is judged by float32's pattern tolerance (1e-4 relative): 1.00005
+    # times the exact gradient is right there, and wrong in float64
+    s = [Sample(0, 0, {"x": np.array([1.00005, 2.0001])}, {"x": np.array([1.0, 2.0])})]
+    assert summarize(s, "float32") == ""
+    assert summarize(s, "float64") != ""

@@ -485,3 +485,20 @@ def test_markdown_report_lists_only_failing_witnesses_as_problems():
 def test_annotations_leave_skipped_witnesses_out():
     (line,) = github_annotations(_results())
     assert "bad" in line and "engine" not in line and "torch" in line
+
+
+def test_to_numpy_takes_anything_a_witness_or_an_op_returns():
+    from gradcheck.backends import op
+
+    assert op.to_numpy is dtypes.to_numpy               # one helper, not a copy
+    assert dtypes.to_numpy(None) is None
+    bf = torch.tensor([1.5, -3.0], dtype=torch.bfloat16)
+    out = dtypes.to_numpy(bf)
+    assert out.dtype == np.float64 and out.tolist() == [1.5, -3.0]
+    e = engine.Tensor(np.array([0.25, 2.0], dtype=np.float32))
+    out = dtypes.to_numpy(e)
+    assert out.dtype == np.float64 and out.tolist() == [0.25, 2.0]
+    a = np.array([1, 2], dtype=np.float32)
+    out = dtypes.to_numpy(a)
+    assert out.dtype == np.float64 and out.tolist() == [1.0, 2.0] and out is not a
+    assert dtypes.to_numpy(3).shape == () and dtypes.to_numpy(3) == 3.0

@@ -439,3 +439,48 @@ def test_nondeterministic_backward_and_nondet_tol(tmp_path):
     tolerant = results["tolerant"]
     assert tolerant.status == "passed", tolerant.message
     assert tolerant.witness("op.determinism").checked > 0
+
+
+# --------------------------------------------------------------------------- outcomes
+
+def test_tally_records_comparisons_and_findings():
+    """The op checks hand their tallies outcomes; a Tally counts them as before."""
+    import numpy as np
+
+    from gradcheck.compare import Comparison, Finding, Tally
+
+    t = Tally("op.inplace", "float64")
+    t.record([Finding(checked=3), Finding(checked=2, problem="forward modified input x")])
+    t.record([Comparison({"out0": np.array([1.0, 2.0])}, {"out0": np.array([1.0, 3.0])},
+                         0, hint="state kept?")])
+    r = t.result()
+    assert (r.status, r.checked, r.mismatched) == ("failed", 7, 2)
+    assert r.message == "forward modified input x"      # the hint: only when nothing else
+    alone = Tally("op.inplace", "float64")
+    alone.record([Comparison({"out0": np.array([1.0])}, {"out0": np.array([2.0])}, 0,
+                             hint="state kept?")])
+    assert alone.result().message == "state kept?"
+    noted = Tally("op.shapes", "float64")
+    noted.record([Finding(checked=1, note="a note"), Finding(note="a note")])
+    r = noted.result()
+    assert r.status == "passed" and r.notes == ("a note",) and r.diagnosis == ""
+    failed = Tally("op.shapes", "float64")
+    failed.record([Finding(checked=1, problem="rejected", diagnosis="is the transpose")])
+    assert failed.result().diagnosis == "is the transpose"
+
+
+def test_op_checks_are_functions_returning_outcomes():
+    import numpy as np
+
+    from gradcheck.compare import Comparison
+    from gradcheck.opcheck import checks
+
+    spec = dataclasses.make_dataclass("Spec", [("shape", tuple)])((2,))
+    (c,) = checks.zero({"x": np.array([0.0, np.nan]), "w": None},
+                       {"x": np.ones(2), "w": None}, {"x": spec, "w": spec}, 4)
+    assert isinstance(c, Comparison) and c.point == 4
+    assert c.expected["w.grad"] is None          # no gradient due: None must stay None
+    np.testing.assert_array_equal(c.expected["x.grad"], np.zeros(2))
+    (d,) = checks.determinism({"x": np.ones(2)}, {"x": np.zeros(2)}, 1)
+    np.testing.assert_array_equal(d.expected["x.grad"], np.ones(2))   # the first call
+    np.testing.assert_array_equal(d.obtained["x.grad"], np.zeros(2))

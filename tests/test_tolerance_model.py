@@ -122,3 +122,34 @@ def test_bound_covers_torchs_actual_error(expr, shapes, domain, dtype):
     for q, e in exact.items():
         err = np.abs(got[q] - e)
         assert np.all(err <= bounds[q]), (q, float(np.max(err - bounds[q])))
+
+
+# --------------------------------------------------------------------------- one table
+
+def test_every_tolerance_comes_from_gradcheck_tolerance():
+    """compare, diagnose and the op checks read the one table (gradcheck.tolerance)."""
+    from gradcheck import compare, diagnose, tolerance
+    from gradcheck.diagnose import elements, summary
+
+    for name in ("BOUND_FACTOR", "PEER_FACTOR", "SAFETY", "model_tolerance",
+                 "witness_tolerance", "peer_tolerance"):
+        assert getattr(compare, name) is getattr(tolerance, name)
+    assert diagnose.TOLERANCES is summary.TOLERANCES is tolerance.PATTERN_TOLERANCES
+    assert (elements.PATTERN_RTOL, elements.PATTERN_ATOL) == tolerance.pattern_tolerance(
+        "float64")
+    assert tolerance.pattern_tolerance("float32") == (1e-4, 1e-5)
+    assert tolerance.pattern_tolerance("no-such-dtype") == (1e-6, 1e-9)
+
+
+def test_second_order_and_nondeterminism_rules():
+    from gradcheck.dtypes import unit_roundoff
+    from gradcheck.tolerance import (BOUND_FACTOR, SECOND_ORDER_FACTOR,
+                                     second_order_tolerance, with_nondeterminism)
+
+    e, size = {"x.grad": np.array([-2.0, 0.0])}, {"x.grad": np.array([3.0, 1.0])}
+    got = second_order_tolerance(e, size, "float32")["x.grad"]
+    u = unit_roundoff("float32")
+    np.testing.assert_array_equal(got, BOUND_FACTOR * SECOND_ORDER_FACTOR * u * np.array(
+        [5.0, 1.0]))
+    assert with_nondeterminism({"out0": 1.0, "x.grad": 2.0}, 0.5) == {"out0": 1.0,
+                                                                     "x.grad": 2.5}
