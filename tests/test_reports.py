@@ -591,3 +591,15 @@ def test_report_modules_do_not_import_their_package():
                 package = (node.level == 1 and node.module is None) or \
                     node.module in ("gradcheck.report",)
                 assert not package, f"{p.name} imports the report package"
+
+
+def test_failure_text_is_what_the_plugin_shows():
+    from gradcheck import plugin
+    from gradcheck.report.text import failure_text
+
+    for case in RESULT.cases:
+        assert failure_text(case) == plugin._failure_text(case)
+    text = failure_text(RESULT.cases[1])
+    assert text.endswith("reproduce: gradcheck run cases/ops/wrong.toml -k 'swish-flipped' "
+                         "--dtype float32")
+    assert "\x1b" not in failure_text(RESULT.cases[6])

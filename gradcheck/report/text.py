@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
-from .details import chain, skip_line, where
+from .details import chain, full_text, skip_line, where
 from .mismatch import describe
 from .scrub import printable  # noqa: F401  (the CLI and the plugin import it from here)
 
@@ -68,3 +68,14 @@ def _details(c, verbose: bool) -> list[str]:
             out.append(f"      {printable(w.witness)} grad_fn: {printable(chain(w.grad_fn))}")
     out += [f"      note: {printable(n)}" for n in c.notes]
     return out
+
+
+def failure_text(case) -> str:
+    """What a failed test item shows (the pytest plugin's failure): the case's full
+    diagnosis (:func:`gradcheck.report.details.full_text`), scrubbed, and a command that
+    re-runs it where the case comes from a file."""
+    lines = [printable(full_text(case))]
+    if case.dtype and case.dtype != "-" and case.file and not case.file.startswith("<"):
+        lines.append(f"reproduce: gradcheck run {printable(case.file)} "
+                     f"-k {printable(case.name)!r} --dtype {case.dtype}")
+    return "\n".join(lines)
