@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gradcheck import verdicts
+from gradcheck.bench import verdicts
 from gradcheck.cli import main
 
 DTYPES = ["float64", "bfloat16"]

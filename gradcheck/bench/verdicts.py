@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from .render import cell, environment_line
+
 VERSION = 1
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 DEFAULT_SEEDS = 20
@@ -38,7 +40,7 @@ MESSAGE_CHARS = 200
 TORCH_SETTINGS = {"float64": {}, "float32": {"eps": 1e-3, "atol": 1e-3, "rtol": 1e-2}}
 
 #: Where the bundled cases live (the repository's cases/, next to the package).
-BUNDLED = Path(__file__).resolve().parent.parent / "cases"
+BUNDLED = Path(__file__).resolve().parents[2] / "cases"
 
 def _bundled() -> Path:
     # relative to the working folder where it lies below it: the report's file names
@@ -121,7 +123,7 @@ def sources_digest(paths: Iterable[str | Path]) -> str:
     """sha256 over gradcheck's own ``.py`` files and every file under ``paths``."""
     import hashlib
 
-    files = sorted(Path(__file__).resolve().parent.rglob("*.py"))
+    files = sorted(Path(__file__).resolve().parents[1].rglob("*.py"))
     for p in map(Path, paths):
         files += sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
     h = hashlib.sha256()
@@ -206,9 +208,9 @@ def torch_verdict(case, dtype: str) -> tuple[str, str]:
     import torch
     from torch.autograd.gradcheck import GradcheckError
 
-    from .backends.op import kind_of, load
-    from .dtypes import torch_dtype
-    from .sampling import case_points
+    from ..backends.op import kind_of, load
+    from ..dtypes import torch_dtype
+    from ..sampling import case_points
 
     try:
         kind = kind_of(load(case.op, case.file))
@@ -260,7 +262,7 @@ def torch_cell(meant: str, verdict: str) -> str:
 def op_table(cases: list, first: dict, dtypes: Iterable[str]) -> list[TableRow]:
     """One :class:`TableRow` per op case; ``first``: seed 0's results by
     ``(file, name, dtype)``."""
-    from .runner import override
+    from ..runner import override
 
     rows = []
     for case in cases:
@@ -289,9 +291,9 @@ def run_verdicts(paths: Iterable[str | Path] | None = None, *, seeds: int = DEFA
     """Sweep ``paths`` (default the bundled cases) over seeds 0..``seeds``-1 in each of
     ``dtypes``, then build the op table. Nothing is printed here: ``progress`` gets one
     message per (seed, dtype) sweep and one for the table."""
-    from .bench import _environment
-    from .cases import read_paths
-    from .runner import run
+    from ..cases import read_paths
+    from ..runner import run
+    from .notes import environment
 
     say = progress or (lambda _msg: None)
     paths = [str(p) for p in (paths or [_bundled()])]
@@ -326,7 +328,7 @@ def run_verdicts(paths: Iterable[str | Path] | None = None, *, seeds: int = DEFA
         f"({time.perf_counter() - t0:.1f} s)")
     return Verdicts(paths, list(range(seeds)), dtypes, jobs,
                     [tally(d, by_dtype[d], listed) for d in dtypes], found, table,
-                    _environment(),
+                    environment(),
                     time.perf_counter() - start, per_sweep,
                     {"start": digest, "end": sources_digest(paths)})
 
@@ -359,20 +361,18 @@ def _settings(dtype: str) -> str:
     return ", ".join(f"{k} {v:g}" for k, v in s.items()) if s else "default settings"
 
 
-def markdown(v: Verdicts) -> str:
-    from .bench import _cell
+def _header(v: Verdicts) -> list[str]:
+    return ["# gradcheck bench: verdicts", "",
+            environment_line(v.environment) + ". Cases: "
+            f"{', '.join(v.paths)}; {_seeds(v.seeds)} ({len(v.seeds)}), "
+            f"{', '.join(v.dtypes)}; {v.jobs} jobs. Total {v.seconds:.0f} s."
+            + (" **gradcheck's sources or the case files changed during the run**: its "
+               "runs may mix versions." if v.sources.get("start") != v.sources.get("end")
+               else ""), ""]
 
-    env = v.environment
-    counts = v.counts + [_total(v.counts)]
-    out = ["# gradcheck bench: verdicts", "",
-           f"Python {env.get('python')}, {env.get('cpus')} CPUs, NumPy {env.get('numpy')}, "
-           f"SymPy {env.get('sympy')}, torch {env.get('torch')}. Cases: "
-           f"{', '.join(v.paths)}; {_seeds(v.seeds)} ({len(v.seeds)}), "
-           f"{', '.join(v.dtypes)}; {v.jobs} jobs. Total {v.seconds:.0f} s."
-           + (" **gradcheck's sources or the case files changed during the run**: its "
-              "runs may mix versions." if v.sources.get("start") != v.sources.get("end")
-              else ""), "",
-           f"## Verdicts over {len(v.seeds)} seed" + ("s" if len(v.seeds) > 1 else ""), "",
+
+def _counts(v: Verdicts) -> list[str]:
+    out = [f"## Verdicts over {len(v.seeds)} seed" + ("s" if len(v.seeds) > 1 else ""), "",
            "- Every case under the paths, run with `--seed S --dtype D` for each seed and "
            "dtype (the case's own dtypes list is overridden).",
            "- False alarm: a case meant to pass (expect = \"pass\") that failed or "
@@ -384,43 +384,50 @@ def markdown(v: Verdicts) -> str:
            "status error; a right case's error is a false alarm too.", "",
            "| dtype | runs | passed | false alarms | missed | skipped | errored |",
            "|---|---|---|---|---|---|---|"]
-    for c in counts:
+    for c in v.counts + [_total(v.counts)]:
         out.append(f"| {c.dtype} | {c.runs} | {c.passed} | {c.false_alarms} | {c.missed} "
                    f"| {c.skipped} | {c.errored} |")
-    out += ["", "### False alarms and misses", ""]
+    return out
+
+
+def _findings(v: Verdicts) -> list[str]:
+    out = ["", "### False alarms and misses", ""]
     if not v.findings:
-        out += ["None.", ""]
-    else:
-        out += ["Runs of one case in one dtype that went the same way are one row (the "
-                "message is the first seed's; the JSON lists each run).", "",
-                "| what | dtype | case | file | seeds | status | message |",
-                "|---|---|---|---|---|---|---|"]
-        groups: dict[tuple, list[Finding]] = {}
-        for f in v.findings:
-            groups.setdefault((f.kind, f.dtype, f.case, f.file, f.status, f.error_kind),
-                              []).append(f)
-        for (kind, dtype, case, file, status, error_kind), fs in groups.items():
-            status += f" ({error_kind})" if error_kind else ""
-            out.append("| " + " | ".join(_cell(c) for c in (
-                kind, dtype, case, file, ", ".join(str(f.seed) for f in fs), status,
-                fs[0].message)) + " |")
-        out.append("")
-    out += ["## Op cases: gradcheck against torch.autograd.gradcheck", "",
-            "- gradcheck: its verdict at seed 0 in each dtype (the sweep's first run). "
-            "torch: torch.autograd.gradcheck on the same op at the same first point "
-            "(that dtype's point 0 of seed 0), float64 with "
-            f"{_settings('float64')}, float32 with {_settings('float32')}; for an order-2 "
-            "case gradgradcheck as well (marked ²). n/a: a gradcheck.engine Function, "
-            "which torch cannot call.",
-            "- A cell says caught or missed for an op meant to be wrong, pass or FALSE "
-            "ALARM for a right one. Meant wrong (strict_shapes): wrong by the case's "
-            "strict_shapes rules only; autograd accepts what its backward returns.", ""]
+        return out + ["None.", ""]
+    out += ["Runs of one case in one dtype that went the same way are one row (the "
+            "message is the first seed's; the JSON lists each run).", "",
+            "| what | dtype | case | file | seeds | status | message |",
+            "|---|---|---|---|---|---|---|"]
+    groups: dict[tuple, list[Finding]] = {}
+    for f in v.findings:
+        groups.setdefault((f.kind, f.dtype, f.case, f.file, f.status, f.error_kind),
+                          []).append(f)
+    for (kind, dtype, case, file, status, error_kind), fs in groups.items():
+        status += f" ({error_kind})" if error_kind else ""
+        out.append("| " + " | ".join(cell(c) for c in (
+            kind, dtype, case, file, ", ".join(str(f.seed) for f in fs), status,
+            fs[0].message)) + " |")
+    out.append("")
+    return out
+
+
+def _op_table(v: Verdicts) -> list[str]:
+    out = ["## Op cases: gradcheck against torch.autograd.gradcheck", "",
+           "- gradcheck: its verdict at seed 0 in each dtype (the sweep's first run). "
+           "torch: torch.autograd.gradcheck on the same op at the same first point "
+           "(that dtype's point 0 of seed 0), float64 with "
+           f"{_settings('float64')}, float32 with {_settings('float32')}; for an order-2 "
+           "case gradgradcheck as well (marked ²). n/a: a gradcheck.engine Function, "
+           "which torch cannot call.",
+           "- A cell says caught or missed for an op meant to be wrong, pass or FALSE "
+           "ALARM for a right one. Meant wrong (strict_shapes): wrong by the case's "
+           "strict_shapes rules only; autograd accepts what its backward returns.", ""]
     heads = [f"gradcheck {d}" if i == 0 else d for i, d in enumerate(v.dtypes)]
     out += ["| " + " | ".join(["case", "meant", *heads, "torch f64", "torch f32"]) + " |",
             "|" + "---|" * (4 + len(v.dtypes))]
     for r in v.table:
         mark = "²" if r.order == 2 else ""
-        out.append("| " + " | ".join(_cell(c) for c in (
+        out.append("| " + " | ".join(cell(c) for c in (
             r.case, r.meant + (" (strict_shapes)" if r.strict_shapes else ""),
             *(r.gradcheck[d] for d in v.dtypes),
             r.torch["float64"] + mark, r.torch["float32"] + mark)) + " |")
@@ -431,15 +438,21 @@ def markdown(v: Verdicts) -> str:
     if why:
         out += ["", "torch.autograd.gradcheck's messages for its false alarms and errors:",
                 ""]
-        out += [f"- {_cell(r.case)}, {d}: {_cell(r.torch_messages[d])}" for r, d in why]
+        out += [f"- {cell(r.case)}, {d}: {cell(r.torch_messages[d])}" for r, d in why]
     out.append("")
-    return "\n".join(out)
+    return out
+
+
+def markdown(v: Verdicts) -> str:
+    """The sweep's report: the counts per dtype, every false alarm and miss, the op
+    table beside torch.autograd.gradcheck."""
+    return "\n".join(_header(v) + _counts(v) + _findings(v) + _op_table(v))
 
 
 def save(v: Verdicts, out_dir: str | Path = "reports") -> tuple[Path, Path]:
     """Write ``verdicts.json`` and ``verdicts.md`` (what :func:`markdown` renders) in
     ``out_dir``; their paths."""
-    from .io import write_atomic
+    from ..io import write_atomic
 
     js, md = Path(out_dir) / "verdicts.json", Path(out_dir) / "verdicts.md"
     write_atomic(js, json.dumps(to_json(v), indent=2, ensure_ascii=False) + "\n")

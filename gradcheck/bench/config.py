@@ -1,0 +1,100 @@
+"""What the bench measures (:class:`Config`, the workloads' fixed formulas, the targets)
+and what a measurement is (:class:`Row`, :class:`Report`, :class:`Workload`): data only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+ELEMENTWISE = "sum(log(1 + exp(x)) * tanh(x) + sigmoid(x)**2)"
+VERSION = 2
+
+SECTIONS = {
+    "checkers": "(a) Gradient checkers side by side",
+    "memory": "(b) Every witness on a large input: time and peak memory",
+    "compile": "(c) Symbolic compile time against formula size",
+    "engine": "(d) Engine overhead against PyTorch",
+}
+
+#: The random formulas of section (c) are built from these, over x0..x7 (shape ()).
+TEMPLATES = {"+": "({a} + {b})", "*": "({a} * {b})", "sin": "sin({a})",
+             "exp": "exp({a} / (1 + {a}**2))", "log": "log(1 + {a}**2)",
+             "tanh": "tanh({a})"}
+FORMULA_INPUTS = 8
+
+#: Op mixes for the engine-overhead chains. The first is the headline: cheap kernels, so
+#: the ratio measures the engine's own work. The second adds sin, whose float64 kernel
+#: in NumPy is several times slower than PyTorch's vectorised one: that ratio measures
+#: the libraries' libm as much as the engine.
+CHAINS = {
+    "tanh, *, +, exp(-x)": ("tanh", "scale", "shift", "expneg"),
+    "sin, tanh, *, +": ("sin", "tanh", "scale", "shift"),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """What to measure. :data:`FULL` is ``gradcheck bench``, :data:`QUICK` ``--quick``."""
+
+    sizes: tuple[int, ...] = (10, 100, 1000, 10_000)  # (a): every checker
+    big: int = 1_000_000                # (a): gradcheck alone
+    memory_n: int = 1_000_000           # (b)
+    depths: tuple[int, ...] = (2, 3, 4, 5, 6, 7, 8)   # (c)
+    large_ops: int = 1000               # (c): the one large formula, in parsed nodes
+    cap: float = 20.0                   # (c): seconds one compile may take
+    chain: tuple[int, int] = (10_000, 1000)  # (d): elements, ops
+    repeat: int = 3                     # runs per measurement (the median is kept)
+    once_over: float = 5.0              # a run longer than this is not repeated
+    quick: bool = False
+
+
+FULL = Config()
+QUICK = Config(sizes=(10, 100), big=1000, memory_n=10_000, depths=(2, 3), large_ops=60,
+               chain=(100, 8), repeat=1, quick=True)
+
+# Targets, at the full configuration's sizes.
+TARGET_MEMORY_SECONDS = 10.0
+TARGET_MEMORY_RATIO = 20.0
+TARGET_DEPTH = 8
+TARGET_DEPTH_SECONDS = 2.0
+TARGET_LARGE_SECONDS = 10.0
+TARGET_BACKWARD_FORWARD = 3.0
+TARGET_ENGINE_TORCH = 2.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measurement. ``seconds`` is ``None`` where none was taken (a ratio row, a
+    run stopped at its cap: ``extra["capped"]``)."""
+
+    section: str
+    name: str
+    sizes: dict
+    seconds: float | None
+    verified: str
+    runs: int = 1                 # measurements the median is of
+    ratio: float | None = None
+    ratio_of: str = ""            # what ``ratio`` divides by what
+    target: str | None = None
+    met: bool | None = None       # None: no target, or not assessed (quick sizes)
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    quick: bool
+    rows: list[Row]
+    notes: dict[str, list[str]]        # section -> notes
+    absent: dict[str, list[dict]]      # section -> [{"name", "reason"}]
+    environment: dict
+    seconds: float = 0.0
+
+    def section(self, name: str) -> list[Row]:
+        return [r for r in self.rows if r.section == name]
+
+
+@dataclass(frozen=True)
+class Workload:
+    section: str
+    label: str
+    run: Callable[[], list[Row]]
