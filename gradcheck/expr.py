@@ -240,13 +240,18 @@ class _Builder:
         if any(isinstance(a, ast.Starred) for a in node.args) or any(
                 k.arg is None for k in node.keywords):
             raise _Fail("* and ** arguments are not allowed", node)
-        if len(node.args) != rule.arity:
+        # Operands are positional, the row's parameters keywords (sum(x, axis=1)).
+        n = len(node.args)
+        if n != rule.arity:
+            more = (f" (parameters are keywords: {', '.join(p.name + '=' for p in rule.params)})"
+                    if rule.params and n > rule.arity else "")
             raise _Fail(f"{fname}() takes {rule.arity} argument"
-                        f"{'s' if rule.arity != 1 else ''}, got {len(node.args)}", node)
+                        f"{'s' if rule.arity != 1 else ''}, got {n}{more}", node)
+        operands = node.args
         if fname == "where":
-            args = [self.condition(node.args[0])] + [self.build(a) for a in node.args[1:]]
+            args = [self.condition(operands[0])] + [self.build(a) for a in operands[1:]]
         else:
-            args = [self.build(a) for a in node.args]
+            args = [self.build(a) for a in operands]
         if any(a.op in RULES and RULES[a.op].kind == COMPARISON for a in args[1:]):
             raise _Fail("a comparison may only be the condition of where()", node)
         return self.apply(fname, args, node, self.keywords(rule, node))

@@ -88,8 +88,9 @@ def test_every_function_of_the_rule_table_parses(names, fname):
         text = "dot(x, y)"
     elif fname == "transpose":
         text = "transpose(M)"
-    else:
-        text = f"{fname}({', '.join(['x'] * arity)})"
+    else:   # a number parameter (clamp's min=, max=) given, the others left to defaults
+        given = [f"{p.name}=0.5" for p in RULES[fname].params if p.kind == "number"]
+        text = f"{fname}({', '.join(['x'] * arity + given)})"
     node = parse(text, names)
     assert node.op == fname
     assert node.rule.arity == arity
