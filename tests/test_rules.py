@@ -49,6 +49,8 @@ ROW_CASES = {
     "sigmoid": ("sigmoid(x)", {"x": M}),
     "softplus": ("softplus(x * 4)", {"x": M}),
     "relu": ("relu(x) * y", {"x": M, "y": V}),
+    "clamp": ("clamp(x, min=-0.5) * y + clamp(x * y, min=-1, max=0.5) + clamp(x, max=0.3)",
+              {"x": M, "y": V}),
     "maximum": ("maximum(x, y)", {"x": M, "y": V}),
     "minimum": ("minimum(x, y) + minimum(x, 0.5)", {"x": M, "y": V}),
     "where": ("where(x > y, x * y, sin(x))", {"x": M, "y": V}),

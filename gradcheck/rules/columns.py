@@ -256,3 +256,37 @@ def transpose_shape(a):
     if len(a) < 2:
         raise ShapeError(f"transpose needs at least two dimensions, got shape {list(a)}")
     return a[:-2] + (a[-1], a[-2])
+
+
+# clamp(x, min=None, max=None) is min(max(x, lo), hi), in that order, as torch.clamp
+# computes it (so lo > hi gives hi everywhere). lo and hi are the formula's constants,
+# floats: their SymPy meaning is the float's exact binary value, as float64 torch uses.
+
+def sym_clamp(x, lo, hi):
+    if lo is not None:
+        x = sympy.Piecewise((sympy.Rational(lo), x < lo), (x, True))
+    if hi is not None:
+        x = sympy.Piecewise((sympy.Rational(hi), x > hi), (x, True))
+    return x
+
+
+def np_clamp(x, lo, hi):
+    if lo is not None:
+        x = np.maximum(x, lo)
+    return x if hi is None else np.minimum(x, hi)
+
+
+def torch_clamp(x, lo, hi):
+    return _torch().clamp(x, min=lo, max=hi)
+
+
+def clamp_hazard(x, lo, hi):
+    x = np.asarray(x, dtype=float)
+    return np.minimum(np.inf if lo is None else np.abs(x - lo),
+                      np.inf if hi is None else np.abs(x - hi))
+
+
+def clamp_shape(x, lo, hi):
+    if lo is None and hi is None:
+        raise ShapeError("clamp() needs min= or max=")
+    return x

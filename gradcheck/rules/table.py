@@ -15,14 +15,14 @@ import numpy as np
 
 from ..shapes import matmul_shape
 from .columns import (
-    abs_distance, bottom_two_gap, cfunction, dot_shape, np_erf, np_logsumexp,
-    np_reduce, np_sigmoid, obj_dot, obj_matmul, one_hot, pow_hazard, sym_logsumexp,
-    sym_mean, sym_reduction, sym_relu, sym_selected, sym_sigmoid, sym_softplus, sym_where,
-    sympy, sympy_fn as s, top_two_gap, torch_fn as t, torch_reduce, torch_softplus,
-    torch_transpose, transpose_shape)
-from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, LINALG, REDUCTION, Param, Rule
+    abs_distance, bottom_two_gap, cfunction, clamp_hazard, clamp_shape, dot_shape, np_clamp,
+    np_erf, np_logsumexp, np_reduce, np_sigmoid, obj_dot, obj_matmul, one_hot, pow_hazard,
+    sym_clamp, sym_logsumexp, sym_mean, sym_reduction, sym_relu, sym_selected, sym_sigmoid,
+    sym_softplus, sym_where, sympy, sympy_fn as s, top_two_gap, torch_clamp, torch_fn as t,
+    torch_reduce, torch_softplus, torch_transpose, transpose_shape)
+from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, LINALG, NUMBER, REDUCTION, Param, Rule
 from .vjps import (
-    SQRT_PI, count, engine_rule as e, identity_vjp, keep, matmul_a, matmul_b, matmul_name,
+    SQRT_PI, clamp_vjp, count, engine_rule as e, identity_vjp, keep, matmul_a, matmul_b, matmul_name,
     others_product, pow_base, pow_exponent, pow_name, reduction_name, share, sub_name,
     ties)
 
@@ -144,6 +144,10 @@ _ROWS: list[Rule] = [
     unary("relu", sym_relu, lambda x: np.maximum(x, 0.0), t("relu"), hazard=abs_distance,
           doc="max(x, 0)", rounding=0,
           engine=e("ReluBackward0", lambda g, ans, x: np.where(ans > 0, g, 0.0))),
+    unary("clamp", sym_clamp, np_clamp, torch_clamp, hazard=clamp_hazard,
+          params=(Param("min", NUMBER), Param("max", NUMBER)), shape=clamp_shape,
+          doc="clamp(x, min=None, max=None): x limited to [min, max]", rounding=1,
+          engine=e("ClampBackward1", clamp_vjp)),
     binary("maximum", s("Max"), np.maximum, t("maximum"), hazard=_gap, rounding=0,
            engine=e("MaximumBackward0", lambda g, ans, a, b: g * share(a, b),
                     lambda g, ans, a, b: g * share(b, a))),

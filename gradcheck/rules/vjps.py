@@ -120,3 +120,13 @@ def identity_vjp(g, ans, a, b):
 
 
 SQRT_PI = math.sqrt(math.pi)
+
+
+def clamp_vjp(g, ans, x, lo, hi):
+    # PyTorch's: g where lo <= x <= hi (the bounds themselves pass the gradient)
+    inside = np.ones(np.shape(x), dtype=bool)
+    if lo is not None:
+        inside &= x >= lo
+    if hi is not None:
+        inside &= x <= hi
+    return np.where(inside, g, 0.0)
