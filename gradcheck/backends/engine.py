@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine import Tensor, ops
+from ..dtypes import to_numpy
 from ..evaluation import Evaluation
 from .drive import drive
 
@@ -16,13 +17,9 @@ def _apply(node, args):
     return getattr(ops, node.op)(*args, **dict(node.params))
 
 
-def _numpy(t) -> np.ndarray | None:
-    return None if t is None else np.asarray(t.data, dtype=np.float64).copy()
-
-
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
         reference=None) -> Evaluation:
     leaves = {s.name: Tensor(np.asarray(point[s.name], dtype=dtype),
                              requires_grad=s.requires_grad) for s in case.inputs}
     return drive(case, leaves, _apply, lambda a: Tensor(np.asarray(a, dtype=dtype)), v,
-                 _numpy)
+                 to_numpy)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..dtypes import to_float64, torch_dtype
+from ..dtypes import to_numpy, torch_dtype
 from ..evaluation import Evaluation
 from .drive import drive
 
@@ -19,10 +19,6 @@ def _apply(node, args, dtype, device):
         args = [a if isinstance(a, torch.Tensor) else
                 torch.tensor(a, dtype=dtype, device=device) for a in args]
     return node.call("torch", args)
-
-
-def _numpy(t) -> np.ndarray | None:
-    return None if t is None else to_float64(t)   # bfloat16 has no NumPy view
 
 
 def leaves(case, point: dict[str, np.ndarray], dtype: str) -> dict:
@@ -45,4 +41,4 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     tdtype, device = torch_dtype(dtype), case.device
     return drive(case, leaves(case, point, dtype), applier(case, dtype),
                  lambda a: torch.tensor(np.asarray(a), dtype=tdtype, device=device),
-                 v, _numpy)
+                 v, to_numpy)
