@@ -285,7 +285,10 @@ def _probe(name: str, dt: torch.dtype):
             return rule.torch(y, y), y
         return rule.torch(x, leaf(2, 4, 5)), x     # matmul, batched
     args = [leaf(3) for _ in range(rule.arity)]
-    return rule.torch(*args), args[0]
+    # a number parameter (clamp's min=, max=) given, the others at their defaults
+    params = rule.bind([tuple(a.shape) for a in args],
+                       {p.name: 0.5 for p in rule.params if p.kind == "number"})
+    return rule.call("torch", args, params), args[0]
 
 
 @pytest.mark.parametrize("dtype", LOW)
