@@ -23,28 +23,54 @@ class ExitCode(IntEnum):
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
     from .dtypes import NAMES as DTYPES
-    from .report import FORMATS
 
     p = argparse.ArgumentParser(
         prog="gradcheck",
         description="Check gradients against the exact symbolic derivative.")
     p.add_argument("--version", action="version", version=f"gradcheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    _run_arguments(sub.add_parser(
+        "run", help="run case files and print a report",
+        description="Run case files (or folders of them) and report, for every case, "
+                    "whether each witness agrees with the symbolic reference. Exit codes: "
+                    "0 all passed, 1 a gradient mismatch, an op that raised or a case past "
+                    "its time limit, 2 a usage or case-file error, 3 an internal error, "
+                    "5 no case selected."), DTYPES)
+    ls = sub.add_parser("list", help="list the cases without running them")
+    ls.add_argument("paths", nargs="+", metavar="PATH")
+    _bench_arguments(sub.add_parser(
+        "bench", help="measure gradcheck against other checkers",
+        description="Run fixed workloads side by side and save reports/bench.json and "
+                    "reports/bench.md."), DTYPES)
+    return p
 
-    run = sub.add_parser("run", help="run case files and print a report",
-                         description="Run case files (or folders of them) and report, for "
-                                     "every case, whether each witness agrees with the "
-                                     "symbolic reference. Exit codes: 0 all passed, "
-                                     "1 a gradient mismatch, an op that raised or a case "
-                                     "past its time limit, 2 a usage or case-file error, "
-                                     "3 an internal error, 5 no case selected.")
+
+def _dtype_help(dtypes) -> str:
+    """--dtype's help: which witnesses of the registry run in which dtypes."""
+    from .witnesses import REGISTRY
+
+    text = "run every case in this dtype only"
+    limited: dict[tuple, list[str]] = {}
+    for w in REGISTRY.values():
+        if w.runs_in is not None:
+            limited.setdefault(w.runs_in, []).append(w.name)
+    for runs_in, names in limited.items():
+        others = [d for d in dtypes if d not in runs_in]
+        text += (f" (the {' and '.join(names)} witness{'es' if len(names) > 1 else ''} "
+                 f"run{'' if len(names) > 1 else 's'} in {' and '.join(runs_in)} only: in "
+                 f"{' and '.join(others)} {'they are' if len(names) > 1 else 'it is'} "
+                 "reported as skipped)")
+    return text
+
+
+def _run_arguments(run: argparse.ArgumentParser, dtypes) -> None:
+    from .report import FORMATS
+    from .witnesses import NAMES as WITNESSES
+
     run.add_argument("paths", nargs="+", metavar="PATH", help="case file or folder")
     run.add_argument("-k", dest="keyword", metavar="SUBSTRING",
                      help="only cases whose name contains SUBSTRING")
-    run.add_argument("--dtype", choices=DTYPES,
-                     help="run every case in this dtype only (the engine and numeric "
-                          "witnesses run in float64 and float32 only: in float16 and "
-                          "bfloat16 they are reported as skipped)")
+    run.add_argument("--dtype", choices=dtypes, help=_dtype_help(dtypes))
     run.add_argument("--seed", type=int, help="override every case's seed")
     run.add_argument("--points", type=int, help="override the number of points per case")
     run.add_argument("--extreme-points", type=int, metavar="N",
@@ -55,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
                           "op's backward returns (a gradient it sums back to its input's "
                           "shape, trailing Nones, a gradient for an input that needs "
                           "none), as strict_shapes = true in a case does")
-    run.add_argument("--witness", action="append", choices=["engine", "torch", "numeric"],
+    run.add_argument("--witness", action="append", choices=list(WITNESSES),
                      help="only these witnesses (repeatable)")
     run.add_argument("--format", default="text", choices=FORMATS,
                      help="report format (default text); under GitHub Actions failures "
@@ -78,12 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-v", "--verbose", action="store_true",
                      help="show grad_fn chains and notes for every case")
 
-    ls = sub.add_parser("list", help="list the cases without running them")
-    ls.add_argument("paths", nargs="+", metavar="PATH")
 
-    bench = sub.add_parser("bench", help="measure gradcheck against other checkers",
-                           description="Run fixed workloads side by side and save "
-                                       "reports/bench.json and reports/bench.md.")
+def _bench_arguments(bench: argparse.ArgumentParser, dtypes) -> None:
     bench.add_argument("--out", default="reports", metavar="DIR",
                        help="folder for bench.json and bench.md (default reports)")
     bench.add_argument("--quick", action="store_true",
@@ -100,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
                             "verdicts.json and verdicts.md)")
     bench.add_argument("--seeds", type=int, metavar="N",
                        help="verdicts: seeds 0..N-1 (default 20; 1 with --quick)")
-    bench.add_argument("--dtype", action="append", choices=DTYPES,
+    bench.add_argument("--dtype", action="append", choices=dtypes,
                        help="verdicts: only this dtype (repeatable; default all four)")
     bench.add_argument("--cases", action="append", metavar="PATH",
                        help="verdicts: these case files or folders (repeatable; default "
@@ -108,7 +130,6 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("-j", "--jobs", type=int, default=2, metavar="N",
                        help="verdicts: worker processes per run (default 2; 0: one per "
                             "CPU)")
-    return p
 
 
 def exit_code(result) -> ExitCode:
@@ -129,36 +150,20 @@ def exit_code(result) -> ExitCode:
 
 def _cmd_run(args) -> int:
     from .parallel import ParallelError
-    from .report import render
-    from .report.text import printable
     from .runner import run
 
-    if args.points is not None and not 1 <= args.points <= 1000:
-        print("gradcheck: error: --points must be from 1 to 1000", file=sys.stderr)
-        return ExitCode.USAGE
-    if args.extreme_points is not None and not 0 <= args.extreme_points <= 1000:
-        print("gradcheck: error: --extreme-points must be from 0 to 1000", file=sys.stderr)
-        return ExitCode.USAGE
-    if args.jobs < 0 or (args.jobs != 1 and args.scheduler):
-        print("gradcheck: error: " + ("--jobs must be 0 or more" if args.jobs < 0 else
-                                      "--jobs and --scheduler exclude each other"),
-              file=sys.stderr)
+    usage = _run_usage_error(args)
+    if usage:
+        print(f"gradcheck: error: {usage}", file=sys.stderr)
         return ExitCode.USAGE
     tty = sys.stderr.isatty()
-
-    def progress(n: int, total: int, result) -> None:
-        if tty:
-            # the name comes from a case file: never let it drive the terminal
-            print(f"\r\033[K[{n}/{total}] {printable(result.name)} ({result.dtype})", end="",
-                  file=sys.stderr, flush=True)
-
     try:
         result = run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
                      points=args.points, extreme_points=args.extreme_points,
                      strict_shapes=args.strict_shapes,
                      witnesses=args.witness, timeout=args.timeout,
                      device=args.device, jobs=args.jobs, scheduler=args.scheduler,
-                     progress=progress)
+                     progress=_progress if tty else None)
     except ParallelError as exc:
         if tty:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
@@ -166,6 +171,42 @@ def _cmd_run(args) -> int:
         return ExitCode.USAGE
     if tty:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
+    _report(args, result)
+    code = exit_code(result)
+    if code == ExitCode.NO_CASES:
+        _no_cases(args)
+    if args.exit_zero and code == ExitCode.MISMATCH:
+        return ExitCode.OK
+    return code
+
+
+def _run_usage_error(args) -> str:
+    """What is wrong with ``gradcheck run``'s numbers ("" when nothing is)."""
+    if args.points is not None and not 1 <= args.points <= 1000:
+        return "--points must be from 1 to 1000"
+    if args.extreme_points is not None and not 0 <= args.extreme_points <= 1000:
+        return "--extreme-points must be from 0 to 1000"
+    if args.jobs < 0:
+        return "--jobs must be 0 or more"
+    if args.jobs != 1 and args.scheduler:
+        return "--jobs and --scheduler exclude each other"
+    return ""
+
+
+def _progress(n: int, total: int, result) -> None:
+    """The progress line on a terminal's stderr, rewritten as each result comes in."""
+    from .report.text import printable
+
+    # the name comes from a case file: never let it drive the terminal
+    print(f"\r\033[K[{n}/{total}] {printable(result.name)} ({result.dtype})", end="",
+          file=sys.stderr, flush=True)
+
+
+def _report(args, result) -> None:
+    """The report in ``--format``, to ``--output`` or stdout, with GitHub Actions'
+    annotations when running there."""
+    from .report import render
+
     color = (args.output is None and sys.stdout.isatty()
              and "NO_COLOR" not in os.environ)
     text = render(result, args.format, color=color, verbose=args.verbose)
@@ -188,15 +229,15 @@ def _cmd_run(args) -> int:
         stream = sys.stdout if args.format == "text" else sys.stderr
         for line in annotations:
             print(line, file=stream)
-    code = exit_code(result)
-    if code == ExitCode.NO_CASES:
-        where = ", ".join(map(printable, args.paths))
-        print("gradcheck: no cases selected: " + (
-            f"no case name under {where} contains {printable(args.keyword)!r}"
-            if args.keyword else f"no cases under {where}"), file=sys.stderr)
-    if args.exit_zero and code == ExitCode.MISMATCH:
-        return ExitCode.OK
-    return code
+
+
+def _no_cases(args) -> None:
+    from .report.text import printable
+
+    where = ", ".join(map(printable, args.paths))
+    print("gradcheck: no cases selected: " + (
+        f"no case name under {where} contains {printable(args.keyword)!r}"
+        if args.keyword else f"no cases under {where}"), file=sys.stderr)
 
 
 def _cmd_list(args) -> int:

@@ -1,12 +1,18 @@
-"""Parallel and distributed runs: a pool of worker processes (``--jobs N``) or a Dask
-distributed cluster (``--scheduler ADDRESS``), giving the report a serial run gives.
+"""Where the runs of a session run: in this process (:class:`Serial`), in a pool of worker
+processes (``--jobs N``, :class:`Pool`) or on a Dask distributed cluster (``--scheduler
+ADDRESS``, :class:`Dask`). Each is an :class:`Executor`: ``map(runs, timeout=...)``
+yields ``(index, result)`` for each (case, dtype) run as it completes, and
+:func:`gradcheck.runner.run` puts the results back in the runs' order, so a parallel run
+gives the report a serial run gives.
 
-What travels to a worker is a small :class:`Task` (the case file's path, the case's name,
-the dtype and the run's overrides), not the :class:`~gradcheck.cases.Case`: each worker
-reads the case file itself (once per run) and calls :func:`gradcheck.runner.run_case`,
-the one definition of how a case is run. Points and cotangents derive from (seed, case,
-dtype, index) only, so a case gives the same result whichever process runs it, and the
-results are put back in the serial order.
+What travels to a worker is a :class:`Task` holding the validated
+:class:`~gradcheck.cases.Case` itself (pickled; its formula DAG is written out
+iteratively, so a deep formula pickles too), with the run's overrides already applied:
+workers never read a case file. Each calls :func:`gradcheck.checking.run_case`, the one
+definition of how a case is run. Points and cotangents derive from (seed, case, dtype,
+index) only, so a case gives the same result whichever process runs it. A case's op is
+named by ``"module:attr"`` and imported in the worker from the folder of the case file,
+so the op modules must be importable at the same path there.
 
 A worker that dies (killed, ``os._exit``, a segfault in an op's extension) turns the case
 it was running, and only that one, into an ``error`` result (for a case with an ``op``,
@@ -27,10 +33,15 @@ import threading
 import time
 import uuid
 from collections import deque
-from typing import Callable
+from typing import Generator, Iterator, Protocol
 
+from .cases import Case
+from .checking import OP_CRASHED, TIMEOUT, case_base, op_failure, run_case
 from .errors import GradcheckError
 from .result import ERROR, CaseResult
+
+__all__ = ["Executor", "Serial", "Pool", "Dask", "executor", "Task", "ParallelError",
+           "execute"]
 
 # A worker whose case runs this long past its time limit (the case is stuck where the
 # SIGALRM of the limit cannot interrupt it, e.g. inside one long C call) is killed.
@@ -43,89 +54,90 @@ class ParallelError(GradcheckError):
     installed, the scheduler cannot be reached, or ``--jobs`` off a POSIX system."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Task:
-    """One (case, dtype) run, as a worker needs it: small and plain, so it pickles."""
+class Executor(Protocol):
+    """Runs (case, dtype) pairs; what :func:`gradcheck.runner.run` hands its runs to."""
 
-    run_id: str                  # worker-side caches live for one run
-    index: int                   # position in the run list
-    path: str                    # the case file, absolute: the worker's folder may differ
-    file: str                    # the case file as the serial run names it (the report's)
-    name: str
-    line: int | None
-    dtype: str
-    overrides: tuple             # ((key, value), ...) of runner.override's keywords
-    timeout: float | None
+    def map(self, runs: list[tuple[Case, str]], *, timeout: float | None
+            ) -> Generator[tuple[int, CaseResult], None, None]:
+        """``(index in runs, result)`` for every run, each as it completes; ``timeout``
+        (seconds, None: none) is each run's time limit. Closing the generator early
+        stops what is still running (the workers are killed)."""
+        ...
 
 
-def run_parallel(runs: list, overrides: dict, *, timeout: float | None, jobs: int = 0,
-                 scheduler: str | None = None,
-                 progress: Callable[[int, int, CaseResult], None] | None = None
-                 ) -> list[CaseResult]:
-    """Run ``runs`` (the (case, dtype) pairs of :func:`gradcheck.runner.select`) in worker
-    processes, or on the Dask cluster at ``scheduler``; the results in ``runs``' order.
-
-    ``overrides`` are the keywords of :func:`gradcheck.runner.override` that made the
-    cases of ``runs``; workers apply them to the cases they read. ``jobs`` = 0 means one
-    worker per CPU.
+def executor(jobs: int = 1, scheduler: str | None = None) -> Executor:
+    """The executor of ``jobs`` worker processes (0: one per CPU; 1: this process), or
+    of the Dask cluster at ``scheduler``.
 
     Raises:
-        ParallelError: ``scheduler`` is given and cannot be used.
         ValueError: ``jobs`` is negative.
     """
     if jobs < 0:
         raise ValueError(f"jobs must be 0 (one per CPU) or more, got {jobs}")
-    run_id = uuid.uuid4().hex
-    plain = tuple((k, tuple(v) if k == "witnesses" and v else v)
-                  for k, v in sorted(overrides.items()) if v is not None)
-    tasks = [Task(run_id, i, os.path.abspath(case.file), case.file, case.name, case.line,
-                  dtype, plain, timeout) for i, (case, dtype) in enumerate(runs)]
-    results: list[CaseResult | None] = [None] * len(tasks)
-    count = [0]
-
-    def done(task: Task, result: CaseResult) -> None:
-        results[task.index] = result
-        count[0] += 1
-        if progress is not None:
-            progress(count[0], len(tasks), result)
-
-    def error(task: Task, message: str, kind: str = "") -> CaseResult:
-        case, dtype = runs[task.index]
-        if kind:
-            return _error(case, dtype, message, kind)
-        if case.op is not None:
-            # a process dying inside a user's op (a segfault in its extension, an
-            # os._exit) is most likely the op's doing: its failure, as a raise would be
-            from .runner import OP_CRASHED, op_failure
-
-            return op_failure(case, _base(case, dtype), message, OP_CRASHED)
-        return _error(case, dtype, message, "internal")   # anywhere else, gradcheck's
-
-    if not tasks:
-        return []
     if scheduler:
-        _run_dask(tasks, scheduler, done, error)
-    else:
-        _run_pool(tasks, jobs or _cpu_count(), done, error)
-    return results  # type: ignore[return-value]
+        return Dask(scheduler)
+    return Serial() if jobs == 1 else Pool(jobs or _cpu_count())
+
+
+class Serial:
+    """In this process, one run after the other; a case's reference is built once for
+    all its dtypes."""
+
+    def map(self, runs, *, timeout):
+        cache: dict = {}
+        for index, (case, dtype) in enumerate(runs):
+            yield index, run_case(case, dtype, cache=cache, timeout=timeout)
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One (case, dtype) run, as a worker needs it."""
+
+    run_id: str                  # worker-side caches live for one run
+    index: int                   # position in the run list
+    key: int                     # which case of the run: its dtypes share a reference
+    case: Case                   # overridden; its file absolute (ops are found from it)
+    file: str                    # the case file as the serial run names it (the report's)
+    dtype: str
+    timeout: float | None
+
+
+def _tasks(runs: list[tuple[Case, str]], timeout: float | None) -> list[Task]:
+    run_id = uuid.uuid4().hex
+    keys: dict[int, tuple[int, Case]] = {}   # id(case) -> (key, the case as sent)
+    tasks = []
+    for index, (case, dtype) in enumerate(runs):
+        if id(case) not in keys:
+            # the worker's folder may differ: an op module is looked up from the case
+            # file's folder, so the file travels absolute
+            sent = dataclasses.replace(case, file=os.path.abspath(case.file))
+            keys[id(case)] = (len(keys), sent)
+        key, sent = keys[id(case)]
+        tasks.append(Task(run_id, index, key, sent, case.file, dtype, timeout))
+    return tasks
 
 
 def _died(how: str) -> str:
     return f"the worker process died while running this case ({how}); the other cases ran on"
 
 
-def _base(case, dtype: str) -> dict:
-    return dict(name=case.name, file=case.file, line=case.line, dtype=dtype,
-                expect=case.expect, points=case.points, seed=case.seed)
-
-
-def _error(case, dtype: str, message: str, kind: str) -> CaseResult:
-    return CaseResult(**_base(case, dtype), status=ERROR, message=message, error_kind=kind)
+def _lost(task: Task, message: str, kind: str = "") -> CaseResult:
+    """The result of a task whose worker could not give one: ``kind`` when known, else
+    a crash (of the op, for a case with one)."""
+    base = dict(case_base(task.case, task.dtype), file=task.file)
+    if kind:
+        return CaseResult(**base, status=ERROR, message=message, error_kind=kind)
+    if task.case.op is not None:
+        # a process dying inside a user's op (a segfault in its extension, an
+        # os._exit) is most likely the op's doing: its failure, as a raise would be
+        return op_failure(task.case, base, message, OP_CRASHED)
+    return CaseResult(**base, status=ERROR, message=message,
+                      error_kind="internal")   # anywhere else, gradcheck's
 
 
 def _task_error(task: Task, message: str, kind: str) -> CaseResult:
-    return CaseResult(name=task.name, file=task.file, line=task.line, dtype=task.dtype,
-                      status=ERROR, message=message, error_kind=kind)
+    return CaseResult(name=task.case.name, file=task.file, line=task.case.line,
+                      dtype=task.dtype, status=ERROR, message=message, error_kind=kind)
 
 
 def _cpu_count() -> int:
@@ -141,22 +153,15 @@ _LOCK = threading.Lock()   # Dask runs tasks in threads
 _STATE: dict = {"run": None}
 
 
-def _worker_case(task: Task):
-    """The (overridden) case ``task`` names, read once per run and worker, and the
-    reference cache that goes with it; None if the file no longer holds the case."""
-    from .cases import read_file
-    from .runner import override
-
+def _worker_case(task: Task) -> tuple[Case, dict]:
+    """The case of ``task`` as this worker first received it in this run (its other
+    dtypes then reuse its reference), and the reference cache that goes with it. The
+    cases are kept for the run: the cache is keyed by their identity."""
     with _LOCK:
-        if _STATE["run"] != task.run_id:   # a new run: forget the last one's files
-            _STATE.update(run=task.run_id, files={}, cases={}, refs={})
-        files, cases = _STATE["files"], _STATE["cases"]
-        if task.path not in files:
-            files[task.path] = {c.name: c for c in read_file(task.path)[0]}
-        key = (task.path, task.name)
-        if key not in cases and task.name in files[task.path]:
-            cases[key] = override(files[task.path][task.name], **dict(task.overrides))
-        return cases.get(key), _STATE["refs"]
+        if _STATE["run"] != task.run_id:   # a new run: forget the last one's cases
+            _STATE.update(run=task.run_id, cases={}, refs={})
+        case = _STATE["cases"].setdefault(task.key, task.case)
+        return case, _STATE["refs"]
 
 
 _PRELOAD = ("sympy", "torch", "gradcheck.symbolic", "gradcheck.backends.torch",
@@ -179,16 +184,11 @@ def _preload() -> None:
 
 
 def execute(task: Task) -> CaseResult:
-    """Run one task here (in a worker): :func:`gradcheck.runner.run_case` on the case."""
-    from .runner import run_case
-
+    """Run one task here (in a worker): :func:`gradcheck.checking.run_case` on its case."""
     try:
         _preload()
         case, refs = _worker_case(task)
-        if case is None:
-            return _task_error(task, f"case {task.name!r} is no longer in {task.file}: "
-                                     "the file changed during the run", "case")
-        # the time limit holds in a Dask worker's thread too (see runner._time_limit)
+        # the time limit holds in a Dask worker's thread too (see gradcheck.timelimit)
         result = run_case(case, task.dtype, cache=refs, timeout=task.timeout)
     except Exception as exc:
         import traceback
@@ -204,7 +204,7 @@ def _worker_main(fd: int) -> None:
     or the socket closes."""
     from multiprocessing.connection import Connection
 
-    from . import runner  # noqa: F401  (a broken install fails here, not in a case)
+    from . import checking  # noqa: F401  (a broken install fails here, not in a case)
 
     _preload()
     conn = Connection(fd)
@@ -300,63 +300,103 @@ class _Worker:
         self.conn.close()
 
 
-def _run_pool(tasks: list[Task], jobs: int, done, error) -> None:
+class Pool:
+    """``jobs`` worker processes of our own (see the module's docstring)."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+
+    def map(self, runs, *, timeout):
+        tasks = _tasks(runs, timeout)
+        if not tasks:
+            return
+        if os.name != "posix":
+            raise ParallelError("--jobs needs a POSIX system (Linux, macOS)")
+        pending = deque(tasks)
+        workers: list[_Worker] = []
+        try:
+            while pending or any(w.task for w in workers):
+                self._dispatch(workers, pending)
+                _wait_for(workers)
+                for w in list(workers):
+                    yield from _collect(w, workers)
+        finally:
+            interrupted = any(w.task for w in workers)
+            for w in workers:
+                w.stop(kill=interrupted)
+            for w in workers:
+                w.join()
+
+    def _dispatch(self, workers: list, pending: deque) -> None:
+        """Start the workers still wanted, and hand each idle ready one a task."""
+        busy = sum(w.task is not None for w in workers)
+        while len(workers) < min(self.jobs, len(pending) + busy):
+            workers.append(_Worker())
+        for w in workers:
+            if w.ready and w.task is None and pending:
+                w.send(pending.popleft())
+
+
+def _wait_for(workers: list) -> None:
+    """Until a worker says something, a case's kill deadline, or a second has passed."""
     from multiprocessing.connection import wait
 
-    from .runner import TIMEOUT
+    # wake up at least every second to notice a worker that died without its socket
+    # saying so (a child of its own holding the socket open)
+    deadlines = [w.since + w.task.timeout + KILL_GRACE for w in workers
+                 if w.task is not None and w.task.timeout]
+    wake = min([time.monotonic() + 1.0] + deadlines)
+    wait([w.conn for w in workers], timeout=max(0.0, wake - time.monotonic()))
 
-    if os.name != "posix":
-        raise ParallelError("--jobs needs a POSIX system (Linux, macOS)")
-    pending = deque(tasks)
-    workers: list[_Worker] = []
-    try:
-        while pending or any(w.task for w in workers):
-            busy = sum(w.task is not None for w in workers)
-            while len(workers) < min(jobs, len(pending) + busy):
-                workers.append(_Worker())
-            for w in workers:
-                if w.ready and w.task is None and pending:
-                    w.send(pending.popleft())
-            # wake up at least every second to notice a worker that died without its
-            # socket saying so (a child of its own holding the socket open)
-            deadlines = [w.since + w.task.timeout + KILL_GRACE for w in workers
-                         if w.task is not None and w.task.timeout]
-            wake = min([time.monotonic() + 1.0] + deadlines)
-            wait([w.conn for w in workers], timeout=max(0.0, wake - time.monotonic()))
-            for w in list(workers):
-                for kind, payload in w.receive():
-                    if kind == "ready":
-                        w.ready = True
-                    elif kind == "result" and w.task is not None:
-                        done(w.task, payload)
-                        w.task = None
-                if (w.task is not None and w.task.timeout
-                        and time.monotonic() > w.since + w.task.timeout + KILL_GRACE):
-                    w.stop(kill=True)
-                    w.join()
-                    workers.remove(w)
-                    done(w.task, error(w.task, f"the case ran past its time limit of "
-                                               f"{w.task.timeout:g} s and did not stop; its "
-                                               "worker process was killed", TIMEOUT))
-                elif w.dead():
-                    w.join()
-                    workers.remove(w)
-                    if not w.ready:
-                        raise RuntimeError(f"a gradcheck worker process failed to start "
-                                           f"({w.how()}); its error is above")
-                    if w.task is not None:
-                        done(w.task, error(w.task, _died(w.how())))
-    finally:
-        interrupted = any(w.task for w in workers)
-        for w in workers:
-            w.stop(kill=interrupted)
-        for w in workers:
-            w.join()
+
+def _collect(w: _Worker, workers: list) -> Iterator[tuple[int, CaseResult]]:
+    """What worker ``w`` has to say: its result, or the end of its case when it is past
+    the kill deadline (it is killed) or dead (it is removed)."""
+    for kind, payload in w.receive():
+        if kind == "ready":
+            w.ready = True
+        elif kind == "result" and w.task is not None:
+            yield w.task.index, payload
+            w.task = None
+    if (w.task is not None and w.task.timeout
+            and time.monotonic() > w.since + w.task.timeout + KILL_GRACE):
+        w.stop(kill=True)
+        w.join()
+        workers.remove(w)
+        yield w.task.index, _lost(w.task, f"the case ran past its time limit of "
+                                          f"{w.task.timeout:g} s and did not stop; its "
+                                          "worker process was killed", TIMEOUT)
+    elif w.dead():
+        w.join()
+        workers.remove(w)
+        if not w.ready:
+            raise RuntimeError(f"a gradcheck worker process failed to start "
+                               f"({w.how()}); its error is above")
+        if w.task is not None:
+            yield w.task.index, _lost(w.task, _died(w.how()))
 
 
 # --------------------------------------------------------------------------- Dask
 
-def _run_dask(tasks: list[Task], address: str, done, error) -> None:
+class Dask:
+    """The Dask distributed cluster whose scheduler is at ``address``."""
+
+    def __init__(self, address: str):
+        self.address = address
+
+    def map(self, runs, *, timeout):
+        tasks = _tasks(runs, timeout)
+        if not tasks:
+            return
+        distributed, client = _connect(self.address)
+        try:
+            yield from _dask_results(distributed, client, tasks)
+        finally:
+            client.close()
+
+
+def _connect(address: str):
+    """Dask's distributed module and a client of the scheduler at ``address``."""
     try:
         import distributed
     except ImportError:
@@ -370,44 +410,46 @@ def _run_dask(tasks: list[Task], address: str, done, error) -> None:
     except Exception as exc:
         raise ParallelError(f"cannot reach the Dask scheduler at {address!r}: "
                             f"{type(exc).__name__}: {exc}") from None
+    return distributed, client
 
+
+def _dask_results(distributed, client, tasks: list[Task]) -> Iterator[tuple[int, CaseResult]]:
     def gather(future, task: Task) -> CaseResult:
         try:
             return future.result()
         except distributed.KilledWorker:
             raise
         except Exception as exc:
-            return error(task, f"the Dask task failed: {type(exc).__name__}: {exc}",
+            return _lost(task, f"the Dask task failed: {type(exc).__name__}: {exc}",
                          "internal")
         finally:
             future.release()   # forget it: a later worker death must not recompute it
 
-    try:
-        futures = {}
-        for t in tasks:
-            future = client.submit(execute, t, key=f"gradcheck-{t.run_id}-{t.index}",
-                                   pure=False)
-            futures[future.key] = (future, t)
-        # KilledWorker: the workers that ran the task died, as many times as the
-        # scheduler's allowed-failures setting allows. It may also hit a case that was
-        # merely queued on a dying worker, so each such case runs again afterwards,
-        # alone on the cluster, where a death can only be its own.
-        suspects = []
-        for future in distributed.as_completed([f for f, _ in futures.values()],
-                                               loop=client.loop):
-            _, task = futures.pop(future.key)
-            try:
-                done(task, gather(future, task))
-            except distributed.KilledWorker:
-                suspects.append(task)
-        for task in suspects:
-            future = client.submit(execute, task, pure=False,
-                                   key=f"gradcheck-{task.run_id}-{task.index}-alone")
-            try:
-                result = gather(future, task)
-            except distributed.KilledWorker:
-                result = error(task, _died("Dask's KilledWorker: it was run alone and its "
-                                           "worker died"))
-            done(task, result)
-    finally:
-        client.close()
+    futures = {}
+    for t in tasks:
+        future = client.submit(execute, t, key=f"gradcheck-{t.run_id}-{t.index}",
+                               pure=False)
+        futures[future.key] = (future, t)
+    # KilledWorker: the workers that ran the task died, as many times as the scheduler's
+    # allowed-failures setting allows. It may also hit a case that was merely queued on
+    # a dying worker, so each such case runs again afterwards, alone on the cluster,
+    # where a death can only be its own.
+    suspects = []
+    for future in distributed.as_completed([f for f, _ in futures.values()],
+                                           loop=client.loop):
+        _, task = futures.pop(future.key)
+        try:
+            result = gather(future, task)
+        except distributed.KilledWorker:
+            suspects.append(task)
+            continue
+        yield task.index, result
+    for task in suspects:
+        future = client.submit(execute, task, pure=False,
+                               key=f"gradcheck-{task.run_id}-{task.index}-alone")
+        try:
+            result = gather(future, task)
+        except distributed.KilledWorker:
+            result = _lost(task, _died("Dask's KilledWorker: it was run alone and its "
+                                       "worker died"))
+        yield task.index, result

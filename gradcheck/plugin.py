@@ -104,23 +104,6 @@ def _located(config: pytest.Config, result):
     return replace(result, file=_relative(config, result.file))
 
 
-class _Recorded:
-    """A case result as its ``to_dict()``: what :class:`~gradcheck.result.RunResult`
-    needs to render a report of results that came from other processes."""
-
-    def __init__(self, data: dict):
-        self._data = data
-
-    def to_dict(self) -> dict:
-        return self._data
-
-    def __getattr__(self, name: str):
-        try:
-            return self.__dict__["_data"][name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
 class _Reporter:
     """``--gradcheck-report``: gathers the case results of the session's test reports and
     writes them as one JSON report at the end (on the xdist controller only).
@@ -163,10 +146,11 @@ class _Reporter:
             return
         from .io import write_atomic
         from .report.json import render_json
-        from .result import RunResult
+        from .result import CaseResult, RunResult
 
+        # a record is a dict (it may have come from an xdist worker): back to the result
         records = sorted(self.records, key=lambda r: r["order"])
-        cases = tuple(_Recorded(r["case"]) for r in records)
+        cases = tuple(CaseResult.from_dict(r["case"]) for r in records)
         write_atomic(self.path, render_json(
             RunResult(cases=cases, seconds=time.perf_counter() - self.start)))
         self.written = len(cases)
@@ -190,10 +174,10 @@ class _Run:
 
     def result(self, config: pytest.Config):
         if self.error is not None:
-            from .runner import file_error
+            from .checking import file_error
 
             return file_error(self.error)
-        from .runner import run_case
+        from .checking import run_case
 
         state = _state(config)
         # A case's symbolic reference is reused across its dtypes (adjacent items); keep
@@ -228,9 +212,11 @@ def _runs_for(marker, base: Path) -> tuple[list[_Run], list[str]]:
     (``file::name`` for a case-file error). Files come in order, each file's errors
     before its cases; ``file`` is relative to the named folder (the name of a file)."""
     from .cases import case_files, read_file
+    from .checking import file_error
     from .errors import CaseFileError
     from .report.details import title
-    from .runner import DEFAULT_TIMEOUT, file_error, select
+    from .runner import select
+    from .timelimit import DEFAULT_TIMEOUT
 
     options = dict(marker.kwargs)
     unknown = sorted(set(options) - _MARKER_OPTIONS)
@@ -411,8 +397,9 @@ class CaseFile(pytest.File):
 
     def collect(self):
         from .cases import read_file
+        from .checking import file_error
         from .report.details import title
-        from .runner import file_error, select
+        from .runner import select
 
         cases, errors = read_file(self.path)
         for e in errors:

@@ -1,5 +1,7 @@
-"""Results are data: frozen dataclasses with ``to_dict()``. Renderers turn them into
-text, JSON and the other formats; nothing here prints."""
+"""Results are data: frozen dataclasses with ``to_dict()``, and ``from_dict()`` for a
+result that comes back as its dict (from an xdist worker, a subprocess or a JSON
+report), so that every renderer and the pytest plugin see one type. Renderers turn them
+into text, JSON and the other formats; nothing here prints."""
 
 from __future__ import annotations
 
@@ -20,6 +22,11 @@ def _plain(x: Any) -> Any:
     return x
 
 
+def _float(x: Any) -> float:
+    """A float of a ``to_dict()``: :func:`_plain` wrote the non-finite ones as text."""
+    return float(x)
+
+
 @dataclass(frozen=True)
 class Worst:
     """The element that is furthest outside its tolerance (or closest to it)."""
@@ -33,6 +40,13 @@ class Worst:
 
     def to_dict(self) -> dict:
         return _plain(self.__dict__.copy())
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Worst":
+        """The inverse of :meth:`to_dict`."""
+        return cls(quantity=data["quantity"], index=tuple(data["index"]),
+                   obtained=_float(data["obtained"]), expected=_float(data["expected"]),
+                   tolerance=_float(data["tolerance"]), point=data["point"])
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,22 @@ class WitnessResult:
             "notes": list(self.notes),
         })
 
+    @classmethod
+    def from_dict(cls, witness: str, data: dict) -> "WitnessResult":
+        """The inverse of :meth:`to_dict` (which leaves the witness's name to its key)."""
+        worst = data.get("worst")
+        grad_fn = data.get("grad_fn")
+        return cls(witness=witness, status=data["status"],
+                   max_abs_err=_float(data.get("max_abs_err", 0.0)),
+                   max_rel_err=_float(data.get("max_rel_err", 0.0)),
+                   worst=Worst.from_dict(worst) if worst else None,
+                   checked=data.get("checked", 0), mismatched=data.get("mismatched", 0),
+                   grad_fn=tuple(grad_fn) if grad_fn is not None else None,
+                   message=data.get("message", ""), diagnosis=data.get("diagnosis", ""),
+                   worst_elements=tuple(Worst.from_dict(w)
+                                        for w in data.get("worst_elements", ())),
+                   notes=tuple(data.get("notes", ())))
+
 
 @dataclass(frozen=True)
 class CaseResult:
@@ -105,6 +135,20 @@ class CaseResult:
             "error_kind": self.error_kind or None,
         })
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "CaseResult":
+        """The inverse of :meth:`to_dict`: ``from_dict(r.to_dict()).to_dict() ==
+        r.to_dict()`` (durations as to_dict rounds them)."""
+        return cls(name=data["name"], file=data["file"], line=data.get("line"),
+                   dtype=data["dtype"], status=data["status"],
+                   witnesses=tuple(WitnessResult.from_dict(name, w)
+                                   for name, w in data.get("witnesses", {}).items()),
+                   message=data.get("message", ""), seconds=_float(data.get("seconds", 0.0)),
+                   expect=data.get("expect", "pass"), mode=data.get("mode", ""),
+                   points=data.get("points", 0), seed=data.get("seed", 0),
+                   notes=tuple(data.get("notes", ())),
+                   error_kind=data.get("error_kind") or "")
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -125,3 +169,9 @@ class RunResult:
 
         return {"version": __version__, "summary": self.summary,
                 "cases": [c.to_dict() for c in self.cases]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunResult":
+        """The inverse of :meth:`to_dict` (the summary is recounted from the cases)."""
+        return cls(cases=tuple(CaseResult.from_dict(c) for c in data.get("cases", ())),
+                   seconds=_float(data.get("summary", {}).get("seconds", 0.0)))

@@ -112,8 +112,8 @@ def test_a_gradient_ignored_by_torch_is_caught(monkeypatch):
     case = make_case("sin(x)", {"x": [3]}, gradient=[2.0, -1.0, 0.5])
     real = torch_witness.run
 
-    def ignores_v(case, point, v, dtype):
-        return real(case, point, np.ones_like(v), dtype)
+    def ignores_v(case, point, v, dtype, reference=None):
+        return real(case, point, np.ones_like(v), dtype, reference)
 
     monkeypatch.setattr(torch_witness, "run", ignores_v)
     result = check(case)
@@ -187,8 +187,8 @@ def test_a_wrong_retained_grad_is_caught(monkeypatch):
     case = make_case("sum(h ** 2)", {"x": [3]}, let={"h": "tanh(x)"}, retain_grad=["h"])
     real = torch_witness.run
 
-    def doubled(case, point, v, dtype):
-        out = real(case, point, v, dtype)
+    def doubled(case, point, v, dtype, reference=None):
+        out = real(case, point, v, dtype, reference)
         out.retained = {k: 2 * g for k, g in out.retained.items()}
         return out
 
@@ -244,8 +244,8 @@ def test_a_grad_where_none_is_due_is_caught(monkeypatch):
     case = make_case("sum(where(c > 0, x, x ** 2))", {"x": [3], "c": [3]})
     real = torch_witness.run
 
-    def zeros_for_c(case, point, v, dtype):
-        out = real(case, point, v, dtype)
+    def zeros_for_c(case, point, v, dtype, reference=None):
+        out = real(case, point, v, dtype, reference)
         out.grads["c"] = np.zeros(3)
         return out
 
@@ -392,9 +392,9 @@ def test_a_pinned_value_reaches_the_witnesses(monkeypatch):
     seen = []
     real = torch_witness.run
 
-    def spy(case, point, v, dtype):
+    def spy(case, point, v, dtype, reference=None):
         seen.append(point["x"].copy())
-        return real(case, point, v, dtype)
+        return real(case, point, v, dtype, reference)
 
     monkeypatch.setattr(torch_witness, "run", spy)
     assert_agree(check(case))

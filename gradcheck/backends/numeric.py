@@ -50,9 +50,13 @@ def _step(x: np.ndarray) -> np.ndarray:
 
 
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
-        sparsity: dict | None = None) -> Evaluation:
-    """``sparsity``: the reference's structural Jacobian pattern by name
-    (:attr:`gradcheck.symbolic.Reference.sparsity`), used to group perturbations."""
+        reference=None, *, sparsity: dict | None = None) -> Evaluation:
+    """Perturbations are grouped by the structural Jacobian pattern of ``reference``
+    (:attr:`gradcheck.symbolic.Reference.sparsity`), or by ``sparsity`` (the same
+    mapping, by name) when given: a test hands a pattern of its own that way. Without
+    either, every element is perturbed on its own."""
+    if sparsity is None and reference is not None:
+        sparsity = reference.sparsity
     env = {k: np.asarray(x, dtype=np.float64) for k, x in point.items()}
     lets: dict[str, np.ndarray] = {}
     value = evaluate(case.output, env, lets=lets)

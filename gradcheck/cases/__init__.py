@@ -1,0 +1,124 @@
+"""Case files (TOML, or YAML with the same keys) -> validated :class:`Case` objects.
+
+Every problem is a :class:`CaseFileError` naming the file, the case and the line.
+The contract is section 3 of DESIGN.md; the README documents the keys.
+
+The parts: :mod:`.model` (the :class:`Case` and what its keys may hold),
+:mod:`.files` (TOML and YAML text to data, and the line of every key), :mod:`.reader`
+(one case's table validated); this module reads files and folders of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from ..errors import CaseFileError
+from .files import Lines, read_text
+from .model import (DEVICES, DOMAINS, DTYPES, EXTREME_POINTS, FORMULA_WITNESSES, GRADIENTS,
+                    MAX_POINTS, SUFFIXES, WITNESSES, Case, InputSpec, in_domain)
+from .reader import DEFAULT_KEYS, CaseReader
+
+__all__ = ["Case", "InputSpec", "read_file", "read_paths", "case_files", "load_cases",
+           "case_from_dict", "in_domain", "DTYPES", "WITNESSES", "FORMULA_WITNESSES",
+           "DEVICES", "DOMAINS", "GRADIENTS", "SUFFIXES", "MAX_POINTS", "EXTREME_POINTS"]
+
+
+def read_file(path: str | Path) -> tuple[list[Case], list[CaseFileError]]:
+    """All valid cases of one file, and the errors of the invalid ones.
+
+    A file that cannot be read or parsed at all gives no cases and one error.
+    """
+    path = Path(path)
+    file = str(path)
+    try:
+        data, lines = read_text(path)
+    except CaseFileError as exc:
+        return [], [exc]
+    if not isinstance(data, dict):
+        return [], [CaseFileError("the file must be a table with [[case]] entries", file=file)]
+    extra = sorted(map(str, set(data) - {"defaults", "case"}))
+    if extra:
+        return [], [CaseFileError(f"unknown top-level key {', '.join(extra)} (allowed: "
+                                  "defaults, case)", file=file)]
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        return [], [CaseFileError("[defaults] must be a table", file=file)]
+    bad = sorted(map(str, set(defaults) - DEFAULT_KEYS))
+    if bad:
+        return [], [CaseFileError(f"unknown key {', '.join(bad)} in [defaults] (allowed: "
+                                  f"{', '.join(sorted(DEFAULT_KEYS))})", file=file)]
+    raws = data.get("case", [])
+    if not isinstance(raws, list):
+        return [], [CaseFileError("case must be an array of tables ([[case]])", file=file)]
+    cases, errors, seen = [], [], {}
+    for index, raw in enumerate(raws):
+        reader = CaseReader(raw, index, file, lines, defaults)
+        try:
+            case = reader.read()
+        except CaseFileError as exc:
+            errors.append(exc)
+            continue
+        if case.name in seen:
+            errors.append(reader.fail(f"duplicate case name (first defined on line "
+                                      f"{seen[case.name]})", "name"))
+            continue
+        seen[case.name] = case.line
+        cases.append(case)
+    return cases, errors
+
+
+def case_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The case files named by ``paths``: files as given, folders searched recursively.
+
+    Raises:
+        CaseFileError: a path does not exist or is not a case file.
+    """
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES
+                              and f.is_file()))
+        elif p.is_file():
+            if p.suffix not in SUFFIXES:
+                raise CaseFileError(f"not a case file (expected {', '.join(SUFFIXES)})",
+                                    file=str(p))
+            out.append(p)
+        else:
+            raise CaseFileError("no such file or folder", file=str(p))
+    return list(dict.fromkeys(out))
+
+
+def read_paths(paths: Iterable[str | Path]) -> tuple[list[Case], list[CaseFileError]]:
+    """Cases and errors of every case file under ``paths``."""
+    cases, errors = [], []
+    for f in case_files(paths):
+        c, e = read_file(f)
+        cases += c
+        errors += e
+    return cases, errors
+
+
+def load_cases(path: str | Path) -> list[Case]:
+    """The cases of a file or folder, strictly.
+
+    Raises:
+        CaseFileError: the first problem found.
+    """
+    cases, errors = read_paths([path])
+    if errors:
+        raise errors[0]
+    return cases
+
+
+def case_from_dict(raw: dict, *, defaults: dict | None = None,
+                   file: str = "<memory>") -> Case:
+    """One case from a table of case-file keys (what a ``[[case]]`` holds).
+
+    Raises:
+        CaseFileError: the table is not a valid case.
+    """
+    bad = sorted(set(defaults or {}) - DEFAULT_KEYS)
+    if bad:
+        raise CaseFileError(f"unknown default {', '.join(bad)}", file=file)
+    return CaseReader(raw, 0, file, Lines(), defaults or {}).read()

@@ -1,0 +1,140 @@
+"""The validated case: :class:`Case` and its :class:`InputSpec`, the values a case file
+may give its keys, and how a case travels to another process (pickled, its formula
+DAG as a flat table)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Iterable
+
+import numpy as np
+
+from .. import dtypes
+from ..tree import Node, walk
+from ..witnesses import CASE_NAMES, FORMULA_NAMES
+
+DTYPES = dtypes.NAMES     # float64, float32, float16, bfloat16
+WITNESSES = CASE_NAMES    # every name witnesses = [...] may hold, in the order they run
+FORMULA_WITNESSES = FORMULA_NAMES   # default for expr cases
+DEVICES = ("cpu", "cuda")
+DOMAINS = ("real", "positive", "nonnegative", "nonzero", "unit")
+GRADIENTS = ("scalar", "ones", "random")
+SUFFIXES = (".toml", ".yaml", ".yml")
+MAX_POINTS = 1000
+EXTREME_POINTS = 2   # points at large and small magnitudes, after the bulk (sampling.py)
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One declared input: its shape, where it is sampled, and an optional pinned value."""
+
+    name: str
+    shape: tuple[int, ...]
+    domain: str | tuple[float, float] = "real"
+    value: np.ndarray | None = field(default=None, compare=False)
+    requires_grad: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class Case:
+    """One validated case. ``output`` and the ``lets`` are nodes of one formula DAG."""
+
+    name: str
+    file: str
+    line: int | None
+    expr: str
+    inputs: tuple[InputSpec, ...]
+    lets: tuple[tuple[str, str], ...]          # (name, expression text), in order
+    nodes: dict[str, Node]                     # input and let names -> their nodes
+    output: Node
+    gradient: str | np.ndarray = "scalar"
+    retain_grad: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ("float64",)
+    points: int = 3
+    extreme_points: int = EXTREME_POINTS
+    seed: int = 0
+    atol: float | None = None
+    rtol: float | None = None
+    witnesses: tuple[str, ...] = WITNESSES
+    expect: str = "pass"
+    description: str = ""
+    op: str | None = None                      # "module:attr" of a custom op
+    outputs: tuple[Node, ...] = ()             # the reference, one node per op output
+    args: tuple = ()                           # extra positional arguments of the op
+    kwargs: dict = field(default_factory=dict)  # keyword arguments of the op
+    order: int = 1
+    device: str = "cpu"
+    nondet_tol: float = 0.0
+    # op.shapes fails what autograd accepts but changes (an expandable gradient it sums
+    # back, trailing Nones, a gradient for an input that needs none, a cast dtype)
+    strict_shapes: bool = False
+
+    def __reduce__(self):
+        # the formula DAG is written out as a flat table: pickle's own recursion (a few
+        # C frames per node) would overflow on a deep formula, and the table keeps the
+        # nodes that several parents share as one node
+        return _rebuild_case, _case_state(self)
+
+    @property
+    def input(self) -> dict[str, InputSpec]:
+        return {spec.name: spec for spec in self.inputs}
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+def in_domain(value: np.ndarray, domain: str | tuple[float, float]) -> np.ndarray:
+    """Elementwise: does ``value`` lie in ``domain``?"""
+    if isinstance(domain, tuple):
+        return (domain[0] <= value) & (value <= domain[1])
+    return {"real": lambda v: np.isfinite(v), "positive": lambda v: v > 0,
+            "nonnegative": lambda v: v >= 0, "nonzero": lambda v: v != 0,
+            "unit": lambda v: np.abs(v) < 1}[domain](value)
+
+
+# --------------------------------------------------------------------------- pickling
+
+_NODE_FIELDS = tuple(f.name for f in fields(Node) if f.init and f.name != "args")
+
+
+def node_table(roots: Iterable[Node]) -> tuple[list[tuple], dict[int, int]]:
+    """The DAG below ``roots`` as rows, children before parents: each row holds a node's
+    fields (:data:`_NODE_FIELDS`) and then its arguments as row numbers; and
+    ``id(node) -> row``. A node shared by several parents is one row. Iterative: any
+    depth."""
+    rows: list[tuple] = []
+    row_of: dict[int, int] = {}
+    for root in roots:
+        for node in walk(root):
+            if id(node) not in row_of:
+                row_of[id(node)] = len(rows)
+                rows.append(tuple(getattr(node, f) for f in _NODE_FIELDS)
+                            + (tuple(row_of[id(a)] for a in node.args),))
+    return rows, row_of
+
+
+def nodes_from_table(names: tuple[str, ...], rows: list[tuple]) -> list[Node]:
+    """The nodes of :func:`node_table`'s rows (``names``: the fields the rows hold)."""
+    built: list[Node] = []
+    for row in rows:
+        built.append(Node(**dict(zip(names, row[:-1])),
+                          args=tuple(built[i] for i in row[-1])))
+    return built
+
+
+def _case_state(case: "Case") -> tuple:
+    state = {f.name: getattr(case, f.name) for f in fields(case) if f.init}
+    rows, row_of = node_table([*case.nodes.values(), case.output, *case.outputs])
+    state["nodes"] = {name: row_of[id(n)] for name, n in case.nodes.items()}
+    state["output"] = row_of[id(case.output)]
+    state["outputs"] = tuple(row_of[id(n)] for n in case.outputs)
+    return _NODE_FIELDS, rows, state
+
+
+def _rebuild_case(names: tuple[str, ...], rows: list[tuple], state: dict) -> "Case":
+    built = nodes_from_table(names, rows)
+    state = dict(state, nodes={name: built[i] for name, i in state["nodes"].items()},
+                 output=built[state["output"]],
+                 outputs=tuple(built[i] for i in state["outputs"]))
+    return Case(**state)

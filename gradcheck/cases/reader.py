@@ -1,0 +1,341 @@
+"""Validation of one case's table (a ``[[case]]`` of a case file, or a dict) into a
+:class:`~gradcheck.cases.model.Case`. Every problem is a :class:`CaseFileError` naming
+the file, the case and the line; the messages are the README's contract."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from ..errors import CaseFileError
+from ..expr import CONSTANTS, MAX_ELEMENTS, parse
+from ..rules import FUNCTIONS
+from ..tree import Node, differentiable_names
+from ..witnesses import OP, REFERENCE
+from .files import Lines
+from .model import (DEVICES, DOMAINS, DTYPES, EXTREME_POINTS, FORMULA_WITNESSES, GRADIENTS,
+                    MAX_POINTS, WITNESSES, Case, InputSpec, in_domain)
+
+DEFAULT_KEYS = {"dtype", "points", "extreme_points", "seed", "atol", "rtol", "witnesses"}
+_OP_KEYS = {"op", "reference", "args", "order", "device", "nondet_tol", "strict_shapes"}
+_CASE_KEYS = DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
+                                        "gradient", "retain_grad", "expect"}
+_INPUT_KEYS = {"shape", "domain", "value", "requires_grad"}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class CaseReader:
+    """Validates one case's raw table. ``fail`` raises with file, case and line."""
+
+    def __init__(self, raw: dict, index: int, file: str, lines: Lines, defaults: dict):
+        self.raw, self.index, self.file, self.lines = raw, index, file, lines
+        self.defaults = defaults
+        self.name: str | None = None
+
+    def fail(self, message: str, key: str | None = None) -> CaseFileError:
+        line = self.lines.key(self.index, key) if key else self.lines.case(self.index)
+        return CaseFileError(message, file=self.file, case=self.name, line=line)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.raw.get(key, self.defaults.get(key, default))
+
+    def read(self) -> Case:
+        raw = self.raw
+        name = self.read_name()
+        _unknown(raw, _CASE_KEYS, "case", self.fail)
+        inputs = self.read_inputs()
+        nodes: dict[str, Node] = {spec.name: Node("input", shape=spec.shape, name=spec.name)
+                                  for spec in inputs}
+        lets = self.read_lets(nodes)
+        op = self.read_op()
+        texts, outputs = self.read_formulas(nodes, op)
+        output = outputs[0]
+        retain = self.read_retain(nodes)
+        self.check_reach(inputs, nodes, output, retain)
+        if op and len(outputs) > 1 and not isinstance(raw.get("gradient", "random"), str):
+            raise self.fail("an op with several outputs takes gradient = \"random\" or "
+                            "\"ones\"", "gradient")
+        args, kwargs = self.read_args() if op else ((), {})
+        # the keys below are validated in the order they are written: a case with
+        # several problems reports the first
+        return Case(
+            name=name, file=self.file, line=self.lines.case(self.index),
+            expr=" ; ".join(map(str, texts)),
+            inputs=inputs, lets=lets, nodes=nodes, output=output,
+            gradient=self.read_gradient(output), retain_grad=retain,
+            dtypes=self.read_dtypes(), points=self.read_int("points", 3, 1, MAX_POINTS),
+            extreme_points=self.read_int("extreme_points", EXTREME_POINTS, 0, MAX_POINTS),
+            seed=self.read_int("seed", 0, 0, 2**63 - 1), atol=self.read_tol("atol"),
+            rtol=self.read_tol("rtol"), witnesses=self.read_witnesses(bool(op)),
+            expect=self.read_expect(), description=str(raw.get("description", "")),
+            op=op, outputs=outputs, args=args, kwargs=kwargs,
+            order=self.read_int("order", 1, 1, 2), device=self.read_device(),
+            nondet_tol=self.read_tol("nondet_tol") or 0.0,
+            strict_shapes=self.read_bool("strict_shapes", False),
+        )
+
+    def read_name(self) -> str:
+        if not isinstance(self.raw, dict):
+            raise self.fail("each [[case]] must be a table")
+        name = self.raw.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise self.fail("a case needs a name (a non-empty string)", "name")
+        self.name = name
+        return name
+
+    def read_formulas(self, nodes: dict[str, Node], op: str | None
+                      ) -> tuple[list, tuple[Node, ...]]:
+        """The formula texts (expr, or an op's reference: one or a list) and their nodes."""
+        raw = self.raw
+        key = "reference" if op else "expr"
+        if op and "expr" in raw:
+            raise self.fail("a case with op checks it against reference; expr is for "
+                            "formula cases", "expr")
+        if key not in raw:
+            raise self.fail("a case needs expr, the formula to check" if not op else
+                            "a case with op needs reference, the formula the op claims "
+                            "to compute", key)
+        texts = raw[key] if isinstance(raw[key], list) and op else [raw[key]]
+        if not texts:
+            raise self.fail("reference must name at least one formula", key)
+        outputs = tuple(parse(t, nodes, file=self.file, case=self.name,
+                              line=self.lines.text(self.index, key)) for t in texts)
+        return texts, outputs
+
+    def check_reach(self, inputs: tuple[InputSpec, ...], nodes: dict[str, Node],
+                    output: Node, retain: tuple[str, ...]) -> None:
+        """There is a gradient to check, and every retained let has a grad."""
+        reach = differentiable_names(output)
+        if not any(s.requires_grad and s.name in reach for s in inputs):
+            raise self.fail("no input that requires grad reaches expr through a "
+                            "differentiable path, so there is no gradient to check", "expr")
+        for let in retain:
+            if let not in reach:
+                raise self.fail(f"retain_grad names {let!r}, but expr does not use it "
+                                "through a differentiable path", "retain_grad")
+            if not any(s.requires_grad and s.name in differentiable_names(nodes[let])
+                       for s in inputs):  # PyTorch: can't retain_grad without requires_grad
+                raise self.fail(f"retain_grad names {let!r}, but no input that requires "
+                                "grad reaches it, so it has no grad to retain",
+                                "retain_grad")
+
+    def read_op(self) -> str | None:
+        op = self.raw.get("op")
+        if op is None:
+            present = sorted(k for k in _OP_KEYS & set(self.raw) if k != "device")
+            if present:
+                raise self.fail(f"{', '.join(present)} only apply to a case with op",
+                                present[0])
+            return None
+        if not isinstance(op, str) or not re.match(
+                r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$", op):
+            raise self.fail(f"op must be \"package.module:Name\", got {op!r}", "op")
+        return op
+
+    def read_args(self) -> tuple[tuple, dict]:
+        raw = self.raw.get("args", [])
+        if isinstance(raw, list):
+            return tuple(raw), {}
+        if isinstance(raw, dict):
+            return (), dict(raw)
+        raise self.fail("args must be a list (positional, after the inputs) or a table "
+                        "(keywords)", "args")
+
+    def read_device(self) -> str:
+        device = self.raw.get("device", "cpu")
+        if device not in DEVICES:
+            raise self.fail(f"device must be one of {', '.join(DEVICES)}, got {device!r}",
+                            "device")
+        return device
+
+    def read_inputs(self) -> tuple[InputSpec, ...]:
+        raw = self.raw.get("inputs")
+        if not isinstance(raw, dict) or not raw:
+            raise self.fail("a case needs inputs, e.g. inputs.x = { shape = [3] }", "inputs")
+        return tuple(self.read_input(n, s) for n, s in raw.items())
+
+    def read_input(self, name: str, spec: Any) -> InputSpec:
+        key = f"inputs.{name}"
+        self.check_name(name, key)
+        if isinstance(spec, list):
+            spec = {"shape": spec}
+        if not isinstance(spec, dict):
+            raise self.fail(f"input {name!r} must be a table such as {{ shape = [3] }}", key)
+        _unknown(spec, _INPUT_KEYS, f"input {name!r}",
+                 lambda m, k: self.fail(m, f"{key}.{k}"))
+        shape = spec.get("shape", [])
+        if not isinstance(shape, list) or not all(
+                type(n) is int and 0 < n for n in shape) or len(shape) > 8:
+            raise self.fail(f"input {name!r}: shape must be a list of at most 8 positive "
+                            f"integers, got {shape!r}", key)
+        if math.prod(shape) > MAX_ELEMENTS:
+            raise self.fail(f"input {name!r} has {math.prod(shape)} elements; the limit is "
+                            f"{MAX_ELEMENTS}", key)
+        domain = self.read_domain(name, spec.get("domain", "real"), key)
+        requires_grad = spec.get("requires_grad", True)
+        if not isinstance(requires_grad, bool):
+            raise self.fail(f"input {name!r}: requires_grad must be true or false", key)
+        value = None
+        if "value" in spec:
+            value = _numbers(spec["value"], lambda m: self.fail(f"input {name!r}: {m}", key))
+            if value.shape != tuple(shape):
+                if value.ndim != 0:
+                    raise self.fail(f"input {name!r}: value has shape {list(value.shape)} "
+                                    f"but the input's shape is {shape}", key)
+                value = np.full(shape, float(value))
+            if not np.all(in_domain(value, domain)):
+                raise self.fail(f"input {name!r}: value lies outside its domain {domain!r}",
+                                key)
+        return InputSpec(name, tuple(shape), domain, value, requires_grad)
+
+    def read_domain(self, name: str, domain: Any, key: str) -> str | tuple[float, float]:
+        if isinstance(domain, str):
+            if domain not in DOMAINS:
+                raise self.fail(f"input {name!r}: unknown domain {domain!r}; use one of "
+                                f"{', '.join(DOMAINS)} or [lo, hi]", key)
+            return domain
+        if (isinstance(domain, list) and len(domain) == 2
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and math.isfinite(v) and abs(v) <= 1e6 for v in domain)
+                and domain[0] < domain[1]):
+            return (float(domain[0]), float(domain[1]))
+        raise self.fail(f"input {name!r}: a domain is a name or [lo, hi] with finite "
+                        f"lo < hi, got {domain!r}", key)
+
+    def check_name(self, name: str, key: str) -> None:
+        if not isinstance(name, str) or not _IDENT.match(name):
+            raise self.fail(f"{name!r} is not a valid name", key)
+        if name in FUNCTIONS or name in CONSTANTS:
+            raise self.fail(f"{name!r} is a built-in name and cannot be redefined", key)
+
+    def read_lets(self, nodes: dict[str, Node]) -> tuple[tuple[str, str], ...]:
+        raw = self.raw.get("let", {})
+        if not isinstance(raw, dict):
+            raise self.fail("let must be a table of name = \"expression\"", "let")
+        out = []
+        for name, text in raw.items():
+            key = f"let.{name}"
+            self.check_name(name, key)
+            if name in nodes:
+                raise self.fail(f"let name {name!r} is already an input", key)
+            body = parse(text, nodes, file=self.file, case=self.name,
+                         line=self.lines.text(self.index, key))
+            nodes[name] = Node("let", (body,), body.shape, name=name, const=body.const)
+            out.append((name, text))
+        return tuple(out)
+
+    def read_retain(self, nodes: dict[str, Node]) -> tuple[str, ...]:
+        raw = self.raw.get("retain_grad", [])
+        if isinstance(raw, str):
+            raw = [raw]
+        if not isinstance(raw, list):
+            raise self.fail("retain_grad must be a list of let names", "retain_grad")
+        for name in raw:
+            if not isinstance(name, str) or nodes.get(name) is None or \
+                    nodes[name].op != "let":
+                raise self.fail(f"retain_grad names {name!r}, which is not a let name",
+                                "retain_grad")
+        if len(set(raw)) != len(raw):
+            raise self.fail("retain_grad repeats a name", "retain_grad")
+        return tuple(raw)
+
+    def read_gradient(self, output: Node) -> str | np.ndarray:
+        raw = self.raw.get("gradient", "scalar" if output.shape == () else "random")
+        if isinstance(raw, str):
+            if raw not in GRADIENTS:
+                raise self.fail(f"gradient must be one of {', '.join(GRADIENTS)} or numbers, "
+                                f"got {raw!r}", "gradient")
+            if raw == "scalar" and output.shape != ():
+                raise self.fail(f"gradient = \"scalar\" needs a scalar output, but expr has "
+                                f"shape {list(output.shape)}; use \"random\", \"ones\" or "
+                                "explicit numbers", "gradient")
+            return raw
+        value = _numbers(raw, lambda m: self.fail(f"gradient: {m}", "gradient"))
+        if value.shape != output.shape:
+            raise self.fail(f"gradient has shape {list(value.shape)} but expr has shape "
+                            f"{list(output.shape)}", "gradient")
+        return value
+
+    def read_dtypes(self) -> tuple[str, ...]:
+        raw = self.get("dtype", "float64")
+        raw = [raw] if isinstance(raw, str) else raw
+        if not isinstance(raw, list) or not raw or any(d not in DTYPES for d in raw):
+            raise self.fail(f"dtype must be one of {', '.join(DTYPES)} or a list of them, "
+                            f"got {raw!r}", "dtype")
+        return tuple(dict.fromkeys(raw))
+
+    def read_int(self, key: str, default: int, lo: int, hi: int) -> int:
+        value = self.get(key, default)
+        if type(value) is not int or not lo <= value <= hi:
+            raise self.fail(f"{key} must be an integer from {lo} to {hi}, got {value!r}", key)
+        return value
+
+    def read_bool(self, key: str, default: bool) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(f"{key} must be true or false, got {value!r}", key)
+        return value
+
+    def read_tol(self, key: str) -> float | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                0 <= value < math.inf):
+            raise self.fail(f"{key} must be a non-negative number, got {value!r}", key)
+        return float(value)
+
+    def read_witnesses(self, op: bool = False) -> tuple[str, ...]:
+        """The names of :mod:`gradcheck.witnesses`' registry (and the reference, which
+        always runs), in the registry's order."""
+        raw = self.get("witnesses", [OP] if op else list(FORMULA_WITNESSES))
+        raw = [raw] if isinstance(raw, str) else raw
+        if not isinstance(raw, list) or any(w not in WITNESSES for w in raw):
+            raise self.fail(f"witnesses must be a list drawn from {', '.join(WITNESSES)}, "
+                            f"got {raw!r}", "witnesses")
+        if OP in raw and not op:
+            raise self.fail(f"the {OP} witness needs op = \"module:Name\"", "witnesses")
+        return tuple(w for w in WITNESSES if w in raw or w == REFERENCE)
+
+    def read_expect(self) -> str:
+        value = self.raw.get("expect", "pass")
+        if value not in ("pass", "fail"):
+            raise self.fail(f"expect must be \"pass\" or \"fail\", got {value!r}", "expect")
+        return value
+
+
+def _unknown(raw: dict, allowed: set[str], what: str, fail) -> None:
+    """``fail(message, key)`` for unknown keys; ``key`` is the first, to locate the line."""
+    extra = sorted(set(raw) - allowed, key=str)
+    if extra:
+        raise fail(f"unknown key{'s' if len(extra) > 1 else ''} "
+                   f"{', '.join(map(str, extra))} in {what} (allowed: "
+                   f"{', '.join(sorted(allowed))})", str(extra[0]))
+
+
+def _numbers(raw: Any, fail) -> np.ndarray:
+    """Nested lists of finite numbers -> float64 array (ragged lists are an error)."""
+    def ok(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    flat, stack = 0, [raw]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif not ok(item):
+            raise fail(f"expected numbers, found {item!r}")
+        else:
+            flat += 1
+            if flat > MAX_ELEMENTS:
+                raise fail("too many numbers")
+    try:
+        value = np.array(raw, dtype=np.float64)
+    except ValueError:
+        raise fail("nested lists must be rectangular") from None
+    if not np.all(np.isfinite(value)):
+        raise fail("numbers must be finite")
+    return value

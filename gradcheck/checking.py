@@ -1,0 +1,291 @@
+"""Checking one case in one dtype: samples its points, evaluates the symbolic reference
+and every witness of the registry (:mod:`gradcheck.witnesses`), and tallies the
+comparisons into a :class:`~gradcheck.result.CaseResult`. A case that raises becomes an
+``error`` result (or, for an op that raised, that op's failure); nothing here raises for
+a case's sake.
+
+This is the one definition of how a case is run: a serial run, the worker processes of
+``--jobs``, Dask workers and the pytest plugin all call :func:`run_case`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from .cases import Case
+from .compare import Tally
+from .diagnose import Sample
+from .dtypes import round_to
+from .errors import CaseFileError, GradcheckError
+from .result import ERROR, FAILED, PASSED, SKIPPED, CaseResult, WitnessResult
+from .sampling import case_points, case_rng
+from .timelimit import DEFAULT_TIMEOUT, CaseTimeout, _time_limit
+from .witnesses import REFERENCE, entry, skip_reason, witness
+
+__all__ = ["run_case", "op_failure", "file_error", "cotangent", "case_base",
+           "OP_RAISED", "OP_CRASHED", "TIMEOUT", "DEFAULT_TIMEOUT"]
+
+# CaseResult.error_kind beyond "case" (a bad case file or op import) and "internal" (a
+# bug in gradcheck): an op that raised is a failure of that op, as a wrong gradient is
+# (status failed, or caught for expect = "fail"); a case past its time limit is an error
+# of its own kind, neither the case file's fault nor gradcheck's.
+OP_RAISED, OP_CRASHED, TIMEOUT = "op raised", "op crashed", "timeout"
+
+
+def case_base(case: Case, dtype: str) -> dict:
+    """The fields every result of ``case`` in ``dtype`` starts from."""
+    return dict(name=case.name, file=case.file, line=case.line, dtype=dtype,
+                expect=case.expect, points=case.points, seed=case.seed)
+
+
+def cotangent(case: Case, dtype: str, index: int) -> np.ndarray:
+    """The v of ``y.backward(v)`` at point ``index`` (1 for a scalar case)."""
+    shape = case.output.shape
+    if isinstance(case.gradient, np.ndarray):
+        v = case.gradient
+    elif case.gradient == "random":
+        v = case_rng(case, dtype, index, "gradient").standard_normal(shape)
+    else:  # "scalar" or "ones"
+        v = np.ones(shape)
+    return round_to(v, dtype)   # the v the witness's tensor holds, exactly
+
+
+def _bounds_at(case: Case, point: dict, v: np.ndarray):
+    """``dtype -> rounding-error bounds`` at one point, each computed once."""
+    from .rounding import error_bounds
+
+    found: dict = {}
+
+    def bounds(dtype: str) -> dict:
+        if dtype not in found:
+            found[dtype] = error_bounds(case, point, v, dtype)
+        return found[dtype]
+
+    return bounds
+
+
+def _reference(case: Case, cache: dict):
+    from .symbolic import Reference
+
+    if id(case) not in cache:
+        cache[id(case)] = Reference(case)
+    return cache[id(case)]
+
+
+def run_case(case: Case, dtype: str, *, cache: dict | None = None,
+             timeout: float | None = DEFAULT_TIMEOUT) -> CaseResult:
+    """Check ``case`` in ``dtype``: every witness against the symbolic reference.
+
+    ``cache`` keeps each case's reference (by the case object's identity) for its other
+    dtypes; ``timeout`` (seconds, None: none) bounds the whole check."""
+    start = time.perf_counter()
+    base = case_base(case, dtype)
+    cache = {} if cache is None else cache
+    if case.device != "cpu" and not _device_present(case.device):
+        return CaseResult(**base, status=SKIPPED, seconds=time.perf_counter() - start,
+                          message=f"device = {case.device!r}, but no such device is "
+                                  "present here")
+    check = _FormulaCheck(case, dtype)
+    try:
+        with _time_limit(timeout):
+            if case.op is not None:
+                return _op_result(case, dtype, cache, base, start)
+            ref = _reference(case, cache)
+            check.run(ref)
+    except Exception as exc:
+        return _raised(base, exc, start)
+    results = check.results()
+    status, message, kind = _verdict(case, results)
+    return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
+                      seconds=time.perf_counter() - start, mode=ref.mode,
+                      notes=tuple(dict.fromkeys(check.notes)), error_kind=kind)
+
+
+def _raised(base: dict, exc: Exception, start: float) -> CaseResult:
+    """The result of a check that raised ``exc`` (called while it is being handled):
+    a time-out, a problem of the case (a bad case, an op that cannot be imported), or
+    gradcheck's own bug, with the end of its traceback."""
+    seconds = time.perf_counter() - start
+    if isinstance(exc, CaseTimeout):
+        return CaseResult(**base, status=ERROR, message=str(exc), error_kind=TIMEOUT,
+                          seconds=seconds)
+    if isinstance(exc, GradcheckError):
+        return CaseResult(**base, status=ERROR, message=str(exc), error_kind="case",
+                          seconds=seconds)
+    tb = traceback.format_exc(limit=-3)
+    return CaseResult(**base, status=ERROR, error_kind="internal",
+                      message=f"{type(exc).__name__}: {exc}\n{tb}", seconds=seconds)
+
+
+class _FormulaCheck:
+    """The formula witnesses of one case in one dtype: a tally each, the error of a
+    witness that raised (it stops there), the reason of one that does not run in the
+    dtype, and the samples a failure's diagnosis reads."""
+
+    def __init__(self, case: Case, dtype: str):
+        self.case, self.dtype = case, dtype
+        self.names = [w for w in case.witnesses if w != REFERENCE]
+        self.tallies = {w: Tally(w, dtype, case.atol, case.rtol) for w in self.names}
+        self.errors: dict[str, str] = {}
+        # witnesses that do not run in this dtype: reported as skipped, with the reason
+        self.skipped = {w: r for w in self.names
+                        if (r := skip_reason(w, dtype)) is not None}
+        self.notes: list[str] = []
+        self.samples: dict[str, list] = {w: [] for w in self.names}
+
+    def run(self, ref) -> None:
+        """Every point (the bulk's, then the extremes), every witness that still runs."""
+        case, dtype = self.case, self.dtype
+        points = list(case_points(case, dtype))
+        vs = [cotangent(case, dtype, i) for i in range(len(points))]
+        expectations = ref.evaluations([p.values for p in points], vs)
+        for i, (point, v, expected) in enumerate(zip(points, vs, expectations)):
+            self.notes.extend(point.notes)
+            bounds = _bounds_at(case, point.values, v)
+            for w in self.names:
+                if w not in self.errors and w not in self.skipped:
+                    self._compare(w, i, point.values, v, expected, bounds, ref)
+
+    def _compare(self, w: str, i: int, values: dict, v, expected, bounds, ref) -> None:
+        try:
+            got = witness(w)(self.case, values, v, self.dtype, reference=ref)
+        except CaseTimeout:
+            raise
+        except Exception as exc:  # a witness that raises is that witness's error
+            self.errors[w] = f"{type(exc).__name__}: {exc}"
+            return
+        tolerance = entry(w).tolerance(self.dtype, bounds, got.error)
+        self.tallies[w].add(got, expected, i, tolerance)
+        self.samples[w].append(Sample(i, 0, got.grads, expected.grads, values=values))
+
+    def results(self) -> list[WitnessResult]:
+        out = []
+        for w in self.names:
+            r = self.tallies[w].result()
+            if w in self.skipped:
+                r = dataclasses.replace(r, status=SKIPPED, message=self.skipped[w])
+            elif w in self.errors:
+                r = dataclasses.replace(r, status=ERROR, message=self.errors[w])
+            elif r.status == FAILED:
+                from .diagnose import summarize
+
+                r = dataclasses.replace(r, diagnosis=summarize(
+                    self.samples[w], self.dtype, reference=(self.case.output,)))
+            out.append(r)
+        return _grad_fn_parity(out)
+
+
+def _device_present(device: str) -> bool:
+    import torch
+
+    return device == "cuda" and torch.cuda.is_available()
+
+
+def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) -> CaseResult:
+    from .opcheck import run_op_case
+
+    from .backends.op import OpDtypeError
+
+    try:
+        results = run_op_case(case, dtype, cache)
+    except OpDtypeError as exc:   # an engine op in float16/bfloat16: as its witness is
+        return CaseResult(**base, status=SKIPPED, message=str(exc), mode="op",
+                          seconds=time.perf_counter() - start)
+    except GradcheckError:   # a time-out, an op that cannot be imported, a bad case
+        raise
+    except Exception as exc:
+        if not _raised_by_op(exc):
+            raise   # gradcheck's own checking code raised: an internal error
+        tb = traceback.format_exc(limit=-3)
+        return op_failure(case, base, f"the op raised {type(exc).__name__}: {exc}\n{tb}",
+                          OP_RAISED, seconds=time.perf_counter() - start)
+    status, message, kind = _verdict(case, results)
+    return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
+                      seconds=time.perf_counter() - start, mode="op", error_kind=kind,
+                      notes=tuple(dict.fromkeys(n for r in results for n in r.notes)))
+
+
+# Where gradcheck's own code lives, and the parts of it an op runs on (the engine a
+# gradcheck.engine.Function runs on, and the Runner that calls the op): an exception
+# raised there may well be the op's doing (a backward returning too many gradients).
+_PACKAGE = Path(__file__).resolve().parent
+_OP_SIDE = (_PACKAGE / "engine", _PACKAGE / "backends" / "op.py")
+
+
+def _raised_by_op(exc: BaseException) -> bool:
+    """Whether ``exc`` came from the op (its code, or torch, NumPy or the engine running
+    it) rather than from gradcheck's checking code: where it was raised, i.e. the file
+    of the innermost frame of its traceback."""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    if not frames:
+        return True
+    name = frames[-1][0].f_code.co_filename
+    if name.startswith("<lambdifygenerated"):   # the reference's own compiled kernel
+        return False
+    where = Path(name)
+    if not where.is_absolute():   # other generated code ("<string>", torch.fx's): the op's
+        return True
+    where = where.resolve()
+    if not where.is_relative_to(_PACKAGE):
+        return True
+    return any(where == side or where.is_relative_to(side) for side in _OP_SIDE)
+
+
+def op_failure(case: Case, base: dict, message: str, kind: str,
+               seconds: float = 0.0) -> CaseResult:
+    """The result of an op that raised (or crashed its process): the op's failure, or
+    what ``expect = "fail"`` asked for."""
+    if case.expect == "fail":
+        return CaseResult(**base, status=PASSED, mode="op", error_kind=kind,
+                          seconds=seconds, message=f"caught as expected: {message}")
+    return CaseResult(**base, status=FAILED, mode="op", error_kind=kind, seconds=seconds,
+                      message=message)
+
+
+def _grad_fn_parity(results: list) -> list:
+    """The engine promises PyTorch's graph: a ``grad_fn`` graph that differs from torch's
+    (names, order, AccumulateGrad leaves) fails the engine witness. Only a passed engine
+    is compared: a skipped one (float16, bfloat16) recorded no graph."""
+    by = {r.witness: r for r in results}
+    engine, torch = by.get("engine"), by.get("torch")
+    if (engine is None or torch is None or engine.status != PASSED
+            or None in (engine.grad_fn, torch.grad_fn) or engine.grad_fn == torch.grad_fn):
+        return results
+    message = ("grad_fn graph differs from torch's: engine " + " <- ".join(engine.grad_fn)
+               + " | torch " + " <- ".join(torch.grad_fn))
+    failed = dataclasses.replace(engine, status=FAILED, message=message)
+    return [failed if r is engine else r for r in results]
+
+
+def _verdict(case: Case, results) -> tuple[str, str, str]:
+    # A skipped witness (one that does not run in the dtype) counts for nothing; a run in
+    # which every witness was skipped checked nothing, so it is skipped, not passed.
+    if results and all(r.status == SKIPPED for r in results):
+        return SKIPPED, "; ".join(f"{r.witness}: {r.message}" for r in results), ""
+    errored = [r for r in results if r.status == ERROR]
+    failed = [r for r in results if r.status == FAILED]
+    if errored:
+        return ERROR, "; ".join(f"{r.witness}: {r.message}" for r in errored), "internal"
+
+    def explain(r) -> str:
+        return f"{r.witness}: {r.message}" + (f" ({r.diagnosis})" if r.diagnosis else "")
+
+    if case.expect == "fail":
+        if failed:
+            return PASSED, "caught as expected: " + "; ".join(map(explain, failed)), ""
+        return FAILED, "expected a mismatch (expect = \"fail\"), but every witness agreed", ""
+    if failed:
+        return FAILED, "; ".join(map(explain, failed)), ""
+    return PASSED, "", ""
+
+
+def file_error(exc: CaseFileError) -> CaseResult:
+    """A case-file problem as a result, so the report keeps it."""
+    return CaseResult(name=exc.case or Path(exc.file or "?").name, file=exc.file or "",
+                      line=exc.line, dtype="-", status=ERROR, message=str(exc),
+                      error_kind="case")
