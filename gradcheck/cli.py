@@ -65,7 +65,7 @@ def _dtype_help(dtypes) -> str:
 
 def _run_arguments(run: argparse.ArgumentParser, dtypes) -> None:
     from .report import FORMATS
-    from .witnesses import NAMES as WITNESSES
+    from .witnesses import names as witness_names
 
     run.add_argument("paths", nargs="+", metavar="PATH", help="case file or folder")
     run.add_argument("-k", dest="keyword", metavar="SUBSTRING",
@@ -81,7 +81,7 @@ def _run_arguments(run: argparse.ArgumentParser, dtypes) -> None:
                           "op's backward returns (a gradient it sums back to its input's "
                           "shape, trailing Nones, a gradient for an input that needs "
                           "none), as strict_shapes = true in a case does")
-    run.add_argument("--witness", action="append", choices=list(WITNESSES),
+    run.add_argument("--witness", action="append", choices=witness_names(),
                      help="only these witnesses (repeatable)")
     run.add_argument("--format", default="text", choices=FORMATS,
                      help="report format (default text); under GitHub Actions failures "

@@ -17,8 +17,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Witness", "REGISTRY", "NAMES", "REFERENCE", "OP", "CASE_NAMES",
-           "FORMULA_NAMES", "witness", "entry", "skip_reason"]
+__all__ = ["Witness", "REGISTRY", "REFERENCE", "OP", "names", "case_names",
+           "formula_names", "witness", "entry", "skip_reason"]
 
 #: The symbolic reference: it always runs, and every witness is compared with it.
 REFERENCE = "symbolic"
@@ -81,12 +81,24 @@ REGISTRY: dict[str, Witness] = {w.name: w for w in (
             "central finite differences in float64, with their own error estimate"),
 )}
 
-#: The formula witnesses' names (what ``--witness`` accepts).
-NAMES: tuple[str, ...] = tuple(REGISTRY)
-#: What a formula case runs unless its file says otherwise.
-FORMULA_NAMES: tuple[str, ...] = (REFERENCE, *NAMES)
-#: Every name a case file's ``witnesses = [...]`` may hold, in the order they run.
-CASE_NAMES: tuple[str, ...] = (REFERENCE, *NAMES, OP)
+# The lists of names are read from the registry when asked for, so that an entry added
+# to it (a test's, a plugin's) is one everywhere.
+
+def names() -> tuple[str, ...]:
+    """The formula witnesses' names, in the registry's order (what ``--witness``
+    accepts)."""
+    return tuple(REGISTRY)
+
+
+def formula_names() -> tuple[str, ...]:
+    """What a formula case runs unless its file says otherwise: the reference and every
+    formula witness."""
+    return (REFERENCE, *REGISTRY)
+
+
+def case_names() -> tuple[str, ...]:
+    """Every name a case file's ``witnesses = [...]`` may hold, in the order they run."""
+    return (REFERENCE, *REGISTRY, OP)
 
 
 def entry(name: str) -> Witness:

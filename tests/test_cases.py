@@ -932,3 +932,61 @@ def test_repository_case_files_are_valid():
     assert errors == [], [str(e) for e in errors]
     assert cases
     assert len({(c.file, c.name) for c in cases}) == len(cases)
+
+
+# --------------------------------------------------------------------------- pickling
+
+def test_a_case_pickles_whole_with_its_shared_nodes(tmp_path):
+    """What a --jobs or Dask worker receives: the same case, its lets still one node
+    each however many parents use them, its pinned values and cotangent kept."""
+    import dataclasses
+    import pickle
+
+    path = write(tmp_path, textwrap.dedent("""
+        [[case]]
+        name = "shared"
+        inputs.x = { shape = [2, 3], value = [[0.5, 1, 2], [3, 4, 5]] }
+        inputs.W = { shape = [3, 2] }
+        let.h = "tanh(x @ W)"
+        let.g = "h * h + h"
+        expr = "g + h"
+        gradient = [[1, 2], [3, 4]]
+        retain_grad = ["h"]
+        dtype = ["float64", "float32"]
+        seed = 7
+    """))
+    (case,) = load_cases(path)
+    back = pickle.loads(pickle.dumps(case))
+    assert isinstance(back, Case) and back is not case
+    plain = [f.name for f in dataclasses.fields(Case)
+             if f.name not in ("nodes", "output", "outputs", "inputs", "gradient")]
+    assert {n: getattr(back, n) for n in plain} == {n: getattr(case, n) for n in plain}
+    assert [(s.name, s.shape, s.domain) for s in back.inputs] == \
+        [(s.name, s.shape, s.domain) for s in case.inputs]
+    np.testing.assert_array_equal(back.input["x"].value, case.input["x"].value)
+    np.testing.assert_array_equal(back.gradient, case.gradient)
+    assert repr(back.output) == repr(case.output) and back.output.shape == (2, 2)
+    assert set(back.nodes) == set(case.nodes) == {"x", "W", "h", "g"}
+    h, g = back.nodes["h"], back.nodes["g"]
+    # g + h: the h of the sum is the h that g uses twice, and the one nodes names
+    assert back.output.args[1] is h and back.output.args[0] is g
+    assert g.args[0].args[0].args[0] is h and g.args[0].args[0].args[1] is h
+    assert back.outputs == (back.output,)
+
+
+def test_a_formula_deeper_than_pickle_follows_pickles():
+    import pickle
+
+    from gradcheck.cases import case_from_dict
+
+    lets, previous = {}, "x"
+    for i in range(20):   # 1000 nested sines, 50 to a let
+        lets[f"a{i}"] = "sin(" * 50 + previous + ")" * 50
+        previous = f"a{i}"
+    case = case_from_dict({"name": "deep", "expr": f"sum({previous})",
+                           "inputs": {"x": {"shape": [3]}}, "let": lets})
+    back = pickle.loads(pickle.dumps(case))
+    node, depth = back.output, 0
+    while node.args:
+        node, depth = node.args[0], depth + 1
+    assert depth == 1 + 1000 + 20 and node is back.nodes["x"]

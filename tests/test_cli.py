@@ -311,6 +311,20 @@ def test_unknown_witness_is_a_usage_error(capsys, passing):
     assert exc.value.code == 2
 
 
+def test_witness_choices_are_the_registry(capsys, monkeypatch):
+    from gradcheck import witnesses
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "--witness {engine,torch,numeric}" in capsys.readouterr().out
+    entry = witnesses.Witness("jax", witnesses.witness("torch"), None,
+                              witnesses.formula_tolerance, "jax, as torch")
+    monkeypatch.setitem(witnesses.REGISTRY, "jax", entry)
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "--witness {engine,torch,numeric,jax}" in capsys.readouterr().out
+
+
 # --------------------------------------------------------------------------- JSON
 
 def test_json_report_has_the_documented_schema(capsys, passing, tmp_path):

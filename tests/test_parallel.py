@@ -236,3 +236,82 @@ def test_dask_missing_or_unreachable_is_a_usage_error(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "distributed", None)   # as if not installed
     assert main(["run", path, "--scheduler", "tcp://127.0.0.1:8786"]) == ExitCode.USAGE
     assert "pip install 'gradcheck[distributed]'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- executors
+
+def test_one_executor_interface_picks_serial_pool_or_dask():
+    assert isinstance(parallel.executor(1), parallel.Serial)
+    assert isinstance(parallel.executor(0), parallel.Pool)
+    assert parallel.executor(3).jobs == 3
+    assert isinstance(parallel.executor(1, "tcp://h:1"), parallel.Dask)
+    with pytest.raises(ValueError, match="jobs must be 0"):
+        parallel.executor(-1)
+    # no runs, nothing started (nor a scheduler reached)
+    assert list(parallel.Pool(2).map([], timeout=1)) == []
+    assert list(parallel.Dask("tcp://127.0.0.1:1").map([], timeout=1)) == []
+
+
+def results_without_seconds(pairs) -> list[dict]:
+    """(index, result) pairs in the runs' order, as dicts without durations."""
+    out = []
+    for _, result in sorted(pairs, key=lambda pair: pair[0]):
+        data = result.to_dict()
+        data.pop("seconds")
+        out.append(data)
+    return out
+
+
+def test_workers_receive_the_case_and_never_open_its_file(tmp_path):
+    """The case travels whole: its file is gone before the workers start, and the pool
+    still gives the serial results (a formula case, an op case imported from the case
+    file's folder, overrides applied)."""
+    import pickle
+
+    from gradcheck.cases import Case, read_file
+    from gradcheck.runner import select
+
+    path = write_crashes(tmp_path, "moved_ops", ["before", "square-op", "after"])
+    cases, errors = read_file(path)
+    assert not errors
+    runs = select(cases, seed=5, points=2)
+    serial = results_without_seconds(parallel.Serial().map(runs, timeout=60))
+    moved = path.rename(tmp_path / "elsewhere.txt")
+    task = pickle.loads(pickle.dumps(parallel._tasks(runs, 60)[1]))
+    assert isinstance(task.case, Case) and task.case.seed == 5 and task.case.points == 2
+    assert task.file == str(path)
+    pooled = results_without_seconds(parallel.Pool(2).map(runs, timeout=60))
+    assert not path.exists() and moved.exists()
+    assert pooled == serial
+    assert [r["status"] for r in pooled] == ["passed"] * 4
+    assert {r["file"] for r in pooled} == {str(path)}
+
+
+def deep_case_file(folder: Path, depth: int) -> Path:
+    """A case whose formula is ``depth`` nested sines (in lets: one expression may nest
+    64 levels), deeper than pickle can follow node by node."""
+    lets, previous = [], "x"
+    for i in range(0, depth, 50):
+        lets.append(f'let.a{i} = "{"sin(" * min(50, depth - i)}{previous}'
+                    f'{")" * min(50, depth - i)}"')
+        previous = f"a{i}"
+    path = folder / "deep.toml"
+    path.write_text('[[case]]\nname = "deep"\ninputs.x = { shape = [3] }\n'
+                    + "\n".join(lets) + f'\nexpr = "sum({previous})"\npoints = 1\n'
+                    'dtype = ["float64", "float32"]\n')
+    return path
+
+
+def test_a_deep_formula_runs_under_jobs(tmp_path):
+    path = deep_case_file(tmp_path, 400)
+    reports = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"report-{jobs}.json"
+        assert main(["run", str(path), "--jobs", jobs, "--format", "json",
+                     "--output", str(out)]) == ExitCode.OK
+        reports[jobs] = json.loads(out.read_text())
+        reports[jobs]["summary"].pop("seconds")
+        for case in reports[jobs]["cases"]:
+            case.pop("seconds")
+    same(reports["2"], reports["1"])
+    assert [c["status"] for c in reports["2"]["cases"]] == ["passed", "passed"]

@@ -326,3 +326,34 @@ def test_plugin_is_registered_through_the_pytest11_entry_point():
 
     found = [e for e in entry_points(group="pytest11") if e.name == "gradcheck"]
     assert [e.value for e in found] == ["gradcheck.plugin"]
+
+
+# --------------------------------------------------------------------------- results
+
+def test_a_result_that_travelled_as_a_dict_is_a_case_result_again():
+    """What an xdist worker (or a subprocess) hands back: the frozen CaseResult the
+    check made, equal field by field, non-finite floats and the worst elements too."""
+    import dataclasses
+
+    from gradcheck.result import CaseResult, RunResult, WitnessResult, Worst
+
+    for cls in (Worst, WitnessResult, CaseResult, RunResult):
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
+    worst = Worst("x.grad", (1, 0), float("inf"), 2.5, 1e-12, 3)
+    result = CaseResult(
+        name="c", file="cases/a.toml", line=4, dtype="float32", status="failed",
+        witnesses=(WitnessResult("torch", "failed", max_abs_err=float("inf"),
+                                 max_rel_err=0.5, worst=worst, checked=12, mismatched=1,
+                                 grad_fn=("SumBackward0", "AccumulateGrad"),
+                                 message="1 of 12 elements differ", diagnosis="sign",
+                                 worst_elements=(worst,), notes=("n",)),
+                   WitnessResult("engine", "skipped", message="not in float16")),
+        message="torch: differs", seconds=0.25, expect="pass", mode="elementwise",
+        points=3, seed=1, notes=("a note",), error_kind="")
+    back = CaseResult.from_dict(result.to_dict())
+    assert back == result
+    errored = dataclasses.replace(result, witnesses=(), status="error", error_kind="case",
+                                  line=None)
+    assert CaseResult.from_dict(errored.to_dict()) == errored
+    run = RunResult((result, errored), seconds=1.5)
+    assert RunResult.from_dict(run.to_dict()) == run

@@ -602,3 +602,137 @@ def test_run_case_with_a_fresh_and_a_shared_cache_agree():
     second = run_case(case, "float64", cache=cache, timeout=None)
     assert len(cache) == 1
     assert [w.to_dict() for w in first.witnesses] == [w.to_dict() for w in second.witnesses]
+
+
+# --------------------------------------------------------------------------- the registry
+
+def test_the_registry_lists_every_formula_witness_once():
+    from gradcheck import witnesses
+
+    assert witnesses.names() == ("engine", "torch", "numeric")
+    assert witnesses.formula_names() == ("symbolic", "engine", "torch", "numeric")
+    assert witnesses.case_names() == ("symbolic", "engine", "torch", "numeric", "op")
+    for name, entry in witnesses.REGISTRY.items():
+        assert entry.name == name and entry.description
+        assert dataclasses.is_dataclass(entry)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            entry.name = "other"
+        assert witnesses.witness(name) is entry.run
+    assert witnesses.REGISTRY["torch"].runs_in is None
+    assert witnesses.REGISTRY["engine"].runs_in == ("float64", "float32")
+    assert witnesses.REGISTRY["numeric"].runs_in == ("float64", "float32")
+
+
+def test_skip_reason_comes_from_the_registry():
+    from gradcheck.witnesses import skip_reason
+
+    for dtype in ("float64", "float32"):
+        assert skip_reason("engine", dtype) is None and skip_reason("numeric", dtype) is None
+    for dtype in ("float16", "bfloat16"):
+        assert skip_reason("engine", dtype) == \
+            "the engine witness runs in float64 and float32 only"
+        assert skip_reason("numeric", dtype) == \
+            "the numeric witness runs in float64 and float32 only"
+        assert skip_reason("torch", dtype) is None
+
+
+def test_every_witness_runs_through_the_one_signature():
+    """run(case, point, v, dtype, reference): what the registry's entries take, the
+    backends' own run functions included."""
+    from gradcheck import witnesses
+    from gradcheck.backends import engine as engine_witness
+
+    case = make_case("sum(tanh(A @ x))", {"A": (4, 3), "x": (3,)})
+    ref = Reference(case)
+    point, v = at(case)
+    expected = ref.evaluate(point, v)
+    for name in witnesses.names():
+        got = witnesses.witness(name)(case, point, v, "float64", ref)
+        for n, g in expected.grads.items():
+            np.testing.assert_allclose(got.grads[n], g, rtol=1e-6, atol=1e-9)
+    for module in (torch_witness, engine_witness, numeric_witness):
+        module.run(case, point, v, "float64", ref)   # the reference as the fifth argument
+
+
+def test_the_numeric_witness_reads_the_sparsity_from_the_reference(monkeypatch):
+    case = make_case("tanh(A @ x) * 2", {"A": (8, 6), "x": (6,)})
+    ref = Reference(case)
+    point, v = at(case)
+    calls = []
+    real = numeric_witness.forward_bound
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(numeric_witness, "forward_bound", counting)
+    by_reference = numeric_witness.run(case, point, v, "float64", ref)
+    grouped = len(calls)
+    calls.clear()
+    by_pattern = numeric_witness.run(case, point, v, "float64", sparsity=ref.sparsity)
+    assert len(calls) == grouped
+    calls.clear()
+    numeric_witness.run(case, point, v, "float64")   # no pattern: element by element
+    assert grouped < len(calls)
+    for name in ("A", "x"):
+        np.testing.assert_array_equal(by_reference.grads[name], by_pattern.grads[name])
+
+
+def test_importing_the_registry_imports_no_witness():
+    import subprocess
+    import sys
+
+    code = ("import sys, gradcheck.witnesses as w; w.names(); w.skip_reason('engine', "
+            "'float16'); print(sorted(m for m in sys.modules if m == 'torch' or "
+            "m.startswith(('gradcheck.backends', 'gradcheck.compare', 'sympy'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_witness_added_to_the_registry_is_one_everywhere(monkeypatch, tmp_path):
+    """An entry of the registry is a witness a case file may name, that --witness
+    accepts, that runs in the dtypes it says, and whose tolerance rule judges it."""
+    from gradcheck import witnesses
+    from gradcheck.cli import ExitCode, main
+
+    judged = []
+
+    def halved(case, point, v, dtype, reference=None):
+        out = witnesses.witness("torch")(case, point, v, dtype, reference)
+        return dataclasses.replace(out, grads={n: g / 2 for n, g in out.grads.items()})
+
+    def tolerance(dtype, bounds, own_error):
+        judged.append(dtype)
+        return witnesses.formula_tolerance(dtype, bounds, own_error)
+
+    monkeypatch.setitem(witnesses.REGISTRY, "halved", witnesses.Witness(
+        "halved", halved, ("float64",), tolerance, "torch's gradient, halved"))
+    path = tmp_path / "cases.toml"
+    path.write_text(textwrap.dedent("""
+        [[case]]
+        name = "sine"
+        expr = "sum(sin(x))"
+        inputs.x = { shape = [3] }
+        witnesses = ["torch", "halved"]
+        dtype = ["float64", "float32"]
+        points = 1
+        extreme_points = 0
+    """))
+    out = tmp_path / "report.json"
+    assert main(["run", str(path), "--witness", "halved", "--witness", "torch",
+                 "--format", "json", "--output", str(out)]) == ExitCode.MISMATCH
+    cases = json.loads(out.read_text())["cases"]
+    assert [(c["dtype"], c["status"]) for c in cases] == [("float64", "failed"),
+                                                          ("float32", "passed")]
+    assert cases[0]["witnesses"]["halved"]["status"] == "failed"
+    assert cases[0]["witnesses"]["torch"]["status"] == "passed"
+    assert cases[1]["witnesses"]["halved"]["message"] == \
+        "the halved witness runs in float64 only"
+    assert judged == ["float64"]   # its own rule, at its one point, in its one dtype
+    # without the entry the name is neither a witness of a case file nor of --witness
+    monkeypatch.delitem(witnesses.REGISTRY, "halved")
+    with pytest.raises(SystemExit):
+        main(["run", str(path), "--witness", "halved"])
+    assert main(["run", str(path)]) == ExitCode.USAGE

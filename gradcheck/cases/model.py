@@ -11,11 +11,13 @@ import numpy as np
 
 from .. import dtypes
 from ..tree import Node, walk
-from ..witnesses import CASE_NAMES, FORMULA_NAMES
+from ..witnesses import case_names, formula_names
 
 DTYPES = dtypes.NAMES     # float64, float32, float16, bfloat16
-WITNESSES = CASE_NAMES    # every name witnesses = [...] may hold, in the order they run
-FORMULA_WITNESSES = FORMULA_NAMES   # default for expr cases
+# the registry's names (gradcheck.witnesses) when this module was imported: every name
+# witnesses = [...] may hold, in the order they run, and the default of formula cases
+WITNESSES = case_names()
+FORMULA_WITNESSES = formula_names()
 DEVICES = ("cpu", "cuda")
 DOMAINS = ("real", "positive", "nonnegative", "nonzero", "unit")
 GRADIENTS = ("scalar", "ones", "random")

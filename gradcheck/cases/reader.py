@@ -14,10 +14,10 @@ from ..errors import CaseFileError
 from ..expr import CONSTANTS, MAX_ELEMENTS, parse
 from ..rules import FUNCTIONS
 from ..tree import Node, differentiable_names
-from ..witnesses import OP, REFERENCE
+from ..witnesses import OP, REFERENCE, case_names, formula_names
 from .files import Lines
-from .model import (DEVICES, DOMAINS, DTYPES, EXTREME_POINTS, FORMULA_WITNESSES, GRADIENTS,
-                    MAX_POINTS, WITNESSES, Case, InputSpec, in_domain)
+from .model import (DEVICES, DOMAINS, DTYPES, EXTREME_POINTS, GRADIENTS, MAX_POINTS, Case,
+                    InputSpec, in_domain)
 
 DEFAULT_KEYS = {"dtype", "points", "extreme_points", "seed", "atol", "rtol", "witnesses"}
 _OP_KEYS = {"op", "reference", "args", "order", "device", "nondet_tol", "strict_shapes"}
@@ -291,14 +291,15 @@ class CaseReader:
     def read_witnesses(self, op: bool = False) -> tuple[str, ...]:
         """The names of :mod:`gradcheck.witnesses`' registry (and the reference, which
         always runs), in the registry's order."""
-        raw = self.get("witnesses", [OP] if op else list(FORMULA_WITNESSES))
+        allowed = case_names()
+        raw = self.get("witnesses", [OP] if op else list(formula_names()))
         raw = [raw] if isinstance(raw, str) else raw
-        if not isinstance(raw, list) or any(w not in WITNESSES for w in raw):
-            raise self.fail(f"witnesses must be a list drawn from {', '.join(WITNESSES)}, "
+        if not isinstance(raw, list) or any(w not in allowed for w in raw):
+            raise self.fail(f"witnesses must be a list drawn from {', '.join(allowed)}, "
                             f"got {raw!r}", "witnesses")
         if OP in raw and not op:
             raise self.fail(f"the {OP} witness needs op = \"module:Name\"", "witnesses")
-        return tuple(w for w in WITNESSES if w in raw or w == REFERENCE)
+        return tuple(w for w in allowed if w in raw or w == REFERENCE)
 
     def read_expect(self) -> str:
         value = self.raw.get("expect", "pass")
