@@ -262,29 +262,46 @@ def results_without_seconds(pairs) -> list[dict]:
     return out
 
 
-def test_workers_receive_the_case_and_never_open_its_file(tmp_path):
-    """The case travels whole: its file is gone before the workers start, and the pool
-    still gives the serial results (a formula case, an op case imported from the case
-    file's folder, overrides applied)."""
-    import pickle
-
-    from gradcheck.cases import Case, read_file
+def runs_of_a_moved_file(folder: Path, module: str):
+    """The runs of a case file (a formula case, an op case whose module lives in the
+    file's folder, overrides applied), their serial results, and the file's path, the
+    file itself then renamed."""
+    from gradcheck.cases import read_file
     from gradcheck.runner import select
 
-    path = write_crashes(tmp_path, "moved_ops", ["before", "square-op", "after"])
+    path = write_crashes(folder, module, ["before", "square-op", "after"])
     cases, errors = read_file(path)
     assert not errors
     runs = select(cases, seed=5, points=2)
     serial = results_without_seconds(parallel.Serial().map(runs, timeout=60))
-    moved = path.rename(tmp_path / "elsewhere.txt")
+    path.rename(folder / "elsewhere.txt")
+    return runs, serial, path
+
+
+def test_workers_receive_the_case_and_never_open_its_file(tmp_path):
+    """The case travels whole: its file is gone before the workers start, and the pool
+    still gives the serial results."""
+    import pickle
+
+    from gradcheck.cases import Case
+
+    runs, serial, path = runs_of_a_moved_file(tmp_path, "moved_ops")
     task = pickle.loads(pickle.dumps(parallel._tasks(runs, 60)[1]))
     assert isinstance(task.case, Case) and task.case.seed == 5 and task.case.points == 2
-    assert task.file == str(path)
+    assert task.file == str(path) and task.case.op is not None
     pooled = results_without_seconds(parallel.Pool(2).map(runs, timeout=60))
-    assert not path.exists() and moved.exists()
+    assert not path.exists() and (tmp_path / "elsewhere.txt").exists()
     assert pooled == serial
     assert [r["status"] for r in pooled] == ["passed"] * 4
     assert {r["file"] for r in pooled} == {str(path)}
+
+
+def test_dask_workers_receive_the_case_and_never_open_its_file(cluster, tmp_path):
+    runs, serial, path = runs_of_a_moved_file(tmp_path, "moved_ops_dask")
+    got = results_without_seconds(
+        parallel.Dask(cluster.scheduler_address).map(runs, timeout=60))
+    assert not path.exists()
+    assert got == serial and [r["status"] for r in got] == ["passed"] * 4
 
 
 def deep_case_file(folder: Path, depth: int) -> Path:
