@@ -68,6 +68,8 @@ points(t)))``.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import keyword
 import math
 from dataclasses import dataclass
@@ -81,13 +83,15 @@ from hypothesis.extra import numpy as hnp
 
 from .cases import Case, case_from_dict
 from .dtypes import NAMES as DTYPES, round_to
-from .expr import CONSTANTS, MAX_ELEMENTS
-from .rules import COMPARISON, FUNCTIONS, RULES
+from .errors import CaseFileError
+from .expr import CONSTANTS, MAX_ELEMENTS, parse
+from .rules import AXIS, BOOL, COMPARISON, ELEMENTWISE, FUNCTIONS, REDUCTION, RULES, Rule
 from .sampling import _RANGES, sample, settle
-from .shapes import ShapeError, broadcast, matmul_shape
+from .shapes import ShapeError, broadcast
+from .tree import Node
 
-__all__ = ["formulas", "points", "DEFAULT_INPUTS", "DEFAULT_FUNCTIONS", "GUARDS",
-           "MAX_DEPTH"]
+__all__ = ["formulas", "points", "into_domain", "functions_for", "DEFAULT_INPUTS",
+           "DEFAULT_FUNCTIONS", "GUARDS", "MAX_DEPTH"]
 
 #: Inputs drawn over when neither ``inputs`` nor ``shapes`` is given.
 DEFAULT_INPUTS: Mapping[str, tuple[int, ...]] = {"x": (3,), "y": (2, 3), "s": ()}
@@ -104,42 +108,184 @@ _NAMES = ("x", "y", "z", "u", "v", "w")
 # Constant leaves (never the only leaf: every formula uses an input).
 _CONSTANTS = ("0.5", "2")
 
-# (row, template): "{0}" is the operand. Restricted domains are mapped into; exp, sinh
-# and cosh go through tanh so that nesting cannot overflow.
-_UNARY: tuple[tuple[str, str], ...] = (
-    ("sin", "sin({0})"), ("cos", "cos({0})"), ("tanh", "tanh({0})"),
-    ("sigmoid", "sigmoid({0})"), ("atan", "atan({0})"), ("erf", "erf({0})"),
-    ("asinh", "asinh({0})"), ("softplus", "softplus({0})"), ("relu", "relu({0})"),
-    ("abs", "abs({0})"), ("neg", "-({0})"), ("sign", "sign({0}) * {0}"),
-    ("exp", "exp(tanh({0}))"), ("log", "log(1 + ({0})**2)"),
-    ("sqrt", "sqrt(1 + ({0})**2)"), ("log1p", "log1p(({0})**2)"),
-    ("expm1", "expm1(tanh({0}))"), ("asin", "asin(0.9 * tanh({0}))"),
-    ("acos", "acos(0.9 * tanh({0}))"), ("acosh", "acosh(1.5 + ({0})**2)"),
-    ("atanh", "atanh(0.9 * tanh({0}))"), ("tan", "tan(0.5 * tanh({0}))"),
-    ("sinh", "sinh(tanh({0}))"), ("cosh", "cosh(tanh({0}))"), ("pow", "({0})**2"),
-    ("pow", "({0})**3"), ("pow", "(1 + ({0})**2)**0.5"),
-)
-# (row, template): "{0}" and "{1}" are the operands; where() also takes two inputs.
-_BINARY: tuple[tuple[str, str], ...] = (
-    ("add", "({0}) + ({1})"), ("sub", "({0}) - ({1})"), ("mul", "({0}) * ({1})"),
-    ("div", "({0}) / (1 + ({1})**2)"), ("maximum", "maximum({0}, {1})"),
-    ("minimum", "minimum({0}, {1})"), ("where", "where(({0}) > ({1}), {2}, {3})"),
-    ("pow", "(1.5 + sigmoid({0})) ** ({1})"),
-)
-# (row, template, what happens to the shape): over the last axis or the whole tensor.
-_REDUCE: tuple[tuple[str, str, str], ...] = (
-    ("sum", "sum({0}, axis=-1)", "last"), ("mean", "mean({0}, axis=-1)", "last"),
-    ("max", "max({0}, axis=-1)", "last"), ("min", "min({0}, axis=-1, keepdims=True)", "keep"),
-    ("logsumexp", "logsumexp({0}, axis=-1)", "last"), ("prod", "prod({0}, axis=-1)", "last"),
-    ("sum", "sum({0})", "all"),
-)
-_LINALG = ("matmul", "dot", "transpose")
 
-#: Every row :func:`formulas` can draw: the default of its ``functions``. (Comparisons
-#: come with ``where``, as its condition.)
-DEFAULT_FUNCTIONS: frozenset[str] = frozenset(
-    [r for r, _ in _UNARY] + [r for r, _ in _BINARY] + [r for r, _, _ in _REDUCE]
-    + list(_LINALG))
+# --------------------------------------------------------------------------- templates
+
+class _Template(NamedTuple):
+    """One way to apply a row: ``text`` with ``{0}``, ``{1}``... for its operands. Group
+    ``unary``/``binary``: elementwise, every operand drawn; ``reduce``: one operand;
+    ``linalg``: ``{0}`` is drawn, the others are inputs of a fitting shape. ``needs``:
+    rows beyond the row itself and :data:`GUARDS` that the text applies."""
+
+    row: str
+    group: str
+    text: str
+    needs: frozenset[str] = frozenset()
+
+
+def _num(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _affine(mid: float, reach: float, text: str) -> str:
+    scaled = f"{_num(reach)} * tanh({text})"
+    return scaled if mid == 0 else f"{_num(mid)} + {scaled}"
+
+
+def into_domain(rule: Rule, k: int, text: str) -> str:
+    """The text of a real operand ``text`` mapped into the domain of argument ``k`` of
+    ``rule`` (:meth:`gradcheck.rules.Rule.domain_of`), through :data:`GUARDS` only:
+    ``positive``, ``nonnegative``, ``nonzero``: ``1 + (a)**2``; ``unit``:
+    ``0.9 * tanh(a)``; an interval ``(lo, inf)``: ``lo + 0.5 + (a)**2``; ``(-inf, hi)``:
+    ``hi - 0.5 - (a)**2``; a bounded ``(lo, hi)``: its middle plus 0.9 of its half-width
+    times ``tanh(a)``; ``real``: ``text`` itself.
+
+    >>> from gradcheck.rules import RULES
+    >>> into_domain(RULES["acosh"], 0, "x"), into_domain(RULES["div"], 1, "y")
+    ('1.5 + (x)**2', '1 + (y)**2')
+    """
+    domain = rule.domain_of(k)
+    if domain == "real":
+        return text
+    if domain in ("positive", "nonnegative", "nonzero"):
+        return f"1 + ({text})**2"
+    if domain == "unit":
+        return f"0.9 * tanh({text})"
+    if not (isinstance(domain, tuple) and len(domain) == 2):
+        raise ValueError(f"{rule.name}: unknown domain {domain!r} of argument {k}")
+    lo, hi = (float(v) for v in domain)
+    if math.isinf(lo) and math.isinf(hi):
+        return text
+    if math.isinf(hi):
+        return f"{_num(lo + 0.5)} + ({text})**2"
+    if math.isinf(lo):
+        return f"{_num(hi - 0.5)} + -1 * ({text})**2"
+    return _affine((lo + hi) / 2, 0.9 * (hi - lo) / 2, text)
+
+
+def _operand(rule: Rule, k: int, text: str) -> str:
+    """Argument ``k`` of ``rule``: in its domain, and bounded first when the row grows
+    (``exp(tanh(a))``; on a bounded interval, within 0.5 of its middle: ``tan`` stays
+    below 1 in magnitude, so that nesting cannot overflow)."""
+    domain = rule.domain_of(k)
+    if rule.grows and isinstance(domain, tuple) and all(map(math.isfinite, domain)):
+        lo, hi = (float(v) for v in domain)
+        return _affine((lo + hi) / 2, min(0.9 * (hi - lo) / 2, 0.5), text)
+    if rule.grows and domain != "unit":
+        text = f"tanh({text})"
+    return into_domain(rule, k, text)
+
+
+def _spell(rule: Rule, operands: Sequence[str], keywords: Sequence[str] = (),
+           bare: Sequence[int] = ()) -> str:
+    """``rule`` applied to operand texts: called by name, or by its operator with the
+    operands in parentheses (but those at the positions ``bare``: input names)."""
+    if rule.symbol is None:
+        return f"{rule.name}({', '.join([*operands, *keywords])})"
+    wrapped = [o if k in bare else f"({o})" for k, o in enumerate(operands)]
+    if len(wrapped) == 1:
+        return rule.symbol + wrapped[0]
+    return f" {rule.symbol} ".join(wrapped)
+
+
+def _keywords(rule: Rule) -> list[tuple[str, ...]]:
+    """Every drawn combination of the row's parameters, as ``name=value`` texts: an axis
+    is the last one or (omitted) all, a bool its default or not, a number omitted or a
+    small constant (the i-th number parameter -0.5 + i, so a min stays below a max); at
+    least one number is given (clamp() without min or max is the identity, which torch
+    refuses)."""
+    options, numbers = [], []
+    for p in rule.params:
+        if p.kind == AXIS:
+            options.append([f"{p.name}=-1", ""])
+        elif p.kind == BOOL:
+            options.append(["", f"{p.name}={not p.default}"])
+        else:
+            numbers.append(len(options))
+            options.append([f"{p.name}={_num(-0.5 + len(numbers) - 1)}", ""])
+    return [tuple(o for o in combo if o) for combo in itertools.product(*options)
+            if not numbers or any(combo[i] for i in numbers)]
+
+
+def _derived(rule: Rule) -> tuple[_Template, ...]:
+    """The templates of a row from its data: arity, domain, growth, spelling, params."""
+    variants = _keywords(rule)
+    if rule.kind in (ELEMENTWISE, REDUCTION):
+        group = ("reduce" if rule.kind == REDUCTION else
+                 "unary" if rule.arity == 1 else "binary")
+        operands = [_operand(rule, k, f"{{{k}}}") for k in range(rule.arity)]
+        return tuple(_Template(rule.name, group, _spell(rule, operands, kw))
+                     for kw in variants)
+    # linear algebra: the drawn operand {0} in each position, inputs {1}... elsewhere
+    out = []
+    for k in range(rule.arity):
+        others = iter(range(1, rule.arity))
+        operands = ["{0}" if j == k else f"{{{next(others)}}}" for j in range(rule.arity)]
+        bare = [j for j in range(rule.arity) if j != k]
+        out += [_Template(rule.name, "linalg", _spell(rule, operands, kw, bare))
+                for kw in variants]
+    return tuple(out)
+
+
+def _special() -> dict[str, tuple[_Template, ...]]:
+    """Rows whose templates the table's data cannot give (each says why)."""
+    return {
+        # pow's domain (positive base) is what a drawn real exponent needs, but integer
+        # exponents hold for every real base and are the common case; a drawn exponent
+        # needs a bounded base, or a power of 1 + a**2 overflows when nested.
+        "pow": (_Template("pow", "unary", "({0})**2"), _Template("pow", "unary", "({0})**3"),
+                _Template("pow", "unary", "(1 + ({0})**2)**0.5"),
+                _Template("pow", "binary", "(1.5 + sigmoid({0})) ** ({1})")),
+        # sign's derivative is zero wherever it is defined: times its operand, the
+        # formula keeps a gradient flowing through the operand (|a|, with sign's node).
+        "sign": (_Template("sign", "unary", "sign({0}) * {0}"),),
+        # where's condition is a comparison (each row of the table's comparisons); its
+        # branches are inputs, so that the condition decides between real values.
+        "where": tuple(_Template("where", "binary", f"where({_spell(c, ['{0}', '{1}'])}, {{2}}, {{3}})",
+                                 frozenset({c.name}))
+                       for c in sorted(RULES.values(), key=lambda c: c.name != "gt")
+                       if c.kind == COMPARISON),
+        # matmul also takes a transposed input (x @ transpose(W), the common layer).
+        "matmul": _derived(RULES["matmul"]) + (_Template(
+            "matmul", "linalg", "({0}) @ transpose({1})", frozenset({"transpose"})),),
+    }
+
+
+def _templates() -> dict[str, tuple[_Template, ...]]:
+    """Every row's templates, in the table's order (comparisons come with where)."""
+    special = _special()
+    return {name: special.get(name) or _derived(rule) for name, rule in RULES.items()
+            if rule.kind != COMPARISON}
+
+
+_TEMPLATES = _templates()
+
+#: Every row :func:`formulas` can draw: the default of its ``functions``, every row of
+#: the table. (Comparisons come with ``where``, as its condition.)
+DEFAULT_FUNCTIONS: frozenset[str] = frozenset(_TEMPLATES)
+
+
+def functions_for(row: str) -> frozenset[str]:
+    """The ``functions=`` that lets :func:`formulas` draw ``row``: the row itself, or
+    ``where`` for a comparison.
+
+    >>> sorted(functions_for("lt")), sorted(functions_for("sin"))
+    (['where'], ['sin'])
+    """
+    if row not in RULES:
+        raise InvalidArgument(f"unknown row {row!r}")
+    return frozenset(["where"] if RULES[row].kind == COMPARISON else [row])
+
+
+@functools.lru_cache(maxsize=8192)
+def _shape(text: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...] | None:
+    """The shape of a template applied to operands of ``shapes``, as the parser (the rows'
+    shape rules) says; None when they do not fit."""
+    names = {f"_{k}": Node("input", shape=s, name=f"_{k}") for k, s in enumerate(shapes)}
+    try:
+        return parse(text.format(*names), names).shape
+    except CaseFileError:
+        return None
 
 
 class _Expr(NamedTuple):
@@ -150,26 +296,19 @@ class _Expr(NamedTuple):
 
 @dataclass(frozen=True)
 class _Spec:
-    """What one example may draw: its inputs and the templates of allowed rows."""
+    """What one example may draw: its inputs and, by group, the allowed rows' templates."""
 
     shapes: dict[str, tuple[int, ...]]
     grad: tuple[str, ...]            # inputs that require grad (every formula uses one)
-    unary: tuple
-    binary: tuple
-    reduce: tuple
-    linalg: frozenset[str]
-
-    @property
-    def reduce_rows(self) -> frozenset[str]:
-        return frozenset(t[0] for t in self.reduce)
+    allowed: frozenset[str]
+    rows: dict[str, tuple[tuple[str, tuple[_Template, ...]], ...]]   # group -> rows
 
     @property
     def groups(self) -> list[str]:
         # Order matters for shrinking: unary first, so one function of an input is the
         # simplest formula after a bare input.
-        weights = [("unary", 2, self.unary), ("binary", 2, self.binary),
-                   ("reduce", 1, self.reduce), ("linalg", 1, self.linalg)]
-        return [g for g, n, there in weights if there for _ in range(n)]
+        weights = [("unary", 2), ("binary", 2), ("reduce", 1), ("linalg", 1)]
+        return [g for g, n in weights if self.rows.get(g) for _ in range(n)]
 
 
 # --------------------------------------------------------------------------- formulas
@@ -191,8 +330,8 @@ def formulas(*, depth: int = 3, functions: Iterable[str] | None = None,
         functions: names of the rule table's rows the formulas may apply (``"sin"``,
             ``"maximum"``, ``"sum"``, ``"matmul"``, and the operators' rows ``"add"``,
             ``"sub"``, ``"mul"``, ``"div"``, ``"pow"``, ``"neg"``); default
-            :data:`DEFAULT_FUNCTIONS`, every elementwise row, every reduction, matmul, dot
-            and transpose. ``where`` brings a comparison as its condition. Guards
+            :data:`DEFAULT_FUNCTIONS`, every row of the table. ``where`` brings the
+            comparisons as its condition (:func:`functions_for`). Guards
             (:data:`GUARDS`: ``1 + a**2`` under ``log``, ``tanh`` under ``exp``...) are
             added where a row needs them. With no row that fits, a formula is an input.
         shapes: the inputs' shapes, named x, y, z, u, v, w in order: a list of shapes
@@ -203,12 +342,15 @@ def formulas(*, depth: int = 3, functions: Iterable[str] | None = None,
             case-file keys (``{"w": {"shape": [3], "domain": "positive"}}``), passed on
             as given. Default :data:`DEFAULT_INPUTS`: x [3], y [2, 3], s [].
 
-    Shapes that do not fit together are reduced to scalars with ``sum`` (when allowed)
-    or the operation is dropped; matmul and dot take an input of a fitting shape as the
-    other operand. A draw that sits on a kink wherever the sampler looks (a maximum of
-    equal elements, an overflow) is rejected, so every drawn case gets points away from
-    its kinks. The symbolic reference expands formulas that mix elements element by
-    element, so keep the inputs small.
+    Every row is drawn from the rule table's data: an argument mapped into the row's
+    domain (:func:`into_domain`), bounded first when the row grows, reductions over the
+    last axis or all (``keepdims`` drawn), number parameters drawn. Shapes that do not
+    fit together are reduced to scalars with ``sum`` (when allowed) or the operation is
+    dropped; matmul and dot take an input of a fitting shape as the other operand. A
+    draw that sits on a kink wherever the sampler looks (a maximum of equal elements, an
+    overflow) is rejected, so every drawn case gets points away from its kinks. The
+    symbolic reference expands formulas that mix elements element by element, so keep
+    the inputs small.
 
     Raises:
         hypothesis.errors.InvalidArgument: a knob out of range, an unknown row, a bad
@@ -222,23 +364,26 @@ def formulas(*, depth: int = 3, functions: Iterable[str] | None = None,
         raise InvalidArgument(f"depth must be an integer from 0 to {MAX_DEPTH}, got "
                               f"{depth!r}")
     allowed = _check_functions(functions)
-    if inputs is not None and shapes is not None:
-        raise InvalidArgument("give inputs or shapes, not both")
-    if isinstance(shapes, st.SearchStrategy):
-        fixed = None
-    elif shapes is not None:
-        if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Sequence) or not (
-                1 <= len(shapes) <= len(_NAMES)):
-            raise InvalidArgument(f"shapes must be a list of 1 to {len(_NAMES)} shapes "
-                                  f"(e.g. [[3], [2, 3]]) or a strategy of shapes, got "
-                                  f"{shapes!r}")
-        fixed = {n: _check_shape(s, f"shapes[{i}]")
-                 for i, (n, s) in enumerate(zip(_NAMES, shapes))}
-    else:
-        fixed = _check_inputs(DEFAULT_INPUTS if inputs is None else inputs)
+    fixed = _fixed_inputs(shapes, inputs)
     if fixed is not None:
         _spec(fixed, allowed)  # fail now, not at the first draw
     return _formulas(depth, allowed, shapes if fixed is None else None, fixed)
+
+
+def _fixed_inputs(shapes, inputs) -> dict[str, Any] | None:
+    """The inputs by name, checked; None when each example draws its shapes."""
+    if inputs is not None and shapes is not None:
+        raise InvalidArgument("give inputs or shapes, not both")
+    if isinstance(shapes, st.SearchStrategy):
+        return None
+    if shapes is None:
+        return _check_inputs(DEFAULT_INPUTS if inputs is None else inputs)
+    if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Sequence) or not (
+            1 <= len(shapes) <= len(_NAMES)):
+        raise InvalidArgument(f"shapes must be a list of 1 to {len(_NAMES)} shapes "
+                              f"(e.g. [[3], [2, 3]]) or a strategy of shapes, got "
+                              f"{shapes!r}")
+    return {n: _check_shape(s, f"shapes[{i}]") for i, (n, s) in enumerate(zip(_NAMES, shapes))}
 
 
 @st.composite
@@ -274,41 +419,50 @@ def _expression(draw, spec: _Spec, depth: int, need: bool) -> _Expr:
         name = draw(st.sampled_from(spec.grad if need else tuple(spec.shapes) + _CONSTANTS))
         return _Expr(name, spec.shapes.get(name, ()), frozenset([name] if name in
                                                                 spec.shapes else []))
-    # Each operation draws its row before its operands, so that its draws are one
-    # block ahead of the operand's: the shrinker can delete it, leaving the operand.
+    # Each operation draws its row and template before its operands, so that its draws
+    # are one block ahead of the operand's: the shrinker can delete it, leaving the
+    # operand.
     group = draw(st.sampled_from(groups))
-    if group == "unary":
-        _, template = draw(st.sampled_from(spec.unary))
-        a = draw(_expression(spec, depth - 1, True))
-        return _Expr(template.format(a.text), a.shape, a.used)
-    if group == "binary":
-        row, template = draw(st.sampled_from(spec.binary))
-        a = draw(_expression(spec, depth - 1, True))
-        b = draw(_expression(spec, depth - 1, False))
-        if b.text == a.text and row in ("sub", "maximum", "minimum", "where"):
-            b = _Expr(_CONSTANTS[0], (), frozenset())  # not max(a, a): a kink everywhere
-        if row == "where":
-            return _where(draw, spec, template, a, b)
-        shape = _fit(a, b)
-        if shape is None:
-            if "sum" not in spec.reduce_rows:
-                return a
-            a, b, shape = _summed(a), _summed(b), ()
-        return _Expr(template.format(a.text, b.text), shape, a.used | b.used)
-    if group == "reduce":
-        _, template, keep = draw(st.sampled_from(spec.reduce))
-        a = draw(_expression(spec, depth - 1, True))
-        if not a.shape:
-            return a
-        shape = {"last": a.shape[:-1], "keep": a.shape[:-1] + (1,), "all": ()}[keep]
-        return _Expr(template.format(a.text), shape, a.used)
-    row = draw(st.sampled_from(sorted(spec.linalg)))
+    template = draw(st.sampled_from(spec.rows[group]))
     a = draw(_expression(spec, depth - 1, True))
-    options = _linalg_options(spec, row, a)
+    if group == "unary":
+        return _Expr(template.text.format(a.text), a.shape, a.used)
+    if group == "binary":
+        return _elementwise(draw, spec, template, depth, a)
+    if group == "reduce":
+        shape = _shape(template.text, (a.shape,)) if a.shape else None
+        return a if shape is None else _Expr(template.text.format(a.text), shape, a.used)
+    options = _linalg_options(spec, template, a)
     if not options:
         return a
     text, shape, other = draw(st.sampled_from(options))
-    return _Expr(text, shape, a.used | {other} - {""})
+    return _Expr(text, shape, a.used | other)
+
+
+def _elementwise(draw, spec: _Spec, template: _Template, depth: int, a: _Expr) -> _Expr:
+    """An elementwise row of two or more operands, ``a`` the first; the others may be
+    constants."""
+    others = [draw(_expression(spec, depth - 1, False))
+              for _ in range(RULES[template.row].arity - 1 if template.row != "where"
+                             else 1)]
+    rule = RULES[template.row]
+    if template.row in _NOT_TWICE or rule.hazard is not None:
+        # not max(a, a) or a - a: a kink everywhere, or no gradient
+        others = [_Expr(_CONSTANTS[0], (), frozenset()) if o.text == a.text else o
+                  for o in others]
+    if template.row == "where":
+        return _where(draw, spec, template.text, a, others[0])
+    shape = _fit(a, *others)
+    if shape is None:
+        if "sum" not in spec.allowed:
+            return a
+        a, others, shape = _summed(a), [_summed(o) for o in others], ()
+    used = a.used.union(*(o.used for o in others))
+    return _Expr(template.text.format(a.text, *(o.text for o in others)), shape, used)
+
+
+# Rows whose two operands must differ (their hazard is not the only reason).
+_NOT_TWICE = frozenset({"sub", "where"})
 
 
 def _where(draw, spec: _Spec, template: str, a: _Expr, b: _Expr) -> _Expr:
@@ -320,36 +474,22 @@ def _where(draw, spec: _Spec, template: str, a: _Expr, b: _Expr) -> _Expr:
     branches = broadcast(spec.shapes[p], spec.shapes[q])
     shape = _fit(a, b, _Expr("", branches, frozenset()))
     if shape is None:
-        if "sum" not in spec.reduce_rows:
+        if "sum" not in spec.allowed:
             return a
         a, b, shape = _summed(a), _summed(b), branches
     return _Expr(template.format(a.text, b.text, p, q), shape, a.used | b.used | {p, q})
 
 
-def _linalg_options(spec: _Spec, row: str, a: _Expr) -> list[tuple]:
-    """(text, shape, input used) for each way ``row`` applies to ``a``: the other
-    operand of matmul or dot is an input of a fitting shape."""
+def _linalg_options(spec: _Spec, template: _Template, a: _Expr) -> list[tuple]:
+    """(text, shape, inputs used) for each way the template applies to ``a``: its other
+    operands are inputs of a fitting shape."""
     out = []
-    if row == "transpose" and len(a.shape) >= 2:
-        out.append((f"transpose({a.text})", a.shape[:-2] + (a.shape[-1], a.shape[-2]), ""))
-    for name, shape in spec.shapes.items():
-        if not shape or not a.shape:
-            continue
-        if row == "dot" and len(a.shape) == 1 and shape == a.shape:
-            out.append((f"dot({a.text}, {name})", (), name))
-        if row != "matmul":
-            continue
-        tried = [(f"({a.text}) @ {name}", a.shape, shape),
-                 (f"{name} @ ({a.text})", shape, a.shape)]
-        if "transpose" in spec.linalg and len(shape) >= 2:
-            swapped = shape[:-2] + (shape[-1], shape[-2])
-            tried.append((f"({a.text}) @ transpose({name})", a.shape, swapped))
-        for text, left, right in tried:
-            try:
-                out.append((text, matmul_shape(left, right), name))
-            except ShapeError:
-                pass
-    return [o for o in out if math.prod(o[1]) <= MAX_ELEMENTS]
+    slots = template.text.count("{") - 1
+    for names in itertools.product(spec.shapes, repeat=slots):
+        shape = _shape(template.text, (a.shape, *(spec.shapes[n] for n in names)))
+        if shape is not None and math.prod(shape) <= MAX_ELEMENTS:
+            out.append((template.text.format(f"{a.text}", *names), shape, frozenset(names)))
+    return out
 
 
 def _fits(*shapes: tuple[int, ...]) -> bool:
@@ -375,11 +515,39 @@ def _spec(fixed: Mapping[str, Any], allowed: frozenset[str]) -> _Spec:
                  if not (isinstance(v, dict) and v.get("requires_grad") is False))
     if not grad:
         raise InvalidArgument("at least one input must require grad")
-    return _Spec(shapes, grad,
-                 unary=tuple(t for t in _UNARY if t[0] in allowed),
-                 binary=tuple(t for t in _BINARY if t[0] in allowed),
-                 reduce=tuple(t for t in _REDUCE if t[0] in allowed),
-                 linalg=frozenset(allowed & set(_LINALG)))
+    return _Spec(shapes, grad, allowed, _rows(allowed))
+
+
+_FIRST = ("sin", "tanh")
+
+
+@functools.lru_cache(maxsize=256)
+def _rows(allowed: frozenset[str]) -> dict[str, tuple]:
+    """By group, the allowed rows' templates that need no other row, in the order the
+    shrinker prefers (it tries a group's first two entries, then steps down one at a
+    time): sin, and the guard tanh, so that a failure of tanh (which every bounded
+    template applies) shrinks to ``tanh(x)``, not to ``expm1(tanh(x))``; then operators
+    of two operands, functions applied as they are, and the guarded and special rows."""
+    can = allowed | {n for n, r in RULES.items() if r.kind == COMPARISON}
+    rows: dict[str, list] = {}
+    for row, templates in _TEMPLATES.items():
+        for group in ("unary", "binary", "reduce", "linalg"):
+            kept = tuple(t for t in templates if t.group == group and t.needs <= can)
+            if row in allowed and kept:
+                rows.setdefault(group, []).append((row, kept))
+    special = _special()
+
+    def order(row_templates):
+        row, templates = row_templates
+        if row in _FIRST:
+            return -len(_FIRST) + _FIRST.index(row)
+        text = templates[0].text
+        plain = text.startswith(row + "(") and "(" not in text[len(row) + 1:]
+        return (2 if row in special else 0 if RULES[row].symbol and RULES[row].arity > 1
+                else 1 if plain or RULES[row].symbol else 2)
+
+    return {g: tuple(t for _, kept in sorted(r, key=order) for t in kept)
+            for g, r in rows.items()}
 
 
 def _check_functions(functions: Iterable[str] | None) -> frozenset[str]:
