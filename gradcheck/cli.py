@@ -271,7 +271,7 @@ def _cmd_bench(args) -> int:
         if code:
             return code
     if "verdicts" in wanted:
-        from .verdicts import DEFAULT_SEEDS, DTYPES, markdown, run_verdicts, save
+        from .bench.verdicts import DEFAULT_SEEDS, DTYPES, markdown, run_verdicts, save
 
         seeds = args.seeds or (1 if args.quick else DEFAULT_SEEDS)
         result = run_verdicts(args.cases, seeds=seeds, dtypes=args.dtype or DTYPES,

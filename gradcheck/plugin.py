@@ -189,14 +189,9 @@ class _Run:
 
 def _failure_text(result) -> str:
     """What a failed item shows: the case's full diagnosis and a command that re-runs it."""
-    from .report.details import full_text
-    from .report.text import printable
+    from .report.text import failure_text
 
-    lines = [printable(full_text(result))]
-    if result.dtype and result.dtype != "-" and result.file and not result.file.startswith("<"):
-        lines.append(f"reproduce: gradcheck run {printable(result.file)} "
-                     f"-k {printable(result.name)!r} --dtype {result.dtype}")
-    return "\n".join(lines)
+    return failure_text(result)
 
 
 def _fail_unless_passed(result) -> None:

@@ -193,11 +193,3 @@ def elementwise_split(root: Node) -> tuple[Node, Node | None] | None:
         if RULES[node.op].kind not in (ELEMENTWISE, COMPARISON):
             return None
     return body, top
-
-
-
-
-# Moved to gradcheck.shapes and gradcheck.arrays; kept importable from here until every
-# module imports them from there.
-from .arrays import SLAB, cut, slabs, top_cotangent, unbroadcast  # noqa: E402,F401
-from .shapes import ShapeError, broadcast, normalize_axis  # noqa: E402,F401

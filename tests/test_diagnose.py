@@ -482,7 +482,7 @@ def test_formula_witness_diagnosis_sees_branches_and_points(monkeypatch):
     """A witness wrong on one branch of the formula: the runner's diagnosis names that
     branch (it passes the reference and each point's values along)."""
     import gradcheck
-    import gradcheck.runner as runner
+    import gradcheck.checking as runner
 
     real = runner.witness
 

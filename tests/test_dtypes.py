@@ -25,7 +25,7 @@ from hypothesis import given, settings
 
 import gradcheck
 from gradcheck import dtypes, engine
-from gradcheck.backends import skip_reason
+from gradcheck.witnesses import skip_reason
 from gradcheck.backends import torch as torch_witness
 from gradcheck.backends.op import OpKind, Runner, to_numpy
 from gradcheck.cases import case_from_dict, read_file

@@ -218,10 +218,13 @@ def test_every_exponential_row_is_listed():
     for name, rule in RULES.items():
         if rule.selector is not None:     # max, min: a one-hot of the argument
             continue
+        # the row's parameters at their defaults (axis 0), number parameters given
+        given = {p.name: 0.5 for p in rule.params if p.kind == "number"}
         if rule.kind == REDUCTION:
-            form = rule.sympy(np.array([t, 2 * t], dtype=object), (0,), False)
+            form = rule.call("sympy", [np.array([t, 2 * t], dtype=object)],
+                             rule.bind([(2,)], given))
         elif rule.kind == ELEMENTWISE and rule.arity == 1:
-            form = rule.sympy(t)
+            form = rule.call("sympy", [t], rule.bind([()], given))
         else:
             continue
         form = sympy.sympify(np.asarray(form, dtype=object).item())

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import cut, slabs, top_cotangent, unbroadcast
 from ..evaluation import Evaluation
 from ..forward import evaluate
 from ..rounding import forward_bound
-from ..tree import (cut, differentiable_names, elementwise_split, slabs, top_cotangent,
-                    unbroadcast)
+from ..tree import differentiable_names, elementwise_split
 
 STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
 

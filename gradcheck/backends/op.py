@@ -148,7 +148,7 @@ class Runner:
     """Calls one op on one point, in one dtype and device, and takes gradients."""
 
     def __init__(self, case, kind: OpKind, dtype: str, device: str):
-        from . import skip_reason
+        from ..witnesses import skip_reason
 
         reason = skip_reason("engine", dtype)
         if kind.engine and reason:

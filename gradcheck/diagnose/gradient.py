@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..tree import unbroadcast
+from ..arrays import unbroadcast
 from .elements import (PATTERN_ATOL, PATTERN_RTOL, SYSTEMATIC, array, label, matches,
                        shape_text, tolerance)
 

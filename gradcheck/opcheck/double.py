@@ -84,7 +84,7 @@ def peer_double(case, dtype: str, point: dict, vs: list, us: dict) -> dict | Non
 def _peer_double(case, dtype: str, point: dict, vs: list, us: dict) -> dict:
     import torch
 
-    from ..backends import rebuild
+    from ..backends.drive import rebuild
     from ..backends.torch import applier, leaves as torch_leaves
 
     tdtype, device = torch_dtype(dtype), case.device

@@ -58,7 +58,7 @@ class OpTolerance:
         lacks in this dtype or on this device)."""
         import torch
 
-        from ..backends import rebuild
+        from ..backends.drive import rebuild
         from ..backends.torch import applier, leaves as torch_leaves
 
         wanted = [s.name for s in self.case.inputs if s.requires_grad]

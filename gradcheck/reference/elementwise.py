@@ -10,7 +10,8 @@ import sympy
 
 from ..evaluation import Evaluation
 from ..lowering import lower, symbol
-from ..tree import SLAB, cut, elementwise_split, slabs, top_cotangent, unbroadcast
+from ..arrays import SLAB, cut, slabs, top_cotangent, unbroadcast
+from ..tree import elementwise_split
 from .adjoint import Program
 from .base import Reference
 from .derivatives import MODULES, clean, compile, magnitude
