@@ -137,7 +137,7 @@ def into_domain(rule: Rule, k: int, text: str) -> str:
     ``rule`` (:meth:`gradcheck.rules.Rule.domain_of`), through :data:`GUARDS` only:
     ``positive``, ``nonnegative``, ``nonzero``: ``1 + (a)**2``; ``unit``:
     ``0.9 * tanh(a)``; an interval ``(lo, inf)``: ``lo + 0.5 + (a)**2``; ``(-inf, hi)``:
-    ``hi - 0.5 - (a)**2``; a bounded ``(lo, hi)``: its middle plus 0.9 of its half-width
+    ``hi - 0.5 + -1 * (a)**2``; a bounded ``(lo, hi)``: its middle plus 0.9 of its half-width
     times ``tanh(a)``; ``real``: ``text`` itself.
 
     >>> from gradcheck.rules import RULES
@@ -238,11 +238,11 @@ def _special() -> dict[str, tuple[_Template, ...]]:
                 _Template("pow", "binary", "(1.5 + sigmoid({0})) ** ({1})")),
         # sign's derivative is zero wherever it is defined: times its operand, the
         # formula keeps a gradient flowing through the operand (|a|, with sign's node).
-        "sign": (_Template("sign", "unary", "sign({0}) * {0}"),),
+        "sign": (_Template("sign", "unary", "sign({0}) * ({0})"),),
         # where's condition is a comparison (each row of the table's comparisons); its
         # branches are inputs, so that the condition decides between real values.
-        "where": tuple(_Template("where", "binary", f"where({_spell(c, ['{0}', '{1}'])}, {{2}}, {{3}})",
-                                 frozenset({c.name}))
+        "where": tuple(_Template("where", "binary", "where(" + _spell(c, ["{0}", "{1}"])
+                                 + ", {2}, {3})", frozenset({c.name}))
                        for c in sorted(RULES.values(), key=lambda c: c.name != "gt")
                        if c.kind == COMPARISON),
         # matmul also takes a transposed input (x @ transpose(W), the common layer).
@@ -251,14 +251,10 @@ def _special() -> dict[str, tuple[_Template, ...]]:
     }
 
 
-def _templates() -> dict[str, tuple[_Template, ...]]:
-    """Every row's templates, in the table's order (comparisons come with where)."""
-    special = _special()
-    return {name: special.get(name) or _derived(rule) for name, rule in RULES.items()
-            if rule.kind != COMPARISON}
-
-
-_TEMPLATES = _templates()
+_SPECIAL = _special()
+#: Every row's templates, in the table's order (comparisons come with where).
+_TEMPLATES = {name: _SPECIAL.get(name) or _derived(rule) for name, rule in RULES.items()
+              if rule.kind != COMPARISON}
 
 #: Every row :func:`formulas` can draw: the default of its ``functions``, every row of
 #: the table. (Comparisons come with ``where``, as its condition.)
@@ -301,7 +297,7 @@ class _Spec:
     shapes: dict[str, tuple[int, ...]]
     grad: tuple[str, ...]            # inputs that require grad (every formula uses one)
     allowed: frozenset[str]
-    rows: dict[str, tuple[tuple[str, tuple[_Template, ...]], ...]]   # group -> rows
+    rows: dict[str, tuple[_Template, ...]]     # by group
 
     @property
     def groups(self) -> list[str]:
@@ -440,44 +436,30 @@ def _expression(draw, spec: _Spec, depth: int, need: bool) -> _Expr:
 
 
 def _elementwise(draw, spec: _Spec, template: _Template, depth: int, a: _Expr) -> _Expr:
-    """An elementwise row of two or more operands, ``a`` the first; the others may be
-    constants."""
+    """An elementwise row of two or more operands, ``a`` the first, the others drawn
+    (maybe constants). where(a > b, p, q) takes inputs p (requires grad) and q as its
+    branches: a always uses an input, so the condition never compares two constants."""
+    rule, where = RULES[template.row], template.row == "where"
     others = [draw(_expression(spec, depth - 1, False))
-              for _ in range(RULES[template.row].arity - 1 if template.row != "where"
-                             else 1)]
-    rule = RULES[template.row]
-    if template.row in _NOT_TWICE or rule.hazard is not None:
+              for _ in range(1 if where else rule.arity - 1)]
+    if rule.hazard is not None or template.row in ("sub", "where"):
         # not max(a, a) or a - a: a kink everywhere, or no gradient
         others = [_Expr(_CONSTANTS[0], (), frozenset()) if o.text == a.text else o
                   for o in others]
-    if template.row == "where":
-        return _where(draw, spec, template.text, a, others[0])
-    shape = _fit(a, *others)
+    branches, names = (), []
+    if where:
+        p = draw(st.sampled_from(spec.grad))
+        q = draw(st.sampled_from([n for n in spec.shapes
+                                  if _fit(spec.shapes[p], spec.shapes[n]) is not None]))
+        branches, names = _fit(spec.shapes[p], spec.shapes[q]), [p, q]
+    shape = _fit(a.shape, *(o.shape for o in others), branches)
     if shape is None:
         if "sum" not in spec.allowed:
             return a
-        a, others, shape = _summed(a), [_summed(o) for o in others], ()
-    used = a.used.union(*(o.used for o in others))
-    return _Expr(template.text.format(a.text, *(o.text for o in others)), shape, used)
-
-
-# Rows whose two operands must differ (their hazard is not the only reason).
-_NOT_TWICE = frozenset({"sub", "where"})
-
-
-def _where(draw, spec: _Spec, template: str, a: _Expr, b: _Expr) -> _Expr:
-    """where(a > b, p, q) with inputs p (requires grad) and q; a always uses an input, so
-    the condition is never between two constants."""
-    p = draw(st.sampled_from(spec.grad))
-    fits = [n for n in spec.shapes if _fits(spec.shapes[p], spec.shapes[n])]
-    q = draw(st.sampled_from(fits))
-    branches = broadcast(spec.shapes[p], spec.shapes[q])
-    shape = _fit(a, b, _Expr("", branches, frozenset()))
-    if shape is None:
-        if "sum" not in spec.allowed:
-            return a
-        a, b, shape = _summed(a), _summed(b), branches
-    return _Expr(template.format(a.text, b.text, p, q), shape, a.used | b.used | {p, q})
+        a, others, shape = _summed(a), [_summed(o) for o in others], branches
+    used = a.used.union(*(o.used for o in others), names)
+    return _Expr(template.text.format(a.text, *(o.text for o in others), *names), shape,
+                 used)
 
 
 def _linalg_options(spec: _Spec, template: _Template, a: _Expr) -> list[tuple]:
@@ -492,17 +474,11 @@ def _linalg_options(spec: _Spec, template: _Template, a: _Expr) -> list[tuple]:
     return out
 
 
-def _fits(*shapes: tuple[int, ...]) -> bool:
+def _fit(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
     try:
-        broadcast(*shapes)
+        return broadcast(*shapes)
     except ShapeError:
-        return False
-    return True
-
-
-def _fit(*exprs: _Expr) -> tuple[int, ...] | None:
-    shapes = [e.shape for e in exprs]
-    return broadcast(*shapes) if _fits(*shapes) else None
+        return None
 
 
 def _summed(e: _Expr) -> _Expr:
@@ -519,35 +495,31 @@ def _spec(fixed: Mapping[str, Any], allowed: frozenset[str]) -> _Spec:
 
 
 _FIRST = ("sin", "tanh")
+_COMPARISONS = frozenset(n for n, r in RULES.items() if r.kind == COMPARISON)
+
+
+def _order(t: _Template) -> int:
+    """Where a template goes in its group: the order the shrinker prefers (it tries a
+    group's first two entries, then steps down one at a time): sin, and the guard tanh,
+    so that a failure of tanh (which every bounded template applies) shrinks to
+    ``tanh(x)``, not to ``expm1(tanh(x))``; then operators of two operands, functions
+    applied as they are, and the guarded and special rows."""
+    if t.row in _FIRST:
+        return _FIRST.index(t.row) - len(_FIRST)
+    rule, rest = RULES[t.row], t.text[len(t.row) + 1:]
+    plain = t.text.startswith(t.row + "(") and "(" not in rest
+    if t.row in _SPECIAL:
+        return 2
+    return 0 if rule.symbol and rule.arity > 1 else 1 if plain or rule.symbol else 2
 
 
 @functools.lru_cache(maxsize=256)
-def _rows(allowed: frozenset[str]) -> dict[str, tuple]:
-    """By group, the allowed rows' templates that need no other row, in the order the
-    shrinker prefers (it tries a group's first two entries, then steps down one at a
-    time): sin, and the guard tanh, so that a failure of tanh (which every bounded
-    template applies) shrinks to ``tanh(x)``, not to ``expm1(tanh(x))``; then operators
-    of two operands, functions applied as they are, and the guarded and special rows."""
-    can = allowed | {n for n, r in RULES.items() if r.kind == COMPARISON}
-    rows: dict[str, list] = {}
-    for row, templates in _TEMPLATES.items():
-        for group in ("unary", "binary", "reduce", "linalg"):
-            kept = tuple(t for t in templates if t.group == group and t.needs <= can)
-            if row in allowed and kept:
-                rows.setdefault(group, []).append((row, kept))
-    special = _special()
-
-    def order(row_templates):
-        row, templates = row_templates
-        if row in _FIRST:
-            return -len(_FIRST) + _FIRST.index(row)
-        text = templates[0].text
-        plain = text.startswith(row + "(") and "(" not in text[len(row) + 1:]
-        return (2 if row in special else 0 if RULES[row].symbol and RULES[row].arity > 1
-                else 1 if plain or RULES[row].symbol else 2)
-
-    return {g: tuple(t for _, kept in sorted(r, key=order) for t in kept)
-            for g, r in rows.items()}
+def _rows(allowed: frozenset[str]) -> dict[str, tuple[_Template, ...]]:
+    """By group, the templates of the allowed rows that need no other row, in order."""
+    kept = sorted((t for row, ts in _TEMPLATES.items() if row in allowed for t in ts
+                   if t.needs <= allowed | _COMPARISONS), key=_order)
+    return {g: tuple(t for t in kept if t.group == g) for g in
+            ("unary", "binary", "reduce", "linalg") if any(t.group == g for t in kept)}
 
 
 def _check_functions(functions: Iterable[str] | None) -> frozenset[str]:
