@@ -24,11 +24,20 @@ UNARY = [n for n, r in RULES.items() if r.kind == "elementwise" and r.arity == 1
 BINARY = [n for n, r in RULES.items() if r.kind == "elementwise" and r.arity == 2]
 COMPARISONS = [n for n, r in RULES.items() if r.kind == "comparison"]
 DIGITS = 40
-# Arguments kept inside each row's real domain, so that every value and condition is real.
-DOMAIN = {"log": lambda a: 1 + a ** 2, "sqrt": lambda a: 1 + a ** 2,
-          "log1p": lambda a: a ** 2, "acosh": lambda a: 2 + a ** 2,
-          "asin": lambda a: sympy.tanh(a) / 2, "acos": lambda a: sympy.tanh(a) / 2,
-          "atanh": lambda a: sympy.tanh(a) / 2}
+# Arguments kept inside each row's real domain, so that every value and condition is real:
+# mapped as gradcheck.strategies maps them, from the row's domain (constants exact).
+
+
+def _into_domain(name):
+    from gradcheck.strategies import into_domain
+
+    a = sympy.Symbol("_a", real=True)
+    mapped = sympy.sympify(into_domain(RULES[name], 0, "_a"), locals={"_a": a},
+                           rational=True)
+    return lambda e: mapped.xreplace({a: e})
+
+
+DOMAIN = {name: _into_domain(name) for name in UNARY}
 
 
 @st.composite
