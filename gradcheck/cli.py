@@ -7,7 +7,6 @@ import argparse
 import os
 import sys
 from enum import IntEnum
-from pathlib import Path
 
 from .io import write_atomic
 

@@ -85,9 +85,10 @@ from .cases import Case, case_from_dict
 from .dtypes import NAMES as DTYPES, round_to
 from .errors import CaseFileError
 from .expr import CONSTANTS, MAX_ELEMENTS, parse
-from .rules import AXIS, BOOL, COMPARISON, ELEMENTWISE, FUNCTIONS, REDUCTION, RULES, Rule
+from .rules import COMPARISON, FUNCTIONS, RULES
 from .sampling import _RANGES, sample, settle
 from .shapes import ShapeError, broadcast
+from .templates import SPECIAL, TEMPLATES, Template, into_domain
 from .tree import Node
 
 __all__ = ["formulas", "points", "into_domain", "functions_for", "DEFAULT_INPUTS",
@@ -109,156 +110,9 @@ _NAMES = ("x", "y", "z", "u", "v", "w")
 _CONSTANTS = ("0.5", "2")
 
 
-# --------------------------------------------------------------------------- templates
-
-class _Template(NamedTuple):
-    """One way to apply a row: ``text`` with ``{0}``, ``{1}``... for its operands. Group
-    ``unary``/``binary``: elementwise, every operand drawn; ``reduce``: one operand;
-    ``linalg``: ``{0}`` is drawn, the others are inputs of a fitting shape. ``needs``:
-    rows beyond the row itself and :data:`GUARDS` that the text applies."""
-
-    row: str
-    group: str
-    text: str
-    needs: frozenset[str] = frozenset()
-
-
-def _num(value: float) -> str:
-    return f"{value:.6g}"
-
-
-def _affine(mid: float, reach: float, text: str) -> str:
-    scaled = f"{_num(reach)} * tanh({text})"
-    return scaled if mid == 0 else f"{_num(mid)} + {scaled}"
-
-
-def into_domain(rule: Rule, k: int, text: str) -> str:
-    """The text of a real operand ``text`` mapped into the domain of argument ``k`` of
-    ``rule`` (:meth:`gradcheck.rules.Rule.domain_of`), through :data:`GUARDS` only:
-    ``positive``, ``nonnegative``, ``nonzero``: ``1 + (a)**2``; ``unit``:
-    ``0.9 * tanh(a)``; an interval ``(lo, inf)``: ``lo + 0.5 + (a)**2``; ``(-inf, hi)``:
-    ``hi - 0.5 + -1 * (a)**2``; a bounded ``(lo, hi)``: its middle plus 0.9 of its half-width
-    times ``tanh(a)``; ``real``: ``text`` itself.
-
-    >>> from gradcheck.rules import RULES
-    >>> into_domain(RULES["acosh"], 0, "x"), into_domain(RULES["div"], 1, "y")
-    ('1.5 + (x)**2', '1 + (y)**2')
-    """
-    domain = rule.domain_of(k)
-    if domain == "real":
-        return text
-    if domain in ("positive", "nonnegative", "nonzero"):
-        return f"1 + ({text})**2"
-    if domain == "unit":
-        return f"0.9 * tanh({text})"
-    if not (isinstance(domain, tuple) and len(domain) == 2):
-        raise ValueError(f"{rule.name}: unknown domain {domain!r} of argument {k}")
-    lo, hi = (float(v) for v in domain)
-    if math.isinf(lo) and math.isinf(hi):
-        return text
-    if math.isinf(hi):
-        return f"{_num(lo + 0.5)} + ({text})**2"
-    if math.isinf(lo):
-        return f"{_num(hi - 0.5)} + -1 * ({text})**2"
-    return _affine((lo + hi) / 2, 0.9 * (hi - lo) / 2, text)
-
-
-def _operand(rule: Rule, k: int, text: str) -> str:
-    """Argument ``k`` of ``rule``: in its domain, and bounded first when the row grows
-    (``exp(tanh(a))``; on a bounded interval, within 0.5 of its middle: ``tan`` stays
-    below 1 in magnitude, so that nesting cannot overflow)."""
-    domain = rule.domain_of(k)
-    if rule.grows and isinstance(domain, tuple) and all(map(math.isfinite, domain)):
-        lo, hi = (float(v) for v in domain)
-        return _affine((lo + hi) / 2, min(0.9 * (hi - lo) / 2, 0.5), text)
-    if rule.grows and domain != "unit":
-        text = f"tanh({text})"
-    return into_domain(rule, k, text)
-
-
-def _spell(rule: Rule, operands: Sequence[str], keywords: Sequence[str] = (),
-           bare: Sequence[int] = ()) -> str:
-    """``rule`` applied to operand texts: called by name, or by its operator with the
-    operands in parentheses (but those at the positions ``bare``: input names)."""
-    if rule.symbol is None:
-        return f"{rule.name}({', '.join([*operands, *keywords])})"
-    wrapped = [o if k in bare else f"({o})" for k, o in enumerate(operands)]
-    if len(wrapped) == 1:
-        return rule.symbol + wrapped[0]
-    return f" {rule.symbol} ".join(wrapped)
-
-
-def _keywords(rule: Rule) -> list[tuple[str, ...]]:
-    """Every drawn combination of the row's parameters, as ``name=value`` texts: an axis
-    is the last one or (omitted) all, a bool its default or not, a number omitted or a
-    small constant (the i-th number parameter -0.5 + i, so a min stays below a max); at
-    least one number is given (clamp() without min or max is the identity, which torch
-    refuses)."""
-    options, numbers = [], []
-    for p in rule.params:
-        if p.kind == AXIS:
-            options.append([f"{p.name}=-1", ""])
-        elif p.kind == BOOL:
-            options.append(["", f"{p.name}={not p.default}"])
-        else:
-            numbers.append(len(options))
-            options.append([f"{p.name}={_num(-0.5 + len(numbers) - 1)}", ""])
-    return [tuple(o for o in combo if o) for combo in itertools.product(*options)
-            if not numbers or any(combo[i] for i in numbers)]
-
-
-def _derived(rule: Rule) -> tuple[_Template, ...]:
-    """The templates of a row from its data: arity, domain, growth, spelling, params."""
-    variants = _keywords(rule)
-    if rule.kind in (ELEMENTWISE, REDUCTION):
-        group = ("reduce" if rule.kind == REDUCTION else
-                 "unary" if rule.arity == 1 else "binary")
-        operands = [_operand(rule, k, f"{{{k}}}") for k in range(rule.arity)]
-        return tuple(_Template(rule.name, group, _spell(rule, operands, kw))
-                     for kw in variants)
-    # linear algebra: the drawn operand {0} in each position, inputs {1}... elsewhere
-    out = []
-    for k in range(rule.arity):
-        others = iter(range(1, rule.arity))
-        operands = ["{0}" if j == k else f"{{{next(others)}}}" for j in range(rule.arity)]
-        bare = [j for j in range(rule.arity) if j != k]
-        out += [_Template(rule.name, "linalg", _spell(rule, operands, kw, bare))
-                for kw in variants]
-    return tuple(out)
-
-
-def _special() -> dict[str, tuple[_Template, ...]]:
-    """Rows whose templates the table's data cannot give (each says why)."""
-    return {
-        # pow's domain (positive base) is what a drawn real exponent needs, but integer
-        # exponents hold for every real base and are the common case; a drawn exponent
-        # needs a bounded base, or a power of 1 + a**2 overflows when nested.
-        "pow": (_Template("pow", "unary", "({0})**2"), _Template("pow", "unary", "({0})**3"),
-                _Template("pow", "unary", "(1 + ({0})**2)**0.5"),
-                _Template("pow", "binary", "(1.5 + sigmoid({0})) ** ({1})")),
-        # sign's derivative is zero wherever it is defined: times its operand, the
-        # formula keeps a gradient flowing through the operand (|a|, with sign's node).
-        "sign": (_Template("sign", "unary", "sign({0}) * ({0})"),),
-        # where's condition is a comparison (each row of the table's comparisons); its
-        # branches are inputs, so that the condition decides between real values.
-        "where": tuple(_Template("where", "binary", "where(" + _spell(c, ["{0}", "{1}"])
-                                 + ", {2}, {3})", frozenset({c.name}))
-                       for c in sorted(RULES.values(), key=lambda c: c.name != "gt")
-                       if c.kind == COMPARISON),
-        # matmul also takes a transposed input (x @ transpose(W), the common layer).
-        "matmul": _derived(RULES["matmul"]) + (_Template(
-            "matmul", "linalg", "({0}) @ transpose({1})", frozenset({"transpose"})),),
-    }
-
-
-_SPECIAL = _special()
-#: Every row's templates, in the table's order (comparisons come with where).
-_TEMPLATES = {name: _SPECIAL.get(name) or _derived(rule) for name, rule in RULES.items()
-              if rule.kind != COMPARISON}
-
 #: Every row :func:`formulas` can draw: the default of its ``functions``, every row of
 #: the table. (Comparisons come with ``where``, as its condition.)
-DEFAULT_FUNCTIONS: frozenset[str] = frozenset(_TEMPLATES)
+DEFAULT_FUNCTIONS: frozenset[str] = frozenset(TEMPLATES)
 
 
 def functions_for(row: str) -> frozenset[str]:
@@ -297,7 +151,7 @@ class _Spec:
     shapes: dict[str, tuple[int, ...]]
     grad: tuple[str, ...]            # inputs that require grad (every formula uses one)
     allowed: frozenset[str]
-    rows: dict[str, tuple[_Template, ...]]     # by group
+    rows: dict[str, tuple[Template, ...]]     # by group
 
     @property
     def groups(self) -> list[str]:
@@ -435,7 +289,7 @@ def _expression(draw, spec: _Spec, depth: int, need: bool) -> _Expr:
     return _Expr(text, shape, a.used | other)
 
 
-def _elementwise(draw, spec: _Spec, template: _Template, depth: int, a: _Expr) -> _Expr:
+def _elementwise(draw, spec: _Spec, template: Template, depth: int, a: _Expr) -> _Expr:
     """An elementwise row of two or more operands, ``a`` the first, the others drawn
     (maybe constants). where(a > b, p, q) takes inputs p (requires grad) and q as its
     branches: a always uses an input, so the condition never compares two constants."""
@@ -462,7 +316,7 @@ def _elementwise(draw, spec: _Spec, template: _Template, depth: int, a: _Expr) -
                  used)
 
 
-def _linalg_options(spec: _Spec, template: _Template, a: _Expr) -> list[tuple]:
+def _linalg_options(spec: _Spec, template: Template, a: _Expr) -> list[tuple]:
     """(text, shape, inputs used) for each way the template applies to ``a``: its other
     operands are inputs of a fitting shape."""
     out = []
@@ -498,7 +352,7 @@ _FIRST = ("sin", "tanh")
 _COMPARISONS = frozenset(n for n, r in RULES.items() if r.kind == COMPARISON)
 
 
-def _order(t: _Template) -> int:
+def _order(t: Template) -> int:
     """Where a template goes in its group: the order the shrinker prefers (it tries a
     group's first two entries, then steps down one at a time): sin, and the guard tanh,
     so that a failure of tanh (which every bounded template applies) shrinks to
@@ -508,15 +362,15 @@ def _order(t: _Template) -> int:
         return _FIRST.index(t.row) - len(_FIRST)
     rule, rest = RULES[t.row], t.text[len(t.row) + 1:]
     plain = t.text.startswith(t.row + "(") and "(" not in rest
-    if t.row in _SPECIAL:
+    if t.row in SPECIAL:
         return 2
     return 0 if rule.symbol and rule.arity > 1 else 1 if plain or rule.symbol else 2
 
 
 @functools.lru_cache(maxsize=256)
-def _rows(allowed: frozenset[str]) -> dict[str, tuple[_Template, ...]]:
+def _rows(allowed: frozenset[str]) -> dict[str, tuple[Template, ...]]:
     """By group, the templates of the allowed rows that need no other row, in order."""
-    kept = sorted((t for row, ts in _TEMPLATES.items() if row in allowed for t in ts
+    kept = sorted((t for row, ts in TEMPLATES.items() if row in allowed for t in ts
                    if t.needs <= allowed | _COMPARISONS), key=_order)
     return {g: tuple(t for t in kept if t.group == g) for g in
             ("unary", "binary", "reduce", "linalg") if any(t.group == g for t in kept)}

@@ -8,7 +8,6 @@ import numbers
 
 import numpy as np
 
-from .columns import np_sigmoid
 from .row import EngineRule
 
 
