@@ -24,7 +24,7 @@ from .dtypes import round_to
 from .errors import CaseFileError, GradcheckError
 from .result import ERROR, FAILED, PASSED, SKIPPED, CaseResult, WitnessResult
 from .sampling import case_points, case_rng
-from .timelimit import DEFAULT_TIMEOUT, CaseTimeout, _time_limit
+from .timelimit import DEFAULT_TIMEOUT, CaseTimeout, time_limit
 from .witnesses import REFERENCE, entry, skip_reason, witness
 
 __all__ = ["run_case", "op_failure", "file_error", "cotangent", "case_base",
@@ -92,7 +92,7 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
                                   "present here")
     check = _FormulaCheck(case, dtype)
     try:
-        with _time_limit(timeout):
+        with time_limit(timeout):
             if case.op is not None:
                 return _op_result(case, dtype, cache, base, start)
             ref = _reference(case, cache)
@@ -177,7 +177,7 @@ class _FormulaCheck:
                 r = dataclasses.replace(r, diagnosis=summarize(
                     self.samples[w], self.dtype, reference=(self.case.output,)))
             out.append(r)
-        return _grad_fn_parity(out)
+        return grad_fn_parity(out)
 
 
 def _device_present(device: str) -> bool:
@@ -247,7 +247,7 @@ def op_failure(case: Case, base: dict, message: str, kind: str,
                       message=message)
 
 
-def _grad_fn_parity(results: list) -> list:
+def grad_fn_parity(results: list) -> list:
     """The engine promises PyTorch's graph: a ``grad_fn`` graph that differs from torch's
     (names, order, AccumulateGrad leaves) fails the engine witness. Only a passed engine
     is compared: a skipped one (float16, bfloat16) recorded no graph."""

@@ -16,8 +16,8 @@ from typing import Callable, Iterable
 from .cases import Case, read_paths
 # run_case and the helpers below are imported from here by callers of the runner that
 # predate gradcheck.checking: they stay importable from this module
-from .checking import (OP_CRASHED, OP_RAISED, TIMEOUT, _grad_fn_parity,  # noqa: F401
-                    _verdict, cotangent, file_error, op_failure, run_case)
+from .checking import (OP_CRASHED, OP_RAISED, TIMEOUT, cotangent, file_error,  # noqa: F401
+                       op_failure, run_case)
 from .parallel import executor
 from .result import CaseResult, RunResult
 from .timelimit import DEFAULT_TIMEOUT, CaseTimeout

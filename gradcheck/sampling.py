@@ -35,7 +35,7 @@ from .tree import elementwise_split
 MARGIN = 0.05      # distance kept from every kink and singularity
 MAX_ROUNDS = 60    # redraws before giving up (the result then says so)
 
-_RANGES = {"real": (-2.0, 2.0), "positive": (0.05, 3.0), "nonnegative": (0.0, 3.0),
+RANGES = {"real": (-2.0, 2.0), "positive": (0.05, 3.0), "nonnegative": (0.0, 3.0),
            "unit": (-0.95, 0.95)}
 
 
@@ -61,7 +61,7 @@ def _draw(spec, rng: np.random.Generator, shape) -> np.ndarray:
     domain = spec.domain
     if domain == "nonzero":
         return rng.uniform(0.1, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
-    lo, hi = _RANGES[domain] if isinstance(domain, str) else domain
+    lo, hi = RANGES[domain] if isinstance(domain, str) else domain
     return rng.uniform(lo, hi, shape)
 
 
@@ -259,7 +259,7 @@ def _rays(domain, band: str, rho: float, largest: float) -> tuple[_Ray, ...]:
     """Where the extreme elements of an input with ``domain`` go in ``band``; no
     magnitude beyond ``largest``."""
     if isinstance(domain, str) and domain != "unit":
-        s = 2.0 if domain == "nonzero" else max(map(abs, _RANGES[domain]))
+        s = 2.0 if domain == "nonzero" else max(map(abs, RANGES[domain]))
         near, far = (s, largest) if band == LARGE else (s * rho, s / 10)
         directions = (1.0,) if domain in ("positive", "nonnegative") else (-1.0, 1.0)
         return tuple(_Ray(0.0, d, near, far, s) for d in directions)

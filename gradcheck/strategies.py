@@ -86,7 +86,7 @@ from .dtypes import NAMES as DTYPES, round_to
 from .errors import CaseFileError
 from .expr import CONSTANTS, MAX_ELEMENTS, parse
 from .rules import COMPARISON, FUNCTIONS, RULES
-from .sampling import _RANGES, sample, settle
+from .sampling import RANGES, sample, settle
 from .shapes import ShapeError, broadcast
 from .templates import SPECIAL, TEMPLATES, Template, into_domain
 from .tree import Node
@@ -151,7 +151,7 @@ class _Spec:
     shapes: dict[str, tuple[int, ...]]
     grad: tuple[str, ...]            # inputs that require grad (every formula uses one)
     allowed: frozenset[str]
-    rows: dict[str, tuple[Template, ...]]     # by group
+    rows: dict[str, tuple[tuple[Template, ...], ...]]   # by group, by row
 
     @property
     def groups(self) -> list[str]:
@@ -273,7 +273,7 @@ def _expression(draw, spec: _Spec, depth: int, need: bool) -> _Expr:
     # are one block ahead of the operand's: the shrinker can delete it, leaving the
     # operand.
     group = draw(st.sampled_from(groups))
-    template = draw(st.sampled_from(spec.rows[group]))
+    template = draw(st.sampled_from(draw(st.sampled_from(spec.rows[group]))))
     a = draw(_expression(spec, depth - 1, True))
     if group == "unary":
         return _Expr(template.text.format(a.text), a.shape, a.used)
@@ -368,12 +368,18 @@ def _order(t: Template) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _rows(allowed: frozenset[str]) -> dict[str, tuple[Template, ...]]:
-    """By group, the templates of the allowed rows that need no other row, in order."""
+def _rows(allowed: frozenset[str]) -> dict[str, tuple[tuple[Template, ...], ...]]:
+    """By group, the allowed rows (each a tuple of its templates that need no other row)
+    in order. A row is drawn first, then one of its templates: every row of a group is
+    equally likely, however many templates it has (where has one per comparison, a
+    reduction one per axis and keepdims combination)."""
     kept = sorted((t for row, ts in TEMPLATES.items() if row in allowed for t in ts
                    if t.needs <= allowed | _COMPARISONS), key=_order)
-    return {g: tuple(t for t in kept if t.group == g) for g in
-            ("unary", "binary", "reduce", "linalg") if any(t.group == g for t in kept)}
+    out: dict[str, dict[str, list[Template]]] = {}
+    for t in kept:
+        out.setdefault(t.group, {}).setdefault(t.row, []).append(t)
+    return {g: tuple(tuple(ts) for ts in out[g].values())
+            for g in ("unary", "binary", "reduce", "linalg") if g in out}
 
 
 def _check_functions(functions: Iterable[str] | None) -> frozenset[str]:
@@ -462,7 +468,7 @@ def points(case: Case | Mapping[str, Any], dtype: str = "float64") -> st.SearchS
 def _elements(domain) -> st.SearchStrategy[float]:
     if domain == "nonzero":
         return st.floats(0.1, 2.0).flatmap(lambda v: st.sampled_from([v, -v]))
-    lo, hi = _RANGES[domain] if isinstance(domain, str) else domain
+    lo, hi = RANGES[domain] if isinstance(domain, str) else domain
     return st.floats(lo, hi)
 
 

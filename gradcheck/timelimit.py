@@ -18,7 +18,7 @@ class CaseTimeout(GradcheckError):
 
 
 @contextlib.contextmanager
-def _time_limit(seconds: float | None):
+def time_limit(seconds: float | None):
     """Raise CaseTimeout in the running code after ``seconds``: by SIGALRM in the main
     thread, by an asynchronous exception in any other (a Dask worker's thread). Either
     takes effect between two bytecodes."""
@@ -27,7 +27,7 @@ def _time_limit(seconds: float | None):
         return
     if not hasattr(signal, "SIGALRM") or threading.current_thread() is not \
             threading.main_thread():
-        with _thread_time_limit(seconds):
+        with thread_time_limit(seconds):
             yield
         return
 
@@ -44,7 +44,7 @@ def _time_limit(seconds: float | None):
 
 
 @contextlib.contextmanager
-def _thread_time_limit(seconds: float):
+def thread_time_limit(seconds: float):
     import ctypes
 
     message = f"the case ran past its time limit of {seconds:g} s"

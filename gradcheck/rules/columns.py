@@ -263,11 +263,12 @@ def transpose_shape(a):
 # floats: their SymPy meaning is the float's exact binary value, as float64 torch uses.
 
 def sym_clamp(x, lo, hi):
+    # Max and Min, as the maximum and minimum rows: SymPy differentiates them into steps
+    # (Heaviside) that lambdify prints; a Piecewise here would put x in its conditions,
+    # and a Piecewise inside x (relu, where) would send SymPy through simplify()
     if lo is not None:
-        x = sympy.Piecewise((sympy.Rational(lo), x < lo), (x, True))
-    if hi is not None:
-        x = sympy.Piecewise((sympy.Rational(hi), x > hi), (x, True))
-    return x
+        x = sympy.Max(x, sympy.Rational(lo))
+    return x if hi is None else sympy.Min(x, sympy.Rational(hi))
 
 
 def np_clamp(x, lo, hi):

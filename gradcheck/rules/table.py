@@ -22,7 +22,7 @@ from .columns import (
     torch_reduce, torch_softplus, torch_transpose, transpose_shape)
 from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, LINALG, NUMBER, REDUCTION, Param, Rule
 from .vjps import (
-    SQRT_PI, clamp_vjp, count, engine_rule as e, identity_vjp, keep, matmul_a, matmul_b, matmul_name,
+    SQRT_PI, atan2_recip, clamp_vjp, count, engine_rule as e, identity_vjp, keep, matmul_a, matmul_b, matmul_name,
     others_product, pow_base, pow_exponent, pow_name, reduction_name, share, sub_name,
     ties)
 
@@ -108,12 +108,14 @@ _ROWS: list[Rule] = [
           engine=e("AcosBackward0", lambda g, ans, x: -g / np.sqrt(1 - x * x))),
     unary("atan", s("atan"), np.arctan, t("atan"),
           engine=e("AtanBackward0", lambda g, ans, x: g / (x * x + 1))),
-    # atan2(y, x): singular at the origin, and jumps by 2π across y = 0 where x < 0
-    binary("atan2", s("atan2"), np.arctan2, t("atan2"),
+    # atan2(y, x): singular at the origin, and jumps by 2π across y = 0 where x < 0;
+    # its domain here is the half-plane x > 0, where it is smooth (generators map x
+    # into it; a case's own inputs may lie anywhere, kept off the hazard)
+    binary("atan2", s("atan2"), np.arctan2, t("atan2"), domain=("real", "positive"),
            hazard=lambda y, x: np.where(np.asarray(x) < 0, np.minimum(np.abs(y), np.hypot(
                y, x)), np.hypot(y, x)), doc="atan2(y, x): the angle of the point (x, y)",
-           engine=e("Atan2Backward0", lambda g, ans, y, x: g * x / (x * x + y * y),
-                    lambda g, ans, y, x: -g * y / (x * x + y * y))),
+           engine=e("Atan2Backward0", lambda g, ans, y, x: g * x * atan2_recip(y, x),
+                    lambda g, ans, y, x: g * -y * atan2_recip(y, x))),
     unary("sinh", s("sinh"), np.sinh, t("sinh"), grows=True, exponential=True,
           engine=e("SinhBackward0", lambda g, ans, x: g * np.cosh(x))),
     unary("cosh", s("cosh"), np.cosh, t("cosh"), grows=True, exponential=True,

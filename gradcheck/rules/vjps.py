@@ -129,3 +129,11 @@ def clamp_vjp(g, ans, x, lo, hi):
     if hi is not None:
         inside &= x <= hi
     return np.where(inside, g, 0.0)
+
+
+def atan2_recip(y, x):
+    # PyTorch's atan2 backward: 1 / (y² + x²), taken as 0 where that is 0 (so the
+    # gradient at the origin, or where the squares underflow, is a signed zero)
+    d = y * y + x * x
+    with np.errstate(divide="ignore"):
+        return np.where(d == 0, 0, 1 / d)
