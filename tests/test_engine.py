@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 import pytest
 import torch
-from hypothesis import find, given, settings
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 import gradcheck.engine as E
@@ -206,8 +206,10 @@ ROW_INPUTS = {"x": M, "y": V, "s": ()}
 
 @pytest.mark.parametrize("row", sorted(RULES))
 def test_every_row_matches_torch(row):
+    # the first formula found that applies the row (not shrunk: cheaper than the check)
     table = find(formulas(functions=functions_for(row), depth=2, inputs=ROW_INPUTS),
-                 lambda t: row in ops(t), settings=settings(database=None, deadline=None))
+                 lambda t: row in ops(t), settings=settings(database=None, deadline=None,
+                                                            phases=[Phase.generate]))
     parity(formula_program(table), {n: uniform(s) for n, s in ROW_INPUTS.items()})
 
 
