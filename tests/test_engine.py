@@ -5,8 +5,10 @@ errors in PyTorch's words), plus the engine-only guarantees (deep graphs, Functi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import itertools
+import json
 import zlib
 
 import numpy as np
@@ -156,13 +158,24 @@ def uniform(shape, lo=-2.0, hi=2.0):
     return RNG.uniform(lo, hi, shape)
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(expr: str, inputs: str):
+    # a drawn table is parsed by several helpers (and each draw twice, run on both
+    # sides): once per formula is enough
+    return case_from_dict({"name": "formula", "expr": expr, "inputs": json.loads(inputs)})
+
+
+def _output(table):
+    return _parsed(table["expr"], json.dumps(table["inputs"], sort_keys=True)).output
+
+
 def ops(table) -> set[str]:
     """The rule-table rows a drawn formula applies."""
-    return {n.op for n in walk(case_from_dict(table).output)} - {"input", "const", "let"}
+    return {n.op for n in walk(_output(table))} - {"input", "const", "let"}
 
 
 def primitives(table) -> int:
-    return sum(1 for n in walk(case_from_dict(table).output) if n.op in RULES)
+    return sum(1 for n in walk(_output(table)) if n.op in RULES)
 
 
 def formula_program(table, retain=-1, detach=-1):
@@ -170,7 +183,7 @@ def formula_program(table, retain=-1, detach=-1):
     gradcheck.strategies rebuilt on one side, the ``retain``-th primitive's result
     retained (``retain_grad()``), the ``detach``-th detached (plus 0 times the last input
     where that keeps its shape: the value stays inside the domains the formula keeps)."""
-    root = case_from_dict(table).output
+    root = _output(table)
 
     def program(side, **leaves):
         count, kept = itertools.count(), {}
