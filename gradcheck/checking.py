@@ -70,7 +70,7 @@ def _bounds_at(case: Case, point: dict, v: np.ndarray):
 
 
 def _reference(case: Case, cache: dict):
-    from .symbolic import Reference
+    from .reference import Reference
 
     if id(case) not in cache:
         cache[id(case)] = Reference(case)

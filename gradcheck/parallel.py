@@ -164,7 +164,7 @@ def _worker_case(task: Task) -> tuple[Case, dict]:
         return case, _STATE["refs"]
 
 
-_PRELOAD = ("sympy", "torch", "gradcheck.symbolic", "gradcheck.backends.torch",
+_PRELOAD = ("sympy", "torch", "gradcheck.reference", "gradcheck.backends.torch",
             "gradcheck.backends.engine", "gradcheck.opcheck")
 
 

@@ -47,7 +47,7 @@ reference, one formula and many points (:func:`points` also takes a case table):
 >>> from hypothesis import strategies as st
 >>> from gradcheck import engine
 >>> from gradcheck.strategies import points
->>> from gradcheck.symbolic import Reference
+>>> from gradcheck.reference import Reference
 >>> case = case_from_dict({"name": "t", "expr": "sum(abs(x) * log(y))",
 ...                        "inputs": {"x": [3], "y": [3]}})
 >>> reference = Reference(case)

@@ -18,9 +18,6 @@ import numpy as np
 
 from .rules import COMPARISON, ELEMENTWISE, RULES, sympy_scalar_constant
 
-LEAVES = ("input", "const", "let")
-
-
 @dataclass(frozen=True, eq=False)
 class Node:
     """One node of a formula. Identity is by object: a ``let`` used twice is one node."""

@@ -33,7 +33,7 @@ class Witness:
 
     name: str
     #: ``run(case, point, v, dtype, reference) -> Evaluation``: the case's output and
-    #: vᵀJ at ``point``; ``reference`` is the case's :class:`gradcheck.symbolic.Reference`.
+    #: vᵀJ at ``point``; ``reference`` is the case's :class:`gradcheck.reference.Reference`.
     run: Callable
     #: the dtypes it runs in; None: every dtype. In the others it is reported as skipped,
     #: with the reason, which never fails a case.

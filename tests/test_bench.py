@@ -106,10 +106,10 @@ def test_compile_section_has_both_ways_for_every_formula(quick):
     compile_rows = rows(saved, "compile")
     kinds = {(r["name"], r["sizes"]["depth"], r["extra"]["large"]) for r in compile_rows}
     for depth in QUICK.depths:
-        assert ("Reference (gradcheck.symbolic)", depth, False) in kinds
+        assert ("Reference (gradcheck.reference)", depth, False) in kinds
         assert ("sympy.diff + lambdify(cse=True)", depth, False) in kinds
     large = [r for r in compile_rows if r["extra"]["large"]]
-    assert {r["name"] for r in large} == {"Reference (gradcheck.symbolic)",
+    assert {r["name"] for r in large} == {"Reference (gradcheck.reference)",
                                          "sympy.diff + lambdify(cse=True)"}
     assert abs(large[0]["sizes"]["ops"] - QUICK.large_ops) <= 0.1 * QUICK.large_ops
     assert next(r for r in large if r["name"].startswith("Reference"))["target"]
@@ -184,7 +184,7 @@ def test_a_capped_compile_is_shown_as_over_the_cap_with_a_lower_bound_ratio():
 
     sizes = {"depth": 8, "ops": 190, "inputs": 8, "seed": 1}
     report = Report(False, [
-        Row("compile", "Reference (gradcheck.symbolic)", sizes, 25.0, "builds it", 1,
+        Row("compile", "Reference (gradcheck.reference)", sizes, 25.0, "builds it", 1,
             target="< 2 s at depth 8", met=False, extra={"capped": False}),
         Row("compile", "sympy.diff + lambdify(cse=True)", sizes, None, "the same", 1,
             extra={"capped": True, "cap_seconds": 20.0, "ratio_at_least": 4.0})],

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from conftest import make_case
 from gradcheck.backends import numeric
 from gradcheck.sampling import sample
-from gradcheck.symbolic import Reference
+from gradcheck.reference import Reference
 
 
 def _pattern(dense: np.ndarray):

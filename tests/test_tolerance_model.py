@@ -13,7 +13,7 @@ import gradcheck
 from gradcheck.cases import case_from_dict
 from gradcheck.dtypes import round_to
 from gradcheck.rounding import error_bounds
-from gradcheck.symbolic import Reference
+from gradcheck.reference import Reference
 
 DTYPES = ["float64", "float32", "bfloat16", "float16"]
 NUMERICS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "numerics.toml"

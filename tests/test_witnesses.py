@@ -24,7 +24,7 @@ from gradcheck.report import render
 from gradcheck.result import RunResult
 from gradcheck.rules import RULES
 from gradcheck.runner import cotangent, run, run_case
-from gradcheck.symbolic import EXPANSION_LIMIT, Reference
+from gradcheck.reference import EXPANSION_LIMIT, Reference
 
 
 def at(case, dtype="float64", index=0):

@@ -52,7 +52,7 @@ def _step(x: np.ndarray) -> np.ndarray:
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
         reference=None, *, sparsity: dict | None = None) -> Evaluation:
     """Perturbations are grouped by the structural Jacobian pattern of ``reference``
-    (:attr:`gradcheck.symbolic.Reference.sparsity`), or by ``sparsity`` (the same
+    (:attr:`gradcheck.reference.Reference.sparsity`), or by ``sparsity`` (the same
     mapping, by name) when given: a test hands a pattern of its own that way. Without
     either, every element is perturbed on its own."""
     if sparsity is None and reference is not None:

@@ -55,7 +55,7 @@ def _reference_row(got: dict, sizes: dict, is_large: bool, cfg: Config,
     met = None
     if limit is not None and not cfg.quick:
         met = not extra["capped"] and got["seconds"] < limit
-    return Row("compile", "Reference (gradcheck.symbolic)", sizes,
+    return Row("compile", "Reference (gradcheck.reference)", sizes,
                got.get("seconds"), "builds the exact gradient (all 8 partial "
                "derivatives) and evaluates value and gradient at one point",
                1, target=target, met=met, extra=extra)

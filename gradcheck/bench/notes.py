@@ -64,7 +64,7 @@ def static_notes(cfg: Config) -> dict[str, list[str]]:
             "Each measurement is one run in a fresh process, after a warm-up on `sin(x0)` "
             "(so the first lambdify's one-time imports are not counted) and with SymPy's "
             f"cache cleared; parsing excluded; stopped at {cfg.cap:g} s ('> cap').",
-            "Reference: gradcheck.symbolic.Reference(case) plus one evaluate() (with the "
+            "Reference: gradcheck.reference.Reference(case) plus one evaluate() (with the "
             "derivative construction it has at the time of the run). sympy: the lowered "
             "expression, sympy.diff w.r.t. each input, lambdify(cse=True), one call. "
             "Ratio: sympy seconds / Reference seconds; 'agrees' checks both gradients.",

@@ -10,6 +10,7 @@ from typing import Iterable
 import numpy as np
 
 from .. import dtypes
+from ..rules import DOMAINS  # noqa: F401  (the one vocabulary of domains)
 from ..tree import Node, walk
 from ..witnesses import case_names, formula_names
 
@@ -19,7 +20,6 @@ DTYPES = dtypes.NAMES     # float64, float32, float16, bfloat16
 WITNESSES = case_names()
 FORMULA_WITNESSES = formula_names()
 DEVICES = ("cpu", "cuda")
-DOMAINS = ("real", "positive", "nonnegative", "nonzero", "unit")
 GRADIENTS = ("scalar", "ones", "random")
 SUFFIXES = (".toml", ".yaml", ".yml")
 MAX_POINTS = 1000

@@ -13,7 +13,7 @@ from ..evaluation import Evaluation
 
 def references(case, cache: dict) -> list:
     """One compiled symbolic reference per output of the op."""
-    from ..symbolic import Reference
+    from ..reference import Reference
 
     key = ("op", id(case))
     if key not in cache:
