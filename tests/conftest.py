@@ -62,3 +62,19 @@ def check(case, dtype: str = "float64"):
 @pytest.fixture
 def run_check():
     return check
+
+
+#: The source of a correct op the op-module fixtures of several tests share (x * x, its
+#: backward 2 * x * g); it needs ``import torch`` above it.
+SQUARE_OP = """
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+"""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SQUARE_OP
 from gradcheck import opcheck
 from gradcheck.cli import ExitCode, exit_code, main
 from gradcheck.result import CaseResult, RunResult
@@ -21,19 +22,7 @@ OPS = """
 import time
 
 import torch
-
-
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
-
+""" + SQUARE_OP + """
 
 class ForwardRaises(torch.autograd.Function):
     @staticmethod

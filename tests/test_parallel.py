@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SQUARE_OP
 from gradcheck import parallel
 from gradcheck.cli import ExitCode, main
 from gradcheck.runner import run
@@ -31,19 +32,7 @@ import signal
 import time
 
 import torch
-
-
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
-
+""" + SQUARE_OP + """
 
 def killed(x):
     os.kill(os.getpid(), signal.SIGKILL)

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import SQUARE_OP
 from gradcheck.bench import verdicts
 from gradcheck.cli import main
 
@@ -22,19 +23,7 @@ OPS = '''
 import torch
 
 from gradcheck import engine
-
-
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
-
+''' + SQUARE_OP + '''
 
 class SquareThrice(torch.autograd.Function):
     """Wrong: 3x where the derivative is 2x."""
