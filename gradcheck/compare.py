@@ -1,9 +1,9 @@
 """Comparison of a witness with the symbolic reference: error metrics and the worst
 element, accumulated per witness (or op check) by :class:`Tally`.
 
-What each element may err by is :mod:`gradcheck.tolerance`'s table (re-exported here:
-``witness_tolerance``, ``model_tolerance``, ``peer_tolerance`` and the factors); a
-user's ``atol``/``rtol`` add ``atol + rtol·|expected|`` on top, which only loosens.
+What each element may err by comes with it (the tolerances of
+:mod:`gradcheck.tolerance`, the one table); a user's ``atol``/``rtol`` add ``atol +
+rtol·|expected|`` on top, which only loosens.
 
 A tally takes two kinds of outcome (:meth:`Tally.record`): a :class:`Comparison` of
 quantities element by element, and a :class:`Finding`, a verdict that is no element
@@ -21,8 +21,6 @@ from .dtypes import max_finite
 from .evaluation import Evaluation
 from .report.mismatch import witness_message
 from .result import FAILED, PASSED, Worst, WitnessResult
-from .tolerance import (BOUND_FACTOR, PEER_FACTOR, SAFETY, model_tolerance,  # noqa: F401
-                        peer_tolerance, witness_tolerance)
 
 WORST_KEPT = 5       # worst elements a result keeps for its report
 

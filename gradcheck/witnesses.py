@@ -55,9 +55,9 @@ def _lazy_run(module: str) -> Callable:
 
 
 def formula_tolerance(dtype: str, bounds, own_error) -> dict:
-    """:func:`gradcheck.compare.witness_tolerance`, imported on first use (it pulls in
+    """:func:`gradcheck.tolerance.witness_tolerance`, imported on first use (it pulls in
     the rounding model, which ``--help`` has no use for)."""
-    from .compare import witness_tolerance
+    from .tolerance import witness_tolerance
 
     return witness_tolerance(dtype, bounds, own_error)
 
