@@ -28,6 +28,8 @@ from typing import Any
 
 import pytest
 
+from .report.text import failure_text
+
 __all__ = ["GradcheckFixture", "CaseFile", "CaseItem"]
 
 _SUFFIXES = (".toml", ".yaml", ".yml")
@@ -187,19 +189,12 @@ class _Run:
         return run_case(self.case, self.dtype, cache=state.cache, timeout=self.timeout)
 
 
-def _failure_text(result) -> str:
-    """What a failed item shows: the case's full diagnosis and a command that re-runs it."""
-    from .report.text import failure_text
-
-    return failure_text(result)
-
-
 def _fail_unless_passed(result) -> None:
     __tracebackhide__ = True
     if result.status == "skipped":
         pytest.skip(result.message or "skipped")
     if result.status not in ("passed", "skipped"):
-        pytest.fail(_failure_text(result), pytrace=False)
+        pytest.fail(failure_text(result), pytrace=False)
 
 
 def _runs_for(marker, base: Path) -> tuple[list[_Run], list[str]]:
@@ -429,7 +424,7 @@ class CaseItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, _CaseFailed):
-            return _failure_text(excinfo.value.result)
+            return failure_text(excinfo.value.result)
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
