@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..rules import COMPARISON, RULES
 from .elements import (PATTERN_ATOL, PATTERN_RTOL, SYSTEMATIC, array, at, label, listing,
                        matches, strong)
 
@@ -44,30 +45,39 @@ class _Condition:
     mask: np.ndarray
 
 
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "matmul": "@"}
-_COMPARISON = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _NEGATION = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
+def _symbol(node) -> str | None:
+    """The operator that spells the node's row (``+``, ``<``...), from the rule table."""
+    return RULES[node.op].symbol if node.op in RULES else None
+
+
 def _text(node) -> str:
-    """A reference node as the formula a user writes (infix, parenthesised)."""
+    """A reference node as the formula a user writes (infix, parenthesised), with the
+    parameters it was given (``sum(x, axis=1)``, ``clamp(x, min=0.0)``)."""
     def operand(n) -> str:
         t = _text(n)
-        return f"({t})" if n.op in _INFIX or n.op in _COMPARISON or n.op == "neg" else t
+        return f"({t})" if _symbol(n) else t
 
     if node.op in ("input", "let"):
         return node.name
     if node.op == "const":
         return node.exact if node.exact is not None else f"{node.const:g}"
-    if node.op in _INFIX:
-        return f"{operand(node.args[0])} {_INFIX[node.op]} {operand(node.args[1])}"
-    if node.op in _COMPARISON:
-        return f"{_text(node.args[0])} {_COMPARISON[node.op]} {_text(node.args[1])}"
-    if node.op == "neg":
-        return f"-{operand(node.args[0])}"
+    symbol = _symbol(node)
+    if symbol and len(node.args) == 1:
+        return f"{symbol}{operand(node.args[0])}"
+    if symbol and RULES[node.op].kind == COMPARISON:
+        return f"{_text(node.args[0])} {symbol} {_text(node.args[1])}"
+    if symbol:
+        return f"{operand(node.args[0])} {symbol} {operand(node.args[1])}"
     args = [_text(a) for a in node.args]
-    if node.axis is not None:
-        args.append(f"axis={node.axis[0] if len(node.axis) == 1 else node.axis}")
+    defaults = {p.name: p.default for p in RULES[node.op].params}
+    for name, value in node.params:
+        if name == "axis":   # as written: an int for one axis
+            args.append(f"axis={value[0] if len(value) == 1 else value}")
+        elif value != defaults[name]:
+            args.append(f"{name}={value}")
     return f"{node.op}({', '.join(args)})"
 
 
@@ -85,8 +95,8 @@ def _conditions(roots, values: dict) -> list[_Condition]:
                                           f"{left} {_NEGATION[op]} {right}", mask))
 
     def on_node(node, args, value) -> None:
-        if node.op in _COMPARISON:
-            add(node, _text(node.args[0]), _COMPARISON[node.op], _text(node.args[1]), value)
+        if node.op in RULES and RULES[node.op].kind == COMPARISON:
+            add(node, _text(node.args[0]), _symbol(node), _text(node.args[1]), value)
         elif node.op in ("relu", "abs", "sign"):
             add(node, _text(node.args[0]), ">", "0", np.asarray(args[0]) > 0)
         elif node.op in ("maximum", "minimum"):
