@@ -192,6 +192,6 @@ class Rule:
 
 
 def _values(params) -> tuple:
-    if isinstance(params, Mapping):
-        params = params.items()
+    """The values of (name, value) pairs, in the row's order (as :meth:`Rule.bind` and
+    ``Node.params`` hold them)."""
     return tuple(v for _, v in params)
