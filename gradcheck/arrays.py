@@ -60,3 +60,28 @@ def top_cotangent(top, v: np.ndarray, body_shape: tuple[int, ...]) -> np.ndarray
         if top.op == "mean":
             v = v / int(np.prod([body_shape[d] for d in top.axis], dtype=np.int64))
     return np.broadcast_to(v, body_shape)
+
+
+def run_kernel(fn, args: list, shape: tuple[int, ...]) -> list[np.ndarray]:
+    """The outputs of an elementwise kernel ``fn`` (a compiled function of arrays that
+    broadcast to ``shape``), each broadcast to ``shape``; computed slab by slab when the
+    shape is large, so that each of the kernel's intermediate arrays stays small (a
+    million-element kernel would otherwise hold dozens of full-size temporaries).
+
+    Every argument is given at least one dimension and the kernel's rank: NumPy then
+    returns arrays (never bare scalars) everywhere, which np.select in Piecewise code
+    requires."""
+    padded = (1,) * (max(1, len(shape)) - len(shape)) + tuple(shape)
+    args = [np.reshape(a, (1,) * (len(padded) - np.ndim(a)) + np.shape(a)) for a in args]
+    pieces = slabs(padded)
+    if len(pieces) == 1:
+        return [np.broadcast_to(np.asarray(r, dtype=float), padded).reshape(shape)
+                for r in fn(*args)]
+    outs = None
+    for axis, part, where in pieces:
+        results = fn(*[cut(a, len(padded), axis, part) for a in args])
+        if outs is None:
+            outs = [np.empty(padded) for _ in results]
+        for o, r in zip(outs, results):
+            o[where] = r
+    return [o.reshape(shape) for o in outs]

@@ -82,3 +82,34 @@ def lower(root: Node, symbols: dict[str, object], scalar: bool,
         if selectors is not None:
             selectors.clear()
         return fold(root, at, symbols)
+
+
+def lower_cut(root: Node, cuts: dict[int, sympy.Symbol]) -> sympy.Expr:
+    """The scalar SymPy meaning of the elementwise region below ``root``, each node in
+    ``cuts`` (by identity: inputs, the results of structural operations) standing for
+    its symbol; the walk does not descend below a cut, so a region costs its own size.
+    Unevaluated, with the evaluated fallback of :func:`lower`."""
+
+    def fold_region() -> sympy.Expr:
+        values: dict[int, object] = {}
+        stack = [(root, False)]
+        while stack:
+            node, ready = stack.pop()
+            key = id(node)
+            if key in values:
+                continue
+            if key in cuts:
+                values[key] = cuts[key]
+                continue
+            if not ready:
+                stack.append((node, True))
+                stack.extend((c, False) for c in node.args if id(c) not in values)
+                continue
+            values[key] = visit(node, [values[id(c)] for c in node.args], {}, True, None)
+        return values[id(root)]
+
+    try:
+        with sympy.core.parameters.evaluate(False):
+            return fold_region()
+    except Exception:
+        return fold_region()

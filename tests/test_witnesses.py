@@ -24,7 +24,7 @@ from gradcheck.report import render
 from gradcheck.result import RunResult
 from gradcheck.rules import RULES
 from gradcheck.runner import cotangent, run, run_case
-from gradcheck.reference import EXPANSION_LIMIT, Reference
+from gradcheck.reference import EXPANSION_LIMIT, ExpandedReference, Reference
 
 
 def at(case, dtype="float64", index=0):
@@ -100,7 +100,7 @@ def test_matrix_shaped_gradient_through_a_matmul():
     case = make_case("x @ W", {"x": [2, 3], "W": [3, 2]}, gradient=[[1, -1], [0.5, 2]])
     result = check(case)
     assert_agree(result)
-    assert result.mode == "expanded"
+    assert result.mode == "tensor"
     point, v = at(case)
     ref = Reference(case).evaluate(point, v)
     np.testing.assert_allclose(ref.grads["x"], v @ point["W"].T, rtol=1e-13)
@@ -420,15 +420,21 @@ def test_elementwise_formulas_use_the_elementwise_mode(expr, inputs):
     ("sum(tanh(x @ W))", {"x": [2, 3], "W": [3, 2]}),
     ("sum(x @ W, axis=1)", {"x": [2, 3], "W": [3, 2]}),
 ])
-def test_matmul_uses_the_expanded_mode(expr, inputs):
+def test_matmul_uses_the_tensor_mode(expr, inputs):
     result = check(make_case(expr, inputs))
-    assert result.mode == "expanded"
+    assert result.mode == "tensor"
     assert_agree(result)
 
 
 # --------------------------------------------------------------------------- limits
 
-def test_expansion_limit_gives_an_error_and_the_run_goes_on(tmp_path):
+def test_expansion_limit_gives_an_error_and_the_run_goes_on(tmp_path, monkeypatch):
+    # the element-expanded reference, forced here, has a size limit (the tensor-level
+    # one, chosen by default, does not)
+    from gradcheck.reference import base
+
+    monkeypatch.setattr(base, "mode_of", lambda case: "elementwise" if base.
+                        elementwise_split(case.output) is not None else "expanded")
     n = EXPANSION_LIMIT // 2 + 1  # x [1, n] and W [n, 1]: 2n > EXPANSION_LIMIT elements
     path = tmp_path / "big.toml"
     path.write_text(textwrap.dedent(f"""
@@ -656,7 +662,7 @@ def test_every_witness_runs_through_the_one_signature():
 
 def test_the_numeric_witness_reads_the_sparsity_from_the_reference(monkeypatch):
     case = make_case("tanh(A @ x) * 2", {"A": (8, 6), "x": (6,)})
-    ref = Reference(case)
+    ref = ExpandedReference(case)   # the reference kind that has a sparsity pattern
     point, v = at(case)
     calls = []
     real = numeric_witness.forward_bound

@@ -25,6 +25,8 @@ from .base import Reference, kind_of, mode_of
 # Importing the kinds registers them with Reference (see .base).
 from .elementwise import ElementwiseReference
 from .expanded import EXPANSION_LIMIT, ExpandedReference
+from .tensor import TensorReference
 
 __all__ = ["EXPANSION_LIMIT", "ElementwiseReference", "ExpandedReference", "Reference",
+           "TensorReference",
            "kind_of", "mode_of"]

@@ -18,8 +18,13 @@ from ..tree import differentiable_names, elementwise_split
 
 def mode_of(case) -> str:
     """``"elementwise"`` for a formula that is elementwise (possibly under one final
-    sum/mean), ``"expanded"`` otherwise."""
-    return "elementwise" if elementwise_split(case.output) is not None else "expanded"
+    sum/mean); ``"tensor"`` for one that mixes elements through rows with a tensor
+    column (every structural row of the table has one); ``"expanded"`` otherwise."""
+    if elementwise_split(case.output) is not None:
+        return "elementwise"
+    from .tensor import supported
+
+    return "tensor" if supported(case) else "expanded"
 
 
 def kind_of(case) -> type[Reference]:

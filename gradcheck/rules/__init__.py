@@ -6,9 +6,9 @@ column that needs them is first called, so parsing and listing cases stay instan
 
 from .columns import sympy_scalar_constant
 from .row import (AXIS, BACKENDS, BOOL, COMPARISON, DOMAINS, ELEMENTWISE, LINALG, NUMBER,
-                  REDUCTION, EngineRule, Param, Rule)
+                  REDUCTION, EngineRule, Param, Rule, TensorRule)
 from .table import FUNCTIONS, OPERATORS, RULES
 
-__all__ = ["Rule", "EngineRule", "Param", "RULES", "FUNCTIONS", "OPERATORS", "BACKENDS",
+__all__ = ["Rule", "EngineRule", "TensorRule", "Param", "RULES", "FUNCTIONS", "OPERATORS", "BACKENDS",
            "DOMAINS", "ELEMENTWISE", "REDUCTION", "LINALG", "COMPARISON", "AXIS", "BOOL",
            "NUMBER", "sympy_scalar_constant"]

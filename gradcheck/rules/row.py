@@ -79,6 +79,27 @@ class EngineRule:
     op: str = ""                    # the row's name, set by Rule
 
 
+@dataclass(frozen=True)
+class TensorRule:
+    """The tensor column of a structural row (a reduction or linear algebra): its exact
+    reverse-mode rule at tensor level, for the tensor-level symbolic reference
+    (:mod:`gradcheck.reference.tensor`).
+
+    ``vjps[i](b, g, ans, *args, *params)`` is the cotangent of argument ``i`` as a tensor
+    expression built with ``b`` (a :class:`gradcheck.reference.texpr.Builder`: matmul,
+    transpose, reshape, broadcast, sum back over broadcast axes, products, other rows),
+    from the output's cotangent ``g``, the forward's result ``ans`` and the arguments,
+    all tensor expressions with a ``shape``. These are the matrix-calculus identities
+    (the adjoint of ``A @ B`` is ``Ḡ Bᵀ`` and ``Aᵀ Ḡ``; of a sum, a broadcast), each
+    checked against SymPy's element-by-element derivative and by the adjoint identity
+    ⟨L x, y⟩ = ⟨x, Lᵀ y⟩ in the tests. A cotangent may have the broadcast shape: the
+    reference sums it back to the argument's shape in one place. ``None``: no
+    derivative.
+    """
+
+    vjps: tuple[Callable[..., Any] | None, ...] = ()
+
+
 def _default_shape(kind: str) -> Callable[..., tuple[int, ...]]:
     if kind in (ELEMENTWISE, COMPARISON):
         return broadcast
@@ -109,6 +130,9 @@ class Rule:
       constant; SymPy's own ``Max`` of many arguments compiles far too slowly).
     - ``shape``: the result's shape from the arguments' shapes (raises ShapeError).
     - ``engine``: an :class:`EngineRule` (PyTorch's grad_fn name and one VJP per argument).
+    - ``tensor``: a :class:`TensorRule` (structural rows only: the exact tensor-level
+      adjoint the tensor-level reference uses; elementwise rows need none, SymPy
+      differentiates their ``sympy`` column).
 
     Data: ``params`` (keyword parameters with defaults), ``symbol`` (the operator that
     spells the row, ``None`` for a function called by name), ``domain`` (per argument,
@@ -133,6 +157,7 @@ class Rule:
     hazard: Callable[..., Any] | None = None
     selector: Callable[..., Any] | None = None
     engine: EngineRule | None = None
+    tensor: TensorRule | None = None
     doc: str = ""
     rounding: float = 2.0
     params: tuple[Param, ...] = ()
@@ -177,6 +202,10 @@ class Rule:
     def vjp(self, k: int, g, ans, args, params=()):
         """The engine column's cotangent of argument ``k``."""
         return self.engine.vjps[k](g, ans, *args, *_values(params))
+
+    def tensor_vjp(self, k: int, b, g, ans, args, params=()):
+        """The tensor column's cotangent of argument ``k`` (built with ``b``)."""
+        return self.tensor.vjps[k](b, g, ans, *args, *_values(params))
 
     def grad_fn_name(self, args, params=()) -> str | None:
         """PyTorch's name for the node this row records on ``args``."""

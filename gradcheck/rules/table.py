@@ -21,6 +21,7 @@ from .columns import (
     sym_softplus, sym_where, sympy, sympy_fn as s, top_two_gap, torch_clamp, torch_fn as t,
     torch_reduce, torch_softplus, torch_transpose, transpose_shape)
 from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, LINALG, NUMBER, REDUCTION, Param, Rule
+from . import tensor as tv
 from .vjps import (
     SQRT_PI, atan2_recip, clamp_vjp, count, engine_rule as e, identity_vjp, keep, matmul_a, matmul_b, matmul_name,
     others_product, pow_base, pow_exponent, pow_name, reduction_name, share, sub_name,
@@ -169,40 +170,45 @@ _ROWS: list[Rule] = [
     reduction("sum", lambda el: sympy.Add(*el), np_reduce(np.sum), torch_reduce("sum"),
               engine=e(reduction_name("Sum"), lambda g, ans, x, axis, keepdims:
                        np.broadcast_to(keep(g, axis, keepdims), np.shape(x)),
-                       saves=False)),
+                       saves=False), tensor=tv.tensor_rule(tv.sum_vjp)),
     reduction("mean", sym_mean, np_reduce(np.mean), torch_reduce("mean"),
               engine=e(reduction_name("Mean"), lambda g, ans, x, axis, keepdims:
                        np.broadcast_to(keep(g, axis, keepdims) / count(x, axis),
-                                       np.shape(x)), saves=False)),
+                                       np.shape(x)), saves=False),
+              tensor=tv.tensor_rule(tv.mean_vjp)),
     reduction("prod", lambda el: sympy.Mul(*el), np_reduce(np.prod), torch_reduce("prod"),
               engine=e(reduction_name("Prod"), lambda g, ans, x, axis, keepdims:
-                       keep(g, axis, keepdims) * others_product(x, axis))),
+                       keep(g, axis, keepdims) * others_product(x, axis)),
+              tensor=tv.tensor_rule(tv.prod_vjp)),
     Rule("max", REDUCTION, 1, sym_selected, np_reduce(np.max), torch_reduce("amax"),
          hazard=top_two_gap, selector=one_hot(np.argmax), rounding=0,
-         params=REDUCE_PARAMS,
+         params=REDUCE_PARAMS, tensor=tv.tensor_rule(tv.selected_vjp("max")),
          engine=e("AmaxBackward0", lambda g, ans, x, axis, keepdims:
                   keep(g, axis, keepdims) * ties(x, ans, axis, keepdims))),
     Rule("min", REDUCTION, 1, sym_selected, np_reduce(np.min), torch_reduce("amin"),
          hazard=bottom_two_gap, selector=one_hot(np.argmin), rounding=0,
-         params=REDUCE_PARAMS,
+         params=REDUCE_PARAMS, tensor=tv.tensor_rule(tv.selected_vjp("min")),
          engine=e("AminBackward0", lambda g, ans, x, axis, keepdims:
                   keep(g, axis, keepdims) * ties(x, ans, axis, keepdims))),
     reduction("logsumexp", sym_logsumexp, np_logsumexp,
               torch_reduce("logsumexp", need_dim=True), exponential=True,
               engine=e("LogsumexpBackward0", lambda g, ans, x, axis, keepdims:
-                       keep(g, axis, keepdims) * np.exp(x - keep(ans, axis, keepdims)))),
+                       keep(g, axis, keepdims) * np.exp(x - keep(ans, axis, keepdims))),
+              tensor=tv.tensor_rule(tv.logsumexp_vjp)),
     # linear algebra
     Rule("matmul", LINALG, 2, obj_matmul, np.matmul, lambda a, b: a @ b, doc="a @ b",
          symbol="@", shape=matmul_shape,
-         engine=e(matmul_name, matmul_a, matmul_b)),
+         engine=e(matmul_name, matmul_a, matmul_b),
+         tensor=tv.tensor_rule(tv.matmul_a, tv.matmul_b)),
     Rule("dot", LINALG, 2, obj_dot, np.dot, t("dot"), doc="inner product of two vectors",
          shape=dot_shape,
-         engine=e("DotBackward0", lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a)),
+         engine=e("DotBackward0", lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a),
+         tensor=tv.tensor_rule(tv.dot_a, tv.dot_b)),
     Rule("transpose", LINALG, 1, lambda a: np.swapaxes(np.asarray(a, dtype=object), -1, -2),
          lambda a: np.swapaxes(a, -1, -2), torch_transpose, doc="swap the last two axes",
          rounding=0, shape=transpose_shape,
          engine=e("TransposeBackward0", lambda g, ans, x: np.swapaxes(g, -1, -2),
-                  saves=False)),
+                  saves=False), tensor=tv.tensor_rule(tv.transpose_vjp)),
 ]
 
 RULES: dict[str, Rule] = {rule.name: rule for rule in _ROWS}

@@ -1,0 +1,109 @@
+"""Tensor expressions (:mod:`.texpr`) as text: the gradient formulas a report shows, e.g.
+``W.grad = xᵀ @ (broadcast(ḡ, [4, 2]) ⊙ (1 - tanh(x @ W)**2))``.
+
+A tensor used more than once in the printed formulas is named once (``t1 = x @ W``) and
+the formulas refer to it; ``ḡ`` is the output's cotangent (the v of ``y.backward(v)``),
+``⊙`` the elementwise product, ``sum_to(a, shape)`` the sum of ``a`` over the axes
+broadcasting added (broadcasting's adjoint).
+"""
+
+from __future__ import annotations
+
+from ..rules import RULES
+from .texpr import T, order
+
+LONGEST = 2000     # characters a formula is cut to
+
+
+def _children(node: T) -> tuple[T, ...]:
+    """What a node's text is made of: a kernel's part is printed from the kernel's
+    arguments (the kernel itself has no text of its own)."""
+    return node.args[0].args if node.op == "part" else node.args
+
+
+def show(named: dict[str, T]) -> dict[str, str]:
+    """``{label: formula}`` for each tensor in ``named``; the shared subexpressions
+    first, under the label ``""`` (one ``t1 = ...`` per line)."""
+    nodes = order(list(named.values()))
+    uses: dict[int, int] = {}
+    for node in nodes:
+        if node.op == "kernel":
+            continue
+        for c in _children(node):
+            uses[id(c)] = uses.get(id(c), 0) + 1
+    text: dict[int, tuple[str, bool]] = {}   # id -> (text, atomic)
+    shared: list[str] = []
+    for node in nodes:
+        if node.op == "kernel":
+            continue
+        body, atomic = _text(node, [text[id(c)] for c in _children(node)])
+        if uses.get(id(node), 0) > 1 and not atomic:
+            name = f"t{len(shared) + 1}"
+            shared.append(f"{name} = {body}")
+            body, atomic = name, True
+        text[id(node)] = (body, atomic)
+    out = {"": "\n".join(shared)} if shared else {}
+    for label, node in named.items():
+        body = text[id(node)][0]
+        out[label] = body if len(body) <= LONGEST else body[:LONGEST] + "…"
+    return out
+
+
+def _number(x: float) -> str:
+    """``x`` as short text: ``1/1024`` for the reciprocal of an integer (a mean's
+    scale), else the shortest repr."""
+    if 0 < abs(x) < 1 and float(round(1 / x)) == 1 / x:
+        return f"{'-' if x < 0 else ''}1/{abs(round(1 / x))}"
+    return repr(int(x)) if x == int(x) else repr(x)
+
+
+def _wrap(arg: tuple[str, bool]) -> str:
+    return arg[0] if arg[1] else f"({arg[0]})"
+
+
+def _params(params) -> str:
+    shown = [f"{k}={v[0] if k == 'axis' and len(v) == 1 else v}" for k, v in params
+             if v not in (None, False)]
+    return "".join(f", {p}" for p in shown)
+
+
+def _text(node: T, args: list[tuple[str, bool]]) -> tuple[str, bool]:
+    op = node.op
+    if op == "leaf":
+        return node.data, True
+    if op == "const":
+        return _number(node.data), node.data >= 0 and "/" not in _number(node.data)
+    if op == "part":
+        return _part(node, args)
+    if op == "mul":
+        return f"{_wrap(args[0])} ⊙ {_wrap(args[1])}", False
+    if op == "add":
+        return " + ".join(_wrap(a) for a in args), False
+    if op in ("reshape", "broadcast", "sum_to"):
+        return f"{op}({args[0][0]}, {list(node.shape)})", True
+    if op == "others":
+        return f"prod_others({args[0][0]}, axis={node.data})", True
+    name, params = node.data
+    if op == "select":
+        return f"{name}_mask({args[0][0]}{_params(params)})", True
+    return _row(name, params, args)
+
+
+def _row(name: str, params, args) -> tuple[str, bool]:
+    rule = RULES[name]
+    if name == "transpose":
+        return f"{_wrap(args[0])}ᵀ", True
+    if rule.symbol is not None and len(args) == 2:
+        return f"{_wrap(args[0])} {rule.symbol} {_wrap(args[1])}", False
+    if rule.symbol is not None:
+        return f"{rule.symbol}{_wrap(args[0])}", False
+    return f"{name}({', '.join(a[0] for a in args)}{_params(params)})", True
+
+
+def _part(node: T, names: list[tuple[str, bool]]) -> tuple[str, bool]:
+    fused = node.args[0].data
+    value, partials = fused.shown(names)
+    if node.data == 0:
+        return value, False
+    computed = [j for j, (_, c) in enumerate(fused.partials) if c is None]
+    return partials[computed[node.data - 1]], False

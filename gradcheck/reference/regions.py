@@ -1,0 +1,148 @@
+"""The formula as a program of tensors (:mod:`.texpr`): each structural operation
+(matmul, a reduction over an axis, transpose) is one ``row`` node, and each maximal
+elementwise region between them is fused into one :class:`Kernel`, a scalar SymPy
+expression over the region's boundary tensors, differentiated by reverse mode over its
+DAG (:mod:`.adjoint`) and compiled with ``lambdify`` into one NumPy function that
+returns its value and its partial derivatives.
+
+A region's boundary is where it stops: an input, the result of a structural operation,
+or a ``let`` listed in ``retain_grad`` (which is a tensor of its own, so that its
+cotangent is what PyTorch's ``h.grad`` holds). Constants are folded into the kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from ..lowering import lower_cut
+from ..rules import COMPARISON, ELEMENTWISE
+from ..tree import Node
+from .adjoint import Program, inline
+from .derivatives import MODULES, clean
+from .texpr import Builder, T, leaf
+
+
+class Kernel:
+    """One fused elementwise region: ``run(args)`` returns its value and the partial
+    derivative with respect to each boundary argument it depends on, ``partials[j]``
+    being ``(argument index, constant or None)``: a partial that is a number (1 for
+    ``a + b``) is kept as that number, never as an array."""
+
+    def __init__(self, root: Node, cuts: list[Node], shape: tuple[int, ...]):
+        self.shape = shape
+        self.symbols = [sympy.Symbol(f"_0b{i}", real=True) for i in range(len(cuts))]
+        self.expr = lower_cut(root, {id(n): s for n, s in zip(cuts, self.symbols)})
+        self.program = Program(clean)
+        grads = self.program.gradient(self.expr, self.symbols)
+        outputs = [self.program.value(self.expr)]
+        self.partials: list[tuple[int, float | None]] = []
+        self.derivatives = []          # the SymPy partials, for printing
+        for i, s in enumerate(self.symbols):
+            if s not in grads:
+                continue
+            d = grads[s]
+            self.derivatives.append(d)
+            if not sympy.sympify(d).free_symbols:
+                self.partials.append((i, float(d)))
+                continue
+            self.partials.append((i, None))
+            outputs.append(d)
+        self.outputs = outputs
+        self.fn = self.program.lambdify(self.symbols, outputs, modules=MODULES)
+
+    def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
+        from ..arrays import run_kernel
+
+        return run_kernel(self.fn, args, self.shape)
+
+    def shown(self, names: list[tuple[str, bool]]) -> tuple[str, list[str]]:
+        """The kernel's value and partials as text, the boundary arguments spelled
+        ``names`` ((text, atomic) pairs: a compound one is parenthesised unless it is
+        a function's whole argument already)."""
+
+        def spelled(expr) -> str:
+            try:   # SymPy's own simplification of the unevaluated program (1*(2*t))
+                expr = expr.doit()
+            except Exception:
+                pass
+            text = sympy.sstr(expr)
+            for s, (name, atomic) in zip(self.symbols, names):
+                if not atomic:
+                    text = text.replace(f"({s.name})", f"({name})")
+                text = text.replace(s.name, name if atomic else f"({name})")
+            return text
+
+        return spelled(self.expr), [spelled(inline(self.program, sympy.sympify(d)))
+                                    for d in self.derivatives]
+
+
+class Forward:
+    """The forward program of a case: ``output`` (its tensor), ``inputs`` (a leaf per
+    input name), ``retained`` (the tensor of each retained ``let``), ``builder``."""
+
+    def __init__(self, case):
+        self.builder = Builder()
+        self.inputs = {s.name: leaf(s.name, s.shape) for s in case.inputs}
+        self._retain = set(case.retain_grad)
+        self._memo: dict[int, T] = {}
+        self.retained: dict[str, T] = {}
+        self.output = self.tensor(case.output)
+        for name in case.retain_grad:
+            self.retained[name] = self.tensor(case.nodes[name])
+
+    def tensor(self, node: Node) -> T:
+        """The tensor that holds ``node``'s value (built once per node)."""
+        key = id(node)
+        if key not in self._memo:
+            self._memo[key] = self._build(node)
+        return self._memo[key]
+
+    def _build(self, node: Node) -> T:
+        if node.op == "input":
+            return self.inputs[node.name]
+        if node.op == "const":
+            return self.builder.const(node.const)
+        if node.op == "let":
+            value = self.tensor(node.args[0])
+            if node.name in self._retain:
+                self.retained[node.name] = value
+            return value
+        if node.rule.kind in (ELEMENTWISE, COMPARISON):
+            return self._kernel(node)
+        return T("row", tuple(self.tensor(a) for a in node.args), node.shape,
+                 (node.op, node.params))
+
+    def _is_cut(self, node: Node) -> bool:
+        if node.op == "input":
+            return True
+        if node.op == "let":
+            return node.name in self._retain
+        return node.op != "const" and node.rule.kind not in (ELEMENTWISE, COMPARISON)
+
+    def _kernel(self, root: Node) -> T:
+        cuts: list[Node] = []
+        seen: set[int] = set()
+        stack = [root]
+        while stack:                      # the region: down to its cuts
+            node = stack.pop()
+            for c in node.args:
+                if id(c) in seen:
+                    continue
+                seen.add(id(c))
+                if self._is_cut(c):
+                    cuts.append(c)
+                elif c.op != "const":
+                    stack.append(c)
+        fused = Kernel(root, cuts, root.shape)
+        kernel = T("kernel", tuple(self.tensor(c) for c in cuts), root.shape, fused)
+        return self.builder.value(kernel)
+
+    def partial(self, kernel: T, j: int) -> T:
+        """The tensor of the kernel's ``j``-th partial derivative (a const when it is a
+        number)."""
+        constant = kernel.data.partials[j][1]
+        if constant is not None:
+            return self.builder.const(constant)
+        index = 1 + sum(1 for _, c in kernel.data.partials[:j] if c is None)
+        return T("part", (kernel,), kernel.shape, index)

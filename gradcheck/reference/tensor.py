@@ -1,0 +1,155 @@
+"""The tensor-level reference of a formula that mixes elements (matmul, reductions over
+an axis, transpose), at real layer sizes: the formula as a program of tensors
+(:mod:`.regions`: fused elementwise kernels differentiated by SymPy, structural rows),
+differentiated by reverse mode over that program with the rule table's exact tensor
+adjoints (its ``tensor`` column: Ā = Ḡ Bᵀ for a matmul, a broadcast for a sum), and
+evaluated in float64 at the cost of a forward and a backward. Each gradient is a tensor
+formula (:meth:`TensorReference.formulas`), never a sum over Jacobian entries.
+
+Its Jacobian is never formed, so it has no sparsity pattern (the numeric witness then
+measures directional derivatives). Double backward (``hvp``, ``jvp``) is taken from the
+element-expanded reference, built on first use, within its size limit.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..evaluation import Evaluation
+from ..rules import RULES
+from .base import Reference
+from .formulas import show
+from .regions import Forward
+from .texpr import T, evaluate, leaf, order, peak_bytes
+
+COTANGENT = "ḡ"   # the leaf that holds v, the output's cotangent
+
+
+def supported(case) -> bool:
+    """Whether every structural row of the formula has a tensor column."""
+    from ..tree import walk
+
+    return all(RULES[n.op].tensor is not None for n in walk(case.output)
+               if n.op in RULES and RULES[n.op].kind not in ("elementwise", "comparison"))
+
+
+class TensorReference(Reference):
+    """Attributes (beside :class:`Reference`'s): ``forward`` (the program of the value),
+    ``gradients`` (the tensor of each gradient, by input or retained ``let`` name)."""
+
+    mode = "tensor"
+
+    def __init__(self, case):
+        super().__init__(case)
+        self.forward = Forward(case)
+        self._expanded = None
+        seed = leaf(COTANGENT, case.output.shape)
+        totals = self._backward(seed)
+        b = self.forward.builder
+        zero = {n: b.broadcast(b.const(0.0), case.input[n].shape) for n in self.wrt}
+        self.gradients: dict[str, T] = {
+            n: totals.get(id(self.forward.inputs[n]), zero[n]) for n in self.wrt}
+        for name, h in self.forward.retained.items():
+            self.gradients[name] = totals.get(id(h), b.broadcast(b.const(0.0), h.shape))
+        self._outputs = [self.forward.output] + list(self.gradients.values())
+        _check_memory(self._outputs, case)
+
+    def _backward(self, seed: T) -> dict[int, T]:
+        """Reverse mode over the forward program: the total cotangent of every tensor
+        that leads to an input in ``wrt`` or a retained ``let``, by tensor identity."""
+        b, forward = self.forward.builder, self.forward
+        targets = {id(forward.inputs[n]) for n in self.wrt} | {
+            id(h) for h in forward.retained.values()}
+        nodes = order([forward.output])
+        needs: set[int] = set()
+        for node in nodes:
+            if id(node) in targets or any(id(a) in needs for a in node.args):
+                needs.add(id(node))
+        pending: dict[int, list[T]] = {id(forward.output): [seed]}
+        totals: dict[int, T] = {}
+        for node in reversed(nodes):
+            parts = pending.pop(id(node), None)
+            if not parts:
+                continue
+            g = totals[id(node)] = b.add(parts)
+            for arg, contribution in self._vjps(node, g):
+                if id(arg) in needs:
+                    pending.setdefault(id(arg), []).append(b.sum_to(contribution, arg.shape))
+        return totals
+
+    def _vjps(self, node: T, g: T):
+        """(argument, its cotangent contribution) for each argument of ``node``."""
+        b = self.forward.builder
+        if node.op == "part":              # a kernel's value: its partials
+            kernel = node.args[0]
+            for j, (i, _) in enumerate(kernel.data.partials):
+                yield kernel.args[i], b.mul(g, self.forward.partial(kernel, j))
+        elif node.op == "row":
+            name, params = node.data
+            rule = RULES[name]
+            for k, arg in enumerate(node.args):
+                if rule.tensor.vjps[k] is not None:
+                    yield arg, rule.tensor_vjp(k, b, g, node, node.args, params)
+
+    @property
+    def sparsity(self) -> None:
+        return None
+
+    def formulas(self) -> dict[str, str]:
+        """Each gradient as a tensor formula (``W.grad = xᵀ @ (ḡ ⊙ ...)``), by quantity
+        name, shared subexpressions named ``t1``, ``t2``... first (key ``""``)."""
+        return show({f"{n}.grad": t for n, t in self.gradients.items()})
+
+    # ------------------------------------------------------------------ vᵀJ
+    def _evaluations(self, points: list, vs: list):
+        return (self._evaluate_one(p, v) for p, v in zip(points, vs))
+
+    def _evaluate_one(self, point, v) -> Evaluation:
+        case = self.case
+        env = {n: np.asarray(a, dtype=float) for n, a in point.items()}
+        env[COTANGENT] = np.broadcast_to(np.asarray(v, dtype=float), case.output.shape)
+        values = evaluate(self._outputs, env)
+        names = list(self.gradients)
+        grads = dict(zip(names, values[1:]))
+        return Evaluation(values[0], {n: grads[n] for n in self.wrt},
+                          {n: grads[n] for n in case.retain_grad})
+
+    # ------------------------------------------------------------------ double backward
+    def _second(self):
+        if self._expanded is None:
+            from .expanded import ExpandedReference
+
+            try:
+                self._expanded = ExpandedReference(self.case)
+            except UnsupportedOpError as exc:
+                raise UnsupportedOpError(
+                    "double backward (order = 2) of a formula that mixes elements is "
+                    f"checked against the element-expanded reference: {exc}") from None
+        return self._expanded
+
+    def _hvp(self, point, v, u, absolute: bool) -> dict[str, np.ndarray]:
+        return self._second()._hvp(point, v, u, absolute)
+
+    def _jvp(self, point, u, absolute: bool) -> np.ndarray:
+        return self._second()._jvp(point, u, absolute)
+
+
+def _available_memory() -> int | None:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory(outputs: list[T], case) -> None:
+    """Refuse, with the numbers, a program whose tensors could not all fit in memory
+    (the only size limit of this reference)."""
+    need, free = peak_bytes(outputs), _available_memory()
+    if free is not None and need > free:
+        raise UnsupportedOpError(
+            f"the tensor-level reference of this formula holds up to {need / 2**30:.1f} "
+            f"GiB of float64 intermediates at once, and {free / 2**30:.1f} GiB of memory "
+            "is free; use smaller shapes")

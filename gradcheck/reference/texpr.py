@@ -1,0 +1,221 @@
+"""Tensor expressions: the program the tensor-level reference evaluates, one node per
+tensor (never per element), and the builder the rule table's tensor column writes
+adjoints with.
+
+A :class:`T` is an input (``leaf``), a number (``const``), a fused elementwise kernel
+(``kernel``, whose outputs are its value and its partial derivatives, each a ``part``),
+the float64 forward of a row (``row``: matmul, a reduction, exp...), the selection mask
+of max/min (``select``), the product of the others along axes (``others``), or a
+structural step: ``mul`` (elementwise product), ``add``, ``reshape``, ``broadcast`` and
+``sum_to`` (the sum over broadcast axes, broadcasting's adjoint). :func:`evaluate` runs
+a set of them on NumPy arrays, each node once, dropping a value after its last use;
+:func:`show` prints them as formulas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..arrays import unbroadcast
+from ..rules import RULES
+from ..rules.vjps import others_product
+
+
+@dataclass(frozen=True, eq=False)
+class T:
+    """One tensor of the program; identity is by object (a shared tensor is one node)."""
+
+    op: str
+    args: tuple["T", ...] = ()
+    shape: tuple[int, ...] = ()
+    data: Any = None        # leaf: name; const: float; part: index; row/select: (name,
+                            # params); others: axes; kernel: the Kernel
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def leaf(name: str, shape: tuple[int, ...]) -> T:
+    return T("leaf", (), tuple(shape), name)
+
+
+class Builder:
+    """Makes tensor expressions, simplifying the identities (a broadcast or sum to the
+    same shape, a product with 1) so that printed formulas stay short. The rule table's
+    tensor column receives one (see :class:`gradcheck.rules.row.TensorRule`)."""
+
+    def const(self, value: float) -> T:
+        return T("const", (), (), float(value))
+
+    def reshape(self, x: T, shape) -> T:
+        shape = tuple(shape)
+        return x if x.shape == shape else T("reshape", (x,), shape)
+
+    def broadcast(self, x: T, shape) -> T:
+        shape = tuple(shape)
+        if x.op == "reshape" and _only_leading_ones(x.args[0].shape, x.shape):
+            x = x.args[0]      # broadcasting aligns shapes on the right: same result
+        return x if x.shape == shape else T("broadcast", (x,), shape)
+
+    def sum_to(self, x: T, shape) -> T:
+        """``x`` summed back to ``shape`` over the axes broadcasting added."""
+        shape = tuple(shape)
+        return x if x.shape == shape else T("sum_to", (x,), shape)
+
+    def mul(self, x: T, y: T) -> T:
+        shape = tuple(np.broadcast_shapes(x.shape, y.shape))
+        if _is_const(x, 1.0):
+            return self.broadcast(y, shape)
+        if _is_const(y, 1.0):
+            return self.broadcast(x, shape)
+        # the product broadcasts by itself: an operand's own broadcast is not needed
+        x, y = _unbroadcast_operand(x, y, shape), _unbroadcast_operand(y, x, shape)
+        return T("mul", (x, y), shape)
+
+    def scale(self, x: T, c: float) -> T:
+        return self.mul(x, self.const(c))
+
+    def add(self, parts: list[T]) -> T:
+        return parts[0] if len(parts) == 1 else T("add", tuple(parts), parts[0].shape)
+
+    def row(self, name: str, *args: T, **given) -> T:
+        """A row's float64 forward (its ``numpy`` column) on tensors."""
+        if name == "transpose" and args[0].op == "row" and args[0].data[0] == name:
+            return args[0].args[0]          # (xᵀ)ᵀ = x
+        rule = RULES[name]
+        shapes = [a.shape for a in args]
+        params = rule.bind(shapes, given)
+        return T("row", tuple(args), rule.result_shape(shapes, params), (name, params))
+
+    def select(self, name: str, x: T, **given) -> T:
+        """The one-hot mask of the element a max/min row picks (its ``selector``)."""
+        rule = RULES[name]
+        return T("select", (x,), x.shape, (name, rule.bind([x.shape], given)))
+
+    def others_product(self, x: T, axis) -> T:
+        return T("others", (x,), x.shape, tuple(axis))
+
+    def value(self, kernel: T) -> T:
+        """The value of a fused kernel (its output 0; its partials follow)."""
+        return T("part", (kernel,), kernel.shape, 0)
+
+
+def _only_leading_ones(inner: tuple, outer: tuple) -> bool:
+    lead = len(outer) - len(inner)
+    return lead >= 0 and outer[lead:] == inner and all(n == 1 for n in outer[:lead])
+
+
+def _unbroadcast_operand(x: T, other: T, shape: tuple) -> T:
+    if x.op == "broadcast" and tuple(np.broadcast_shapes(x.args[0].shape, other.shape)) \
+            == shape:
+        return x.args[0]
+    return x
+
+
+def _is_const(x: T, value: float) -> bool:
+    return x.op == "const" and x.data == value
+
+
+# ---------------------------------------------------------------------- evaluation
+def _apply(node: T, args: list, env: dict):
+    op = node.op
+    if op == "leaf":
+        return env[node.data]
+    if op == "const":
+        return np.float64(node.data)
+    if op == "kernel":
+        return node.data.run(args)
+    if op == "part":
+        return args[0][node.data]
+    if op == "row":
+        name, params = node.data
+        return np.asarray(RULES[name].call("numpy", args, params), dtype=float)
+    if op == "select":
+        name, params = node.data
+        return RULES[name].call("selector", args, params)
+    if op == "others":
+        return others_product(args[0], node.data)
+    if op == "mul":
+        return args[0] * args[1]
+    if op == "add":
+        total = args[0]
+        for a in args[1:]:
+            total = total + a
+        return total
+    if op == "reshape":
+        return np.reshape(args[0], node.shape)
+    if op == "broadcast":
+        return np.broadcast_to(args[0], node.shape)
+    if op == "sum_to":
+        return unbroadcast(args[0], node.shape)
+    raise ValueError(f"unknown tensor operation {op!r}")
+
+
+def order(outputs: list[T]) -> list[T]:
+    """Every node the ``outputs`` need, children before parents (iterative)."""
+    seen: set[int] = set()
+    out: list[T] = []
+    stack = [(o, False) for o in reversed(outputs)]
+    while stack:
+        node, ready = stack.pop()
+        if ready:
+            out.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
+    return out
+
+
+def evaluate(outputs: list[T], env: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The values of ``outputs`` (float64 arrays of their shapes) with the leaves from
+    ``env``; each node is computed once, and dropped after its last use, so the memory
+    held is what the live tensors need."""
+    nodes = order(outputs)
+    uses: dict[int, int] = {}
+    for node in nodes:
+        for a in node.args:
+            uses[id(a)] = uses.get(id(a), 0) + 1
+    keep = {id(o) for o in outputs}
+    values: dict[int, Any] = {}
+    for node in nodes:
+        values[id(node)] = _apply(node, [values[id(a)] for a in node.args], env)
+        for a in node.args:
+            uses[id(a)] -= 1
+            if uses[id(a)] == 0 and id(a) not in keep:
+                del values[id(a)]
+    return [np.array(np.broadcast_to(values[id(o)], o.shape), dtype=float)
+            for o in outputs]
+
+
+def peak_bytes(outputs: list[T]) -> int:
+    """The most bytes :func:`evaluate` holds at once for ``outputs``, beyond the inputs:
+    the same schedule, with each node's size in place of its array (views, such as a
+    broadcast or a kernel's parts, cost nothing)."""
+    nodes = order(outputs)
+    uses: dict[int, int] = {}
+    for node in nodes:
+        for a in node.args:
+            uses[id(a)] = uses.get(id(a), 0) + 1
+    keep = {id(o) for o in outputs}
+    held: dict[int, int] = {}
+    live = peak = 0
+    for node in nodes:
+        held[id(node)] = 0 if node.op in _VIEWS else 8 * node.size * (
+            len(node.data.outputs) if node.op == "kernel" else 1)
+        live += held[id(node)]
+        peak = max(peak, live)
+        for a in node.args:
+            uses[id(a)] -= 1
+            if uses[id(a)] == 0 and id(a) not in keep:
+                live -= held[id(a)]
+    return peak
+
+
+_VIEWS = ("leaf", "const", "part", "broadcast", "reshape")

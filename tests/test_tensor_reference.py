@@ -1,0 +1,242 @@
+"""The tensor-level reference's chain of trust: it equals the element-expanded reference
+(the ground truth at small sizes, where SymPy differentiates every element) on random
+formulas over every row; each structural rule of the table's tensor column passes the
+adjoint identity ⟨L x, y⟩ = ⟨x, Lᵀ y⟩; and a deliberately wrong rule is caught by both
+tests and by a check of the case (mutation tests)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+from conftest import check, make_case
+from gradcheck.cases import case_from_dict
+from gradcheck.errors import UnsupportedOpError
+from gradcheck.reference import ExpandedReference, Reference, TensorReference, mode_of
+from gradcheck.reference import tensor as tensor_module
+from gradcheck.reference.texpr import Builder, evaluate, leaf
+from gradcheck.rules import COMPARISON, RULES, TensorRule
+from gradcheck.sampling import sample
+from gradcheck.strategies import formulas
+from gradcheck.tree import walk
+
+STRUCTURAL = sorted(n for n, r in RULES.items() if r.tensor is not None)
+ELEMENTWISE_ROWS = sorted(n for n, r in RULES.items()
+                          if r.tensor is None and r.kind != COMPARISON)
+RELATIVE = 1e-12
+
+
+def _at(case, seed: int = 0):
+    point = sample(case, "float64", 0).values
+    v = np.random.default_rng(seed).standard_normal(case.output.shape)
+    return point, v
+
+
+def _differences(case) -> dict[str, float]:
+    """max |tensor − expanded| / max(1, max |expanded|) per quantity, at a point."""
+    point, v = _at(case)
+    got = TensorReference(case).evaluate(point, v).quantities()
+    want = ExpandedReference(case).evaluate(point, v).quantities()
+    assert got.keys() == want.keys()
+    out = {}
+    for q, w in want.items():
+        if w is None or got[q] is None:   # no differentiable path: None in both
+            assert w is None and got[q] is None, q
+            continue
+        w, g = np.asarray(w, dtype=float), np.asarray(got[q], dtype=float)
+        assert g.shape == w.shape, q
+        scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
+        out[q] = float(np.max(np.abs(g - w))) / scale if w.size else 0.0
+    return out
+
+
+def _assert_equal_references(case) -> None:
+    bad = {q: d for q, d in _differences(case).items() if not d <= RELATIVE}
+    assert not bad, (case.name, bad)
+
+
+# --------------------------------------------------------------------------- differential
+
+def test_every_structural_row_has_a_tensor_rule():
+    assert STRUCTURAL == sorted(n for n, r in RULES.items()
+                                if r.kind in ("reduction", "linalg"))
+    for name in STRUCTURAL:
+        assert len(RULES[name].tensor.vjps) == RULES[name].arity
+
+
+@pytest.mark.parametrize("row", STRUCTURAL + ELEMENTWISE_ROWS)
+def test_the_tensor_reference_equals_the_expanded_one(row):
+    """Random formulas that use ``row``, most of them mixing elements (a matmul or an
+    inner sum): the elementwise rows inside fused kernels, the structural ones as
+    tensor rules. (The tensor reference is built whatever the formula's mode.)"""
+    functions = {row, "matmul", "sum", "mul", "tanh"}
+
+    @settings(max_examples=8, suppress_health_check=list(HealthCheck))
+    @given(formulas(depth=3, functions=sorted(functions)))
+    def agree(table):
+        case = case_from_dict(table)
+        assume(any(n.op == row for n in walk(case.output)))
+        _assert_equal_references(case)
+
+    agree()
+
+
+@pytest.mark.parametrize("expr, inputs, extra", [
+    ("sum(h * h)", {"x": [4, 3], "W": [3, 2]},
+     {"let": {"h": "tanh(x @ W)"}, "retain_grad": ["h"]}),
+    ("mean((out - y)**2)", {"x": [2, 3], "W1": [3, 3], "W2": [3, 2], "y": [2, 2]},
+     {"let": {"h": "tanh(x @ W1)", "out": "h @ W2"}, "retain_grad": ["h", "out"]}),
+    ("xc / sqrt(var + 0.00001) * w + b", {"x": [3, 5], "w": [5], "b": [5]},
+     {"let": {"mu": "mean(x, axis=-1, keepdims=True)", "xc": "x - mu",
+              "var": "mean(xc**2, axis=-1, keepdims=True)"}, "gradient": "random"}),
+    ("exp(s - logsumexp(s, axis=-1, keepdims=True)) @ v",
+     {"q": [2, 3, 4], "k": [2, 3, 4], "v": [2, 3, 4]},
+     {"let": {"s": "q @ transpose(k) / 8"}, "gradient": "random"}),
+    ("a @ B + B @ c", {"a": [3], "B": [2, 3, 3], "c": [3]}, {"gradient": "random"}),
+    ("prod(x, axis=0, keepdims=True) * max(x, axis=1, keepdims=True)", {"x": [3, 4]},
+     {"gradient": "random"}),
+    ("where(x @ W > 0, x @ W, min(x, axis=1, keepdims=True))", {"x": [3, 4], "W": [4, 4]},
+     {"gradient": "random"}),
+    ("dot(a, b) * transpose(M)", {"a": [3], "b": [3], "M": [3, 2]}, {"gradient": "random"}),
+])
+def test_layers_and_retained_intermediates(expr, inputs, extra):
+    case = make_case(expr, inputs, **extra)
+    assert mode_of(case) == "tensor"
+    _assert_equal_references(case)
+
+
+# --------------------------------------------------------------------------- adjoint identity
+
+# (row, argument shapes, parameters) of linear maps: each row is linear in each argument
+# with the others fixed, so L x is the row's own forward.
+LINEAR = [
+    ("sum", [(3, 4, 2)], {"axis": (0, 2), "keepdims": False}),
+    ("sum", [(3, 4)], {"axis": 1, "keepdims": True}),
+    ("sum", [(5,)], {}),
+    ("mean", [(3, 4, 2)], {"axis": 1, "keepdims": True}),
+    ("mean", [(3, 4)], {}),
+    ("matmul", [(3, 4), (4, 2)], {}),
+    ("matmul", [(2, 1, 3, 4), (5, 4, 2)], {}),
+    ("matmul", [(4,), (2, 4, 3)], {}),
+    ("matmul", [(2, 3, 4), (4,)], {}),
+    ("matmul", [(4,), (4,)], {}),
+    ("dot", [(5,), (5,)], {}),
+    ("transpose", [(2, 3, 4)], {}),
+]
+
+
+def _adjoint_gap(row: str, shapes, given: dict, k: int, rng) -> float:
+    """|⟨L x, y⟩ − ⟨x, Lᵀ y⟩| / (|L x|·|y|) for argument ``k`` of ``row`` (the others
+    fixed at random values): L is the row's float64 forward, Lᵀ its tensor rule."""
+    rule = RULES[row]
+    args = [rng.standard_normal(s) for s in shapes]
+    params = rule.bind(list(shapes), given)
+    out_shape = rule.result_shape(list(shapes), params)
+    y = rng.standard_normal(out_shape)
+    b = Builder()
+    leaves = [leaf(f"a{i}", s) for i, s in enumerate(shapes)]
+    g = leaf("y", out_shape)
+    ans = b.row(row, *leaves, **dict(params))
+    adjoint = b.sum_to(rule.tensor_vjp(k, b, g, ans, leaves, params), shapes[k])
+    env = {f"a{i}": a for i, a in enumerate(args)} | {"y": y}
+    (lt_y,) = evaluate([adjoint], env)
+    lx = np.asarray(rule.call("numpy", args, params), dtype=float)
+    left, right = float(np.sum(lx * y)), float(np.sum(args[k] * lt_y))
+    return abs(left - right) / (np.linalg.norm(lx) * np.linalg.norm(y) + 1e-300)
+
+
+@pytest.mark.parametrize("row, shapes, given", LINEAR,
+                         ids=[f"{r}-{s}" for r, s, _ in LINEAR])
+def test_each_structural_rule_passes_the_adjoint_identity(row, shapes, given):
+    rng = np.random.default_rng(7)
+    for k in range(len(shapes)):
+        for _ in range(3):
+            assert _adjoint_gap(row, shapes, given, k, rng) < 1e-12
+
+
+def test_the_builders_steps_pass_the_adjoint_identity():
+    """broadcast and sum_to are each other's adjoints; reshape is its own inverse's."""
+    rng = np.random.default_rng(3)
+    b = Builder()
+    for small, big in [((3, 1), (2, 3, 4)), ((4,), (3, 4)), ((), (2, 2))]:
+        x, y = rng.standard_normal(small), rng.standard_normal(big)
+        (bx,) = evaluate([b.broadcast(leaf("x", small), big)], {"x": x})
+        (sy,) = evaluate([b.sum_to(leaf("y", big), small)], {"y": y})
+        assert np.isclose(np.sum(bx * y), np.sum(x * sy), rtol=1e-13)
+    x, y = rng.standard_normal((2, 6)), rng.standard_normal((3, 4))
+    (rx,) = evaluate([b.reshape(leaf("x", (2, 6)), (3, 4))], {"x": x})
+    (ry,) = evaluate([b.reshape(leaf("y", (3, 4)), (2, 6))], {"y": y})
+    assert np.isclose(np.sum(rx * y), np.sum(x * ry), rtol=1e-13)
+
+
+# --------------------------------------------------------------------------- mutation
+
+def _wrong_matmul_a(b, g, ans, x, y):
+    # the classic slip: Ḡ B instead of Ḡ Bᵀ (shape-compatible for square B)
+    return b.row("matmul", g, y)
+
+
+def _wrong_sum(b, g, ans, x, axis, keepdims):
+    return b.scale(RULES["mean"].tensor.vjps[0](b, g, ans, x, axis, keepdims), 2.0)
+
+
+def _wrong_logsumexp(b, g, ans, x, axis, keepdims):
+    # exp(x) without the normalisation by exp(logsumexp)
+    from gradcheck.rules.tensor import _kept
+
+    return b.mul(_kept(b, g, x.shape, axis, keepdims), b.row("exp", x))
+
+
+MUTANTS = [
+    ("matmul", TensorRule((_wrong_matmul_a, RULES["matmul"].tensor.vjps[1])),
+     ("matmul", [(3, 3), (3, 3)], {}, 0), "sum(tanh(x @ W))", {"x": [3, 3], "W": [3, 3]}),
+    ("sum", TensorRule((_wrong_sum,)), ("sum", [(3, 4)], {"axis": 1}, 0),
+     "sum(x, axis=1) * 2", {"x": [3, 4]}),
+    ("logsumexp", TensorRule((_wrong_logsumexp,)), None,
+     "sum(logsumexp(x, axis=1))", {"x": [2, 3]}),
+]
+
+
+@pytest.mark.parametrize("row, rule, identity, expr, inputs", MUTANTS,
+                         ids=[m[0] for m in MUTANTS])
+def test_a_wrong_structural_rule_is_caught(monkeypatch, row, rule, identity, expr, inputs):
+    case = make_case(expr, inputs, points=1)
+    _assert_equal_references(case)            # the real rule passes
+    assert check(case).status == "passed"
+    monkeypatch.setitem(RULES, row, dataclasses.replace(RULES[row], tensor=rule))
+    if identity is not None:                  # a linear rule: the adjoint identity fails
+        name, shapes, given, k = identity
+        assert _adjoint_gap(name, shapes, given, k, np.random.default_rng(1)) > 1e-3
+    assert max(_differences(case).values()) > 1e-3   # and differs from the expanded one
+    result = check(case)                      # and every witness disagrees with it
+    assert result.status == "failed"
+    assert all(w.status == "failed" for w in result.witnesses)
+
+
+# --------------------------------------------------------------------------- scale and text
+
+def test_the_gradient_formulas_are_the_matrix_calculus_ones():
+    ref = Reference(make_case("sum(tanh(x @ W))", {"x": [4, 3], "W": [3, 2]}))
+    assert ref.mode == "tensor"
+    shown = ref.formulas()
+    assert shown["W.grad"] == "xᵀ @ t1" and shown["x.grad"] == "t1 @ Wᵀ"
+    assert shown[""] == "t1 = ḡ ⊙ (1 - tanh(x @ W)**2)"
+
+
+def test_no_element_limit_for_the_tensor_reference():
+    n = 3000    # x [1, n], W [n, 1]: more elements than the expanded reference takes
+    case = make_case("sum(tanh(x @ W))", {"x": [1, n], "W": [n, 1]}, points=1,
+                     extreme_points=0, witnesses=["symbolic", "engine", "torch"])
+    result = check(case)
+    assert result.mode == "tensor" and result.status == "passed", result.message
+    with pytest.raises(UnsupportedOpError, match="mixes elements"):
+        ExpandedReference(case)
+
+
+def test_memory_that_would_not_fit_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(tensor_module, "_available_memory", lambda: 1000)
+    with pytest.raises(UnsupportedOpError, match="GiB of memory is free"):
+        TensorReference(make_case("sum(x @ W)", {"x": [30, 30], "W": [30, 30]}))
