@@ -114,7 +114,10 @@ class CaseResult:
     message: str = ""
     seconds: float = 0.0
     expect: str = "pass"
-    mode: str = ""                 # "elementwise" or "expanded" (the reference's shape)
+    mode: str = ""                 # the reference's kind: "elementwise", "tensor", "expanded"
+    # the exact gradients as formulas, (quantity, formula) pairs (the tensor-level
+    # reference's; "" names the shared subexpressions the formulas refer to)
+    gradients: tuple[tuple[str, str], ...] = ()
     points: int = 0
     seed: int = 0
     notes: tuple[str, ...] = ()
@@ -133,6 +136,7 @@ class CaseResult:
             "witnesses": {w.witness: w.to_dict() for w in self.witnesses},
             "message": self.message, "notes": list(self.notes),
             "error_kind": self.error_kind or None,
+            **({"gradients": dict(self.gradients)} if self.gradients else {}),
         })
 
     @classmethod
@@ -147,7 +151,8 @@ class CaseResult:
                    expect=data.get("expect", "pass"), mode=data.get("mode", ""),
                    points=data.get("points", 0), seed=data.get("seed", 0),
                    notes=tuple(data.get("notes", ())),
-                   error_kind=data.get("error_kind") or "")
+                   error_kind=data.get("error_kind") or "",
+                   gradients=tuple(data.get("gradients", {}).items()))
 
 
 @dataclass(frozen=True)

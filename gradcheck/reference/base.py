@@ -89,6 +89,11 @@ class Reference(abc.ABC):
     def _jvp(self, point, u, absolute: bool) -> np.ndarray:
         """:meth:`jvp`, with ``u`` already its magnitude when ``absolute``."""
 
+    def formulas(self) -> dict[str, str]:
+        """Each exact gradient as a formula, by quantity name (``"W.grad"``); a kind
+        that does not print its gradients gives none."""
+        return {}
+
     # ------------------------------------------------------------------ public
     def evaluate(self, point: dict[str, np.ndarray], v: np.ndarray) -> Evaluation:
         """Output value and exact vᵀJ at ``point`` (float64 arrays by input name)."""

@@ -66,6 +66,16 @@ def witness_lines(w) -> list[str]:
     return describe(w).lines()
 
 
+def gradient_lines(case) -> list[str]:
+    """The exact gradients as formulas (ḡ: the output's cotangent, ⊙: elementwise
+    product), the shared subexpressions first."""
+    lines = []
+    for quantity, formula in case.gradients:
+        for line in formula.splitlines():
+            lines.append(f"exact: {line}" if not quantity else f"exact: {quantity} = {line}")
+    return lines
+
+
 def full_text(case) -> str:
     """The whole diagnosis of one case: what a CI system shows under a failed test."""
     out = [f"{title(case)} at {where(case)}: {case.status}"
@@ -83,5 +93,6 @@ def full_text(case) -> str:
         out.append("agreed (max rel err): " + ", ".join(agreed))
     if case.mode or case.points:
         out.append(f"reference: {case.mode or '-'}; {case.points} point(s), seed {case.seed}")
+    out += gradient_lines(case)
     out += [f"note: {n}" for n in case.notes]
     return "\n".join(out)

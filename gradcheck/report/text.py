@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
-from .details import chain, full_text, skip_line, where
+from .details import chain, full_text, gradient_lines, skip_line, where
 from .mismatch import describe
 from .scrub import printable  # noqa: F401  (the CLI and the plugin import it from here)
 
@@ -66,6 +66,8 @@ def _details(c, verbose: bool) -> list[str]:
                        f"{printable(describe(w).worst_line)}")
         if w.grad_fn is not None and (verbose or c.status != PASSED):
             out.append(f"      {printable(w.witness)} grad_fn: {printable(chain(w.grad_fn))}")
+    if verbose or c.status != PASSED:
+        out += [f"      {printable(line)}" for line in gradient_lines(c)]
     out += [f"      note: {printable(n)}" for n in c.notes]
     return out
 
