@@ -69,6 +69,12 @@ def _bounds_at(case: Case, point: dict, v: np.ndarray):
     return bounds
 
 
+def _projected(bounds, got):
+    """``dtype -> bounds`` of the quantities as ``got`` compares them: a projection
+    Σ uᵢ·gᵢ errs by at most Σ |uᵢ|·Eᵢ (:meth:`gradcheck.evaluation.Evaluation.project`)."""
+    return lambda dtype: got.project(bounds(dtype), absolute=True)
+
+
 def _reference(case: Case, cache: dict):
     from .reference import Reference
 
@@ -159,9 +165,16 @@ class _FormulaCheck:
         except Exception as exc:  # a witness that raises is that witness's error
             self.errors[w] = f"{type(exc).__name__}: {exc}"
             return
+        if got.directions:   # the bounds of the projections it measured
+            bounds = _projected(bounds, got)
         tolerance = entry(w).tolerance(self.dtype, bounds, got.error)
         self.tallies[w].add(got, expected, i, tolerance)
-        self.samples[w].append(Sample(i, 0, got.grads, expected.grads, values=values))
+        self.notes.extend(got.notes)
+        # a diagnosis reads gradients element by element: projections are left out
+        along = {q.removesuffix(".grad") for q in got.directions or ()}
+        self.samples[w].append(Sample(
+            i, 0, {n: g for n, g in got.grads.items() if n not in along},
+            {n: g for n, g in expected.grads.items() if n not in along}, values=values))
 
     def results(self) -> list[WitnessResult]:
         out = []

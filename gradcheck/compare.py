@@ -20,6 +20,7 @@ import numpy as np
 from .dtypes import max_finite
 from .evaluation import Evaluation
 from .report.mismatch import witness_message
+from .tolerance import with_projection_rounding
 from .result import FAILED, PASSED, Worst, WitnessResult
 
 WORST_KEPT = 5       # worst elements a result keeps for its report
@@ -75,9 +76,17 @@ class Tally:
 
     def add(self, got: Evaluation, ref: Evaluation, point: int,
             tolerance: dict[str, np.ndarray]) -> None:
+        """Compare ``got`` with the exact ``ref``: element by element, or for a quantity
+        ``got`` measured along directions (:attr:`Evaluation.directions`), the
+        projections of ``ref``'s on them (``W.grad·u``, one element per direction), each
+        allowed the rounding of that projection on top of ``tolerance`` (whose entries
+        are already the projections' own). ``got``'s notes become the tally's."""
         if got.grad_fn is not None and self.grad_fn is None:
             self.grad_fn = got.grad_fn
-        self.add_quantities(got.quantities(), ref.quantities(), point, tolerance)
+        self.notes.extend(got.notes)
+        exact = ref.quantities()
+        self.add_quantities(got.quantities(), got.project(exact), point,
+                            with_projection_rounding(tolerance, got, exact))
 
     def record(self, outcomes: Iterable[Outcome]) -> None:
         """Take each :class:`Comparison` and :class:`Finding`, in order."""

@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+#: appended to a quantity's name when what is compared is its projections on directions
+#: (``W.grad·u``: element k is uₖᵀ(vᵀJ)), not its elements
+PROJECTED = "·u"
+
 
 @dataclass
 class Evaluation:
@@ -15,6 +19,12 @@ class Evaluation:
     ``error`` holds, for a witness that knows its own error (finite differences), a bound
     per element of each quantity, keyed like :meth:`quantities` (the tolerances of the
     others come from :mod:`gradcheck.rounding`).
+
+    ``directions`` (by quantity, ``"W.grad"``) holds the stacked directions U, shape
+    ``[k, *W.shape]``, of a quantity the witness measured only along them: its entry in
+    ``grads`` (or ``retained``) is then the k values Uₖ·(vᵀJ), compared as ``W.grad·u``
+    with :meth:`project` of the exact gradient. ``notes`` say how the witness checked
+    (what a report should know of what it verified).
     """
 
     value: np.ndarray
@@ -22,10 +32,38 @@ class Evaluation:
     retained: dict[str, np.ndarray | None] = field(default_factory=dict)
     grad_fn: tuple[str, ...] | None = None
     error: dict[str, np.ndarray] | None = None
+    directions: dict[str, np.ndarray] | None = None
+    notes: tuple[str, ...] = ()
 
     def quantities(self) -> dict[str, np.ndarray | None]:
-        """Everything to compare, by the name a report shows: value, x.grad, h.grad."""
+        """Everything to compare, by the name a report shows: value, x.grad, h.grad (and
+        W.grad·u for a quantity measured along directions)."""
         out: dict[str, np.ndarray | None] = {"value": self.value}
         out.update({f"{n}.grad": g for n, g in self.grads.items()})
         out.update({f"{n}.grad": g for n, g in self.retained.items()})
+        return {self._name(q): a for q, a in out.items()}
+
+    def _name(self, quantity: str) -> str:
+        return quantity + PROJECTED if quantity in (self.directions or {}) else quantity
+
+    def project(self, quantities: dict, absolute: bool = False) -> dict:
+        """``quantities`` (full arrays keyed like an element-wise :meth:`quantities`:
+        another witness's values, or bounds per element) as this evaluation compares
+        them: each one it has directions U for becomes ``q·u``, the k contractions
+        Uₖ·q; the others stay as they are.
+
+        ``absolute``: |Uₖ|·|q| instead. For per-element error bounds E this is the bound
+        of the projection (|Σ uᵢ δᵢ| <= Σ |uᵢ| Eᵢ when |δᵢ| <= Eᵢ); for values, the size
+        the projection's own rounding scales with."""
+        out = {}
+        for q, a in quantities.items():
+            found = (self.directions or {}).get(q)
+            if found is None or a is None:
+                out[self._name(q)] = a
+                continue
+            a = np.broadcast_to(np.asarray(a, dtype=float), found.shape[1:])
+            u = np.abs(found) if absolute else found
+            with np.errstate(all="ignore"):
+                out[self._name(q)] = np.tensordot(u, np.abs(a) if absolute else a,
+                                                  axes=a.ndim)
         return out

@@ -13,6 +13,9 @@ check             an element passes when |obtained − expected| <= ...
 ================  ==========================================================
 torch, engine     K·(E_dtype + E_float64)  (the float64 reference errs too)
 numeric           SAFETY·(its own error estimate) + K·E_float64
+numeric, along    SAFETY·(its own error estimate of uᵀ(vᵀJ)) + K·Σ|u|·E_float64
+directions u      + (γ(n) + 1)·u₆₄·Σ|u|·|exact| (the projection of the
+                  exact gradient is itself computed in float64)
 op.forward,       max(K·(E_dtype + E_float64), PEER·|peer − exact| + u·|exact|):
 op.backward,      the peer is PyTorch's autograd of the reference formula in the
 op.jacobian       same dtype (FlashAttention's rule: an op may err twice as much
@@ -41,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import unit_roundoff
+from .evaluation import PROJECTED
 
 BOUND_FACTOR = 4.0   # K: margin over the first-order bound (its O(u²) terms, libm ulps)
 PEER_FACTOR = 2.0    # an op may err this many times PyTorch's own composition
@@ -83,6 +87,27 @@ def witness_tolerance(dtype: str, bounds, own_error: dict | None) -> dict:
     f64 = model_tolerance(bounds("float64"), "float64")
     return {q: SAFETY * np.asarray(own_error.get(q, 0.0)) + f64.get(q, 0.0)
             for q in set(f64) | set(own_error)}
+
+
+def with_projection_rounding(tolerance: dict, got, exact: dict) -> dict:
+    """``tolerance`` with, for every quantity ``got`` (an :class:`gradcheck.evaluation.
+    Evaluation`) measured along directions, the float64 rounding of projecting the
+    ``exact`` one on them: each contraction Σᵢ uᵢ·gᵢ of n products errs by at most
+    (γ(n) + 1)·u·Σ|uᵢ|·|gᵢ| (one rounding per product, then the blocked sum)."""
+    if not got.directions:
+        return tolerance
+    from .rounding import accumulation   # the rounding model, only when needed
+
+    u = unit_roundoff("float64")
+    size = got.project({q: exact[q] for q in got.directions if q in exact}, absolute=True)
+    out = dict(tolerance)
+    for q, s in size.items():
+        if s is None:
+            continue
+        n = got.directions[q.removesuffix(PROJECTED)][0].size
+        out[q] = out.get(q, 0.0) + (accumulation(n) + 1.0) * u * np.nan_to_num(
+            s, nan=0.0, posinf=0.0)
+    return out
 
 
 def with_nondeterminism(model: dict, nondet_tol: float) -> dict:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from conftest import make_case
 from gradcheck.backends import numeric
 from gradcheck.sampling import sample
-from gradcheck.reference import Reference
+from gradcheck.reference import ExpandedReference, Reference
 
 
 def _pattern(dense: np.ndarray):
@@ -67,7 +67,7 @@ def _count_evaluations(monkeypatch):
 
 def test_grouped_differences_equal_element_by_element_ones(monkeypatch):
     case = make_case("tanh(A @ x) * 2", {"A": (8, 6), "x": (6,)})
-    ref = Reference(case)
+    ref = ExpandedReference(case)   # the reference kind that has a sparsity pattern
     calls = _count_evaluations(monkeypatch)
     grouped = _evaluate(case, ref.sparsity)
     grouped_calls = len(calls)
@@ -84,7 +84,7 @@ def test_grouped_differences_equal_element_by_element_ones(monkeypatch):
 
 def test_a_pattern_that_misses_a_dependency_is_measured_again(monkeypatch):
     case = make_case("A @ x", {"A": (5, 4), "x": (4,)})
-    ref = Reference(case)
+    ref = ExpandedReference(case)
     rows, cols = ref.sparsity["A"]
     keep = rows != 2                       # pretend row 2 depends on nothing in A
     wrong = dict(ref.sparsity, A=(rows[keep], cols[keep]))
@@ -99,7 +99,7 @@ def test_a_pattern_that_misses_a_dependency_is_measured_again(monkeypatch):
 ])
 def test_grouped_witness_agrees_with_the_reference(expr, shapes):
     case = make_case(expr, shapes)
-    ref = Reference(case)
+    ref = ExpandedReference(case)
     point = sample(case, "float64", 0).values
     v = np.random.default_rng(2).standard_normal(case.output.shape)
     got = numeric.run(case, point, v, "float64", sparsity=ref.sparsity)

@@ -14,19 +14,37 @@ Elementwise formulas have a diagonal Jacobian, so all elements of an input are p
 at once (six evaluations per input). Other formulas are perturbed in groups of elements
 that share no output (a colouring of the symbolic sparsity pattern): a banded Jacobian
 takes a few groups, a dense one one group per element.
+
+Without a pattern (the tensor reference of large mixing formulas has none) an input of
+more than :data:`NUMERIC_COLUMNS` elements is measured along :data:`DIRECTIONS` random
+directions instead: d/dt vᵀf(x + t·s) at t = 0 is (vᵀJ)·s, so a few evaluations per
+direction (6 to 16: the step is chosen as in Ridders' method) check the gradient's
+projections uᵀ(vᵀJ) whatever its size, but not each element: a wrong element shows in
+every projection, weighted by its uᵢ, and is seen when that exceeds the projection's
+error bound (about an element's relative error times √n of the gradient's elements).
+The result says so (:attr:`Evaluation.directions`, and a note).
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from ..arrays import cut, slabs, top_cotangent, unbroadcast
-from ..evaluation import Evaluation
+from ..evaluation import PROJECTED, Evaluation
 from ..forward import evaluate
-from ..rounding import forward_bound
+from ..dtypes import unit_roundoff
+from ..rounding import accumulation, forward_bound
+from ..sampling import case_rng
 from ..tree import differentiable_names, elementwise_split
 
 STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
+#: without a sparsity pattern, inputs up to this many elements are still perturbed one
+#: element at a time (exact per element, and cheap); larger ones along directions
+NUMERIC_COLUMNS = 32
+DIRECTIONS = 3               # random directions per input measured that way
+LADDER = 6                   # steps 1, 2, ..., 32 times a direction's first one tried
 
 
 def _derivative(f, x: np.ndarray, h: np.ndarray):
@@ -54,7 +72,11 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     """Perturbations are grouped by the structural Jacobian pattern of ``reference``
     (:attr:`gradcheck.reference.Reference.sparsity`), or by ``sparsity`` (the same
     mapping, by name) when given: a test hands a pattern of its own that way. Without
-    either, every element is perturbed on its own."""
+    either, every element is perturbed on its own; with a reference that has no
+    pattern, inputs larger than :data:`NUMERIC_COLUMNS` are measured along random
+    directions (:func:`_directional`)."""
+    directional = (sparsity is None and reference is not None
+                   and reference.sparsity is None)
     if sparsity is None and reference is not None:
         sparsity = reference.sparsity
     env = {k: np.asarray(x, dtype=np.float64) for k, x in point.items()}
@@ -65,19 +87,47 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
                if s.requires_grad and s.name in reach]
     targets += [(n, lets[n], "retained") for n in case.retain_grad]
     out = Evaluation(value, {s.name: None for s in case.inputs if s.requires_grad}, {},
-                     error={"value": np.zeros_like(value)})
+                     error={"value": np.zeros_like(value)}, directions={})
     split = elementwise_split(case.output)
     with np.errstate(all="ignore"):
         for name, x0, where in targets:
             x0 = np.asarray(x0, dtype=np.float64)
+            quantity = f"{name}.grad"
             if split is not None:
                 grad, err = _diagonal(split, env, name, x0, v)
+            elif directional and x0.size > NUMERIC_COLUMNS:
+                rng = case_rng(case, dtype, _digest(x0), f"directions {name}")
+                grad, err, out.directions[quantity] = _directional(
+                    case.output, env, name, x0, v, rng)
+                quantity += PROJECTED
             else:
                 grad, err = _columns(case.output, env, name, x0, v,
                                      (sparsity or {}).get(name))
             getattr(out, where)[name] = grad
-            out.error[f"{name}.grad"] = err
+            out.error[quantity] = err
+    out.notes = _notes(targets, out.directions)
+    out.directions = out.directions or None
     return out
+
+
+def _digest(x: np.ndarray) -> int:
+    """A number that depends only on the values of ``x``: the directions at a point are
+    drawn from it (with the case's seed, name and dtype), so a run is reproducible."""
+    return int.from_bytes(hashlib.blake2b(np.ascontiguousarray(x).tobytes(),
+                                          digest_size=8).digest(), "little")
+
+
+def _notes(targets, directions: dict) -> tuple[str, ...]:
+    """What the witness verified, when some gradient was seen along directions only."""
+    if not directions:
+        return ()
+    along = list(directions)
+    plain = [f"{n}.grad" for n, _, _ in targets if f"{n}.grad" not in directions]
+    text = (f"numeric: {', '.join(along)} checked along {DIRECTIONS} random directions "
+            "u (uᵀ(vᵀJ)), not element by element")
+    if plain:
+        text += f"; {', '.join(plain)} element by element"
+    return (text,)
 
 
 def _diagonal(split, env, name, x0, v):
@@ -178,3 +228,68 @@ def _columns(root, env, name, x0, v, pattern=None):
                 for j in group:           # the pattern missed a dependency here
                     measure([j], every)
     return grad.reshape(x0.shape), err.reshape(x0.shape)
+
+
+def _directional(root, env, name, x0, v, rng):
+    """vᵀJ along random directions: for each u (standard normal, scaled element by
+    element by max(1, |x|) as the steps are: U = u⊙max(1, |x|)), the derivative of the
+    scalar vᵀf(x + t·s) at t = 0 with s = STEP·U/‖u‖₂, which is (vᵀJ)·s (:func:`_ladder`).
+
+    At t = 1 the step's Euclidean length is that of a one-element step, STEP·max(1,
+    |x|): no argument of the formula moves further than one element's step could move
+    it (Cauchy–Schwarz). The rounding term of the bound, Σ E/step, is then ‖u‖₂ ≈ √n
+    times a one-element step's (the projection, a sum of n terms, is about √n times an
+    element), and it is what dominates: the ladder takes larger steps while the bound
+    falls.
+
+    Returns the k measured values Uₖ·(vᵀJ), their error bounds, and U [k, *x.shape]."""
+    v = np.broadcast_to(np.asarray(v, dtype=float), root.shape)
+    # vᵀf is a sum of m products: it errs by (γ(m) + 1)·u·Σ|vᵢfᵢ| beyond f's own error
+    dot = (accumulation(v.size) + 1.0) * unit_roundoff("float64")
+    scale = np.maximum(1.0, np.abs(x0))
+    directions = np.empty((DIRECTIONS, *x0.shape))
+    got, err = np.empty(DIRECTIONS), np.empty(DIRECTIONS)
+    for k in range(DIRECTIONS):
+        u = rng.standard_normal(x0.shape)
+        directions[k] = u * scale
+        size = STEP / max(float(np.sqrt(np.sum(u * u))), 1.0)
+        step = size * directions[k]
+
+        def g(t, step=step):
+            value, bound = forward_bound(root, env, {name: x0 + t * step})
+            weighted = v * value
+            return (float(np.sum(weighted)),
+                    float(np.sum(np.abs(v) * bound) + dot * np.sum(np.abs(weighted))))
+
+        d, e = _ladder(g)                 # d/dt vᵀf = size·Uₖ·(vᵀJ)
+        got[k], err[k] = d / size, e / size
+    return got, err, directions
+
+
+def _ladder(g) -> tuple[float, float]:
+    """The derivative at 0 of the scalar g (which returns its value and a bound on that
+    value's rounding error), and its error bound, with Ridders' choice of step: the
+    estimate of :func:`_derivative` at steps c = 1, 2, 4, ... (LADDER of them) whose
+    bound |R(c) − R(2c)| + Σ E/c is least. Each rung reuses the previous rung's
+    differences but one; the bound's rounding term halves per rung and its truncation
+    term grows 16-fold, so the first rung where the bound does not fall ends the
+    search."""
+    quotients: dict[int, tuple[float, float]] = {}
+
+    def quotient(k: int) -> tuple[float, float]:
+        if k not in quotients:
+            (p, ep), (m, em) = g(k), g(-k)
+            quotients[k] = ((p - m) / (2 * k), ep + em)
+        return quotients[k]
+
+    best = None
+    for c in (2 ** j for j in range(LADDER)):
+        (d1, e1), (d2, e2), (d4, e4) = quotient(c), quotient(2 * c), quotient(4 * c)
+        r1, r2 = (4 * d1 - d2) / 3, (4 * d2 - d4) / 3
+        bound = abs(r1 - r2) + (e1 + e2 + e4) / c
+        if best is not None and not bound < best[1]:
+            break
+        best = (r1, bound)
+        if not np.isfinite(bound):    # the function is not finite around x: as it is
+            break
+    return best
