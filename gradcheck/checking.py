@@ -109,6 +109,7 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
     status, message, kind = _verdict(case, results)
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
                       seconds=time.perf_counter() - start, mode=ref.mode,
+                      gradients=tuple(ref.formulas().items()),
                       notes=tuple(dict.fromkeys(check.notes)), error_kind=kind)
 
 

@@ -13,7 +13,8 @@ from typing import ClassVar, Iterator
 import numpy as np
 
 from ..evaluation import Evaluation
-from ..tree import differentiable_names, elementwise_split
+from ..rules import COMPARISON, ELEMENTWISE, RULES
+from ..tree import differentiable_names, elementwise_split, walk
 
 
 def mode_of(case) -> str:
@@ -22,9 +23,13 @@ def mode_of(case) -> str:
     column (every structural row of the table has one); ``"expanded"`` otherwise."""
     if elementwise_split(case.output) is not None:
         return "elementwise"
-    from .tensor import supported
+    return "tensor" if has_tensor_rules(case) else "expanded"
 
-    return "tensor" if supported(case) else "expanded"
+
+def has_tensor_rules(case) -> bool:
+    """Whether every structural row of the formula has a tensor column."""
+    return all(RULES[n.op].tensor is not None for n in walk(case.output)
+               if n.op in RULES and RULES[n.op].kind not in (ELEMENTWISE, COMPARISON))
 
 
 def kind_of(case) -> type[Reference]:

@@ -28,14 +28,6 @@ from .texpr import T, evaluate, leaf, order, peak_bytes
 COTANGENT = "ḡ"   # the leaf that holds v, the output's cotangent
 
 
-def supported(case) -> bool:
-    """Whether every structural row of the formula has a tensor column."""
-    from ..tree import walk
-
-    return all(RULES[n.op].tensor is not None for n in walk(case.output)
-               if n.op in RULES and RULES[n.op].kind not in ("elementwise", "comparison"))
-
-
 class TensorReference(Reference):
     """Attributes (beside :class:`Reference`'s): ``forward`` (the program of the value),
     ``gradients`` (the tensor of each gradient, by input or retained ``let`` name)."""
@@ -120,10 +112,8 @@ class TensorReference(Reference):
     # ------------------------------------------------------------------ double backward
     def _second(self):
         if self._expanded is None:
-            from .expanded import ExpandedReference
-
-            try:
-                self._expanded = ExpandedReference(self.case)
+            try:   # the kind registered as "expanded" (importing it here is a cycle)
+                self._expanded = Reference.kinds["expanded"](self.case)
             except UnsupportedOpError as exc:
                 raise UnsupportedOpError(
                     "double backward (order = 2) of a formula that mixes elements is "
