@@ -37,6 +37,14 @@ def _parser() -> argparse.ArgumentParser:
                     "5 no case selected."), DTYPES)
     ls = sub.add_parser("list", help="list the cases without running them")
     ls.add_argument("paths", nargs="+", metavar="PATH")
+    cache = sub.add_parser(
+        "cache", help="show or clear the cache of compiled reference kernels",
+        description="The symbolic reference's compiled kernels are cached on disk, so a "
+                    "re-run skips SymPy's differentiation and code printing. The folder "
+                    "is $GRADCHECK_CACHE_DIR, else $XDG_CACHE_HOME/gradcheck, else "
+                    "~/.cache/gradcheck; GRADCHECK_NO_CACHE=1 (or run --no-cache) turns "
+                    "the cache off. Without options: the folder, its entries and size.")
+    cache.add_argument("--clear", action="store_true", help="remove every cached kernel")
     _bench_arguments(sub.add_parser(
         "bench", help="measure gradcheck against other checkers",
         description="Run fixed workloads side by side and save reports/bench.json and "
@@ -98,6 +106,9 @@ def _run_arguments(run: argparse.ArgumentParser, dtypes) -> None:
                      help="run the cases on the Dask distributed cluster whose scheduler "
                           "is at ADDRESS, e.g. tcp://host:8786 (pip install "
                           "'gradcheck[distributed]')")
+    run.add_argument("--no-cache", action="store_true",
+                     help="neither read nor write the cache of compiled reference "
+                          "kernels (see `gradcheck cache`)")
     run.add_argument("--exit-zero", action="store_true",
                      help="exit 0 even when cases fail (the report still says so)")
     run.add_argument("-v", "--verbose", action="store_true",
@@ -156,6 +167,11 @@ def _cmd_run(args) -> int:
         print(f"gradcheck: error: {usage}", file=sys.stderr)
         return ExitCode.USAGE
     tty = sys.stderr.isatty()
+    # through the environment, which --jobs' worker processes inherit; restored after,
+    # for a main() called in-process
+    before = os.environ.get("GRADCHECK_NO_CACHE")
+    if args.no_cache:
+        os.environ["GRADCHECK_NO_CACHE"] = "1"
     try:
         result = run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
                      points=args.points, extreme_points=args.extreme_points,
@@ -168,6 +184,11 @@ def _cmd_run(args) -> int:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
         print(f"gradcheck: error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
+    finally:
+        if args.no_cache and before is None:
+            del os.environ["GRADCHECK_NO_CACHE"]
+        elif args.no_cache:
+            os.environ["GRADCHECK_NO_CACHE"] = before
     if tty:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     _report(args, result)
@@ -255,6 +276,27 @@ def _cmd_list(args) -> int:
     return ExitCode.USAGE if errors else ExitCode.OK
 
 
+def _cmd_cache(args) -> int:
+    from . import kernelcache
+    from .report.text import printable   # the folder's name comes from the environment
+
+    where = printable(str(kernelcache.folder()))
+    if args.clear:
+        print(f"removed {kernelcache.clear()} cached kernels from {where}")
+        return ExitCode.OK
+    found = kernelcache.entries()
+    size = 0
+    for path in found:
+        try:
+            size += path.stat().st_size
+        except OSError:   # removed meanwhile by another process
+            pass
+    print(where)
+    print(f"{len(found)} kernels, {size / 1024:.1f} KiB"
+          + ("" if kernelcache.enabled() else " (off: GRADCHECK_NO_CACHE is set)"))
+    return ExitCode.OK
+
+
 def _cmd_bench(args) -> int:
     from .bench import SECTIONS
     from .bench import main as bench_main
@@ -293,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE
     try:
-        commands = {"run": _cmd_run, "list": _cmd_list, "bench": _cmd_bench}
+        commands = {"run": _cmd_run, "list": _cmd_list, "cache": _cmd_cache,
+                    "bench": _cmd_bench}
         return int(commands[args.command](args))
     except CaseFileError as exc:
         from .report.text import printable

@@ -190,3 +190,42 @@ def elementwise_split(root: Node) -> tuple[Node, Node | None] | None:
         if RULES[node.op].kind not in (ELEMENTWISE, COMPARISON):
             return None
     return body, top
+
+
+def canonical(root: Node, stops: dict[int, str] | None = None, *,
+              shapes: bool = True) -> str:
+    """A text that names the formula below ``root`` exactly: equal texts mean the same
+    computation, whatever object identities (a key for a cache of compiled kernels).
+
+    One line per distinct node, numbered in post-order (``%k``, children first): its op,
+    then its input or ``let`` name, a constant's exact text, the row's parameters, its
+    shape (when ``shapes``: an elementwise kernel does not depend on them, an expanded
+    one does) and its operands' numbers. A shared node is one line, so the text grows
+    with the DAG, never with the tree it unfolds to. ``stops`` maps ``id(node)`` to a
+    placeholder name: such a node is an opaque input (``stop``), its operands unread.
+    """
+    stops = stops or {}
+    number: dict[int, int] = {}
+    lines: list[str] = []
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        key = id(node)
+        if key in number:
+            continue
+        if key in stops:
+            fields = ["stop", repr(stops[key])]
+        elif not expanded:
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(node.args) if id(c) not in number)
+            continue
+        else:
+            fields = [node.op] + ([repr(node.name)] if node.name else []) + (
+                [repr(node.exact)] if node.exact is not None else []) + (
+                [repr(node.params)] if node.params else [])
+            fields += [f"%{number[id(c)]}" for c in node.args]
+        if shapes:
+            fields.append(repr(tuple(node.shape)))
+        number[key] = len(lines)
+        lines.append(f"%{len(lines)} = " + " ".join(fields))
+    return "\n".join(lines)

@@ -11,10 +11,11 @@ import sympy
 from ..evaluation import Evaluation
 from ..lowering import lower, symbol
 from ..arrays import SLAB, cut, slabs, top_cotangent, unbroadcast
-from ..tree import elementwise_split
+from ..kernelcache import cached_lambdify
+from ..tree import canonical, elementwise_split
 from .adjoint import Program
 from .base import Reference
-from .derivatives import MODULES, clean, compile, magnitude
+from .derivatives import MODULES, clean, compile, magnitude, own_meanings
 
 
 class ElementwiseReference(Reference):
@@ -26,7 +27,27 @@ class ElementwiseReference(Reference):
     def __init__(self, case):
         super().__init__(case)
         self.body, self.top = elementwise_split(case.output)
-        self._double: dict | None = None   # double backward's kernels, on first use
+        self._double: dict | None = None   # double backward's derivatives, on first use
+        self._second: dict = {}            # and their kernels, by kind
+        # On a cache hit, no SymPy work at all: lowering and differentiation are in _build
+        self._kernel = cached_lambdify(self._key("main"), self._build, modules=MODULES)
+
+    def _key(self, kind: str) -> str | None:
+        """The cache key of one kernel: everything its generated code depends on (the
+        scalar kernel does not depend on shapes). None: not to be cached."""
+        case = self.case
+        lets = [case.nodes[n] for n in case.retain_grad]
+        if not own_meanings(self.body, *lets):
+            return None
+        return "\n".join([f"elementwise {kind}", f"inputs {[s.name for s in case.inputs]!r}",
+                          f"wrt {self.wrt!r}", f"retain_grad {list(case.retain_grad)!r}",
+                          canonical(self.body, shapes=False)]
+                         + [canonical(node, shapes=False) for node in lets])
+
+    def _build(self):
+        """The kernel: the body's value, its partials w.r.t. ``wrt``, then those w.r.t.
+        each retained ``let``."""
+        case = self.case
         syms = {s.name: symbol(s.name) for s in case.inputs}
         args = [syms[s.name] for s in case.inputs]
         body = lower(self.body, syms, scalar=True)
@@ -38,7 +59,7 @@ class ElementwiseReference(Reference):
             program.define(h, lower(case.nodes[name].args[0], syms, True))
             body_h = lower(self.body, dict(syms, **{name: h}), scalar=True)
             exprs.append(program.gradient(body_h, [h]).get(h, 0))
-        self._kernel = program.lambdify(args, exprs, modules=MODULES)
+        return program.lambdify(args, exprs, modules=MODULES)
 
     @property
     def sparsity(self) -> None:
@@ -136,15 +157,18 @@ class ElementwiseReference(Reference):
         (arrays of the body's shape): ``second``, ∂²/∂a∂b for every pair of inputs;
         ``magnitude``, the same with every term's size kept (:func:`magnitude`);
         ``first``, ∂/∂a with every term's size kept (the size of J u's terms)."""
-        if self._double is None:
-            self._double = self._second_derivatives()
-        if not callable(self._double.get(f"{which}_fn")):
-            self._double[f"{which}_fn"] = compile(self._double["args"],
-                                                  self._double[which])
+        if which not in self._second:
+            self._second[which] = cached_lambdify(
+                self._key(which), lambda: self._compile_second(which), modules=MODULES)
         shape = self.body.shape
         with np.errstate(all="ignore"):
             return [np.broadcast_to(np.asarray(r, dtype=float), self._padded()).reshape(shape)
-                    for r in self._double[f"{which}_fn"](*self._kernel_args(point))]
+                    for r in self._second[which](*self._kernel_args(point))]
+
+    def _compile_second(self, which: str):
+        if self._double is None:
+            self._double = self._second_derivatives()
+        return compile(self._double["args"], self._double[which])
 
     def _second_derivatives(self) -> dict:
         # SymPy's own diff and cse, so the evaluated lowering (see lower)
