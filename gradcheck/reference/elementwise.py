@@ -10,7 +10,7 @@ import sympy
 
 from ..evaluation import Evaluation
 from ..lowering import lower, symbol
-from ..arrays import SLAB, cut, slabs, top_cotangent, unbroadcast
+from ..arrays import SLAB, run_kernel, top_cotangent, unbroadcast
 from ..kernelcache import cached_lambdify
 from ..tree import canonical, elementwise_split
 from .adjoint import Program
@@ -77,23 +77,6 @@ class ElementwiseReference(Reference):
         shape = self.body.shape
         return (1,) * (max(1, len(shape)) - len(shape)) + shape
 
-    def _run_kernel(self, args: list[np.ndarray], padded: tuple) -> list[np.ndarray]:
-        """The kernel's outputs at the shape ``padded``, computed slab by slab, so that
-        each of the program's intermediate arrays stays small (a million-element case
-        would otherwise hold dozens of full-size temporaries at once)."""
-        pieces = slabs(padded)
-        if len(pieces) == 1:
-            return [np.broadcast_to(np.asarray(r, dtype=float), padded)
-                    for r in self._kernel(*args)]
-        outs = None
-        for axis, part, where in pieces:
-            results = self._kernel(*[cut(a, len(padded), axis, part) for a in args])
-            if outs is None:
-                outs = [np.empty(padded) for _ in results]
-            for o, r in zip(outs, results):
-                o[where] = r
-        return outs
-
     # ------------------------------------------------------------------ vᵀJ
     def _evaluations(self, points: list, vs: list):
         """One kernel call for all the points when they are small together (the call's
@@ -102,7 +85,7 @@ class ElementwiseReference(Reference):
         size = int(np.prod(padded, dtype=np.int64))
         if len(points) > 1 and size * len(points) <= SLAB:
             stacked = [np.stack(a) for a in zip(*(self._kernel_args(p) for p in points))]
-            outs = self._run_kernel(stacked, (len(points),) + padded)
+            outs = run_kernel(self._kernel, stacked, (len(points),) + padded)
             for i, (p, v) in enumerate(zip(points, vs)):
                 yield self._evaluate_one(p, v, [o[i] for o in outs])
         else:
@@ -113,7 +96,7 @@ class ElementwiseReference(Reference):
         case = self.case
         shape = self.body.shape
         if kernel_out is None:
-            kernel_out = self._run_kernel(self._kernel_args(point), self._padded())
+            kernel_out = run_kernel(self._kernel, self._kernel_args(point), self._padded())
         out = [r.reshape(shape) for r in kernel_out]
         body_value, partials = out[0], out[1:]
         top = self.top
@@ -143,7 +126,7 @@ class ElementwiseReference(Reference):
             partials = self._second_kernels(point, "first")
         else:
             with np.errstate(all="ignore"):
-                out = self._run_kernel(self._kernel_args(point), self._padded())
+                out = run_kernel(self._kernel, self._kernel_args(point), self._padded())
             partials = out[1:1 + len(self.wrt)]
         body = np.zeros(shape)
         for n, d in zip(self.wrt, partials):

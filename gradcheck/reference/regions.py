@@ -15,11 +15,12 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
+from ..kernelcache import cached_lambdify
 from ..lowering import lower_cut
 from ..rules import COMPARISON, ELEMENTWISE
-from ..tree import Node
+from ..tree import Node, canonical
 from .adjoint import Program, inline
-from .derivatives import MODULES, clean
+from .derivatives import MODULES, clean, own_meanings
 from .texpr import Builder, T, leaf
 
 
@@ -49,7 +50,10 @@ class Kernel:
             self.partials.append((i, None))
             outputs.append(d)
         self.outputs = outputs
-        self.fn = self.program.lambdify(self.symbols, outputs, modules=MODULES)
+        key = None if not own_meanings(root) else "tensor kernel\n" + canonical(
+            root, {id(n): s.name for n, s in zip(cuts, self.symbols)}, shapes=False)
+        self.fn = cached_lambdify(key, lambda: self.program.lambdify(
+            self.symbols, outputs, modules=MODULES), modules=MODULES)
 
     def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
         from ..arrays import run_kernel
