@@ -7,6 +7,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import math
 import re
 import sys
 from dataclasses import replace
@@ -195,3 +196,87 @@ def test_a_capped_compile_is_shown_as_over_the_cap_with_a_lower_bound_ratio():
     assert "| < 2 s at depth 8 | no |" in table
     saved = to_json(report)
     assert saved["rows"][1]["seconds"] is None and saved["rows"][1]["extra"]["capped"]
+
+
+def test_tensor_section_has_layers_the_4096_input_checkers_and_the_cache_rows(quick):
+    from gradcheck.bench.config import CHECKED, LAYERS
+
+    saved = quick[0]
+    by = {r["name"]: r for r in rows(saved, "tensor")}
+    assert by["gradcheck run: the layers at small sizes (memory baseline)"]["seconds"] > 0
+    for label in QUICK.layer_names:
+        wall, memory = by[f"gradcheck run: {label}"], by[f"gradcheck run: {label}: peak memory"]
+        shapes = LAYERS[label][1]["small"]
+        assert wall["sizes"]["shapes"] == shapes and wall["extra"]["formula"]
+        assert wall["target"] == "< 10 s wall" and wall["seconds"] > 0
+        # it passed, or says why not
+        assert wall["extra"]["status"] == "passed" or wall["extra"]["error"]
+        extra = memory["extra"]
+        assert extra["input_bytes"] == 8 * wall["sizes"]["n"]
+        assert memory["ratio"] == pytest.approx(extra["peak_bytes"] / extra["input_bytes"])
+        assert memory["target"] and extra["process_peak_bytes"] > 0
+    names = [f"gradcheck run beside the checkers: {CHECKED[0]}", "torch.autograd.gradcheck",
+             "torch.autograd.gradcheck fast_mode"]
+    section = next(s for s in saved["sections"] if s["id"] == "tensor")
+    if JAX:
+        names.append("jax.test_util.check_grads, first call")
+    else:
+        assert any("not importable" in a["reason"] for a in section["absent"])
+    checked = [r for r in rows(saved, "tensor") if r["sizes"].get("shapes")
+               == CHECKED[1]["small"]]
+    assert [r["name"] for r in checked] == names
+    assert "every input element" in checked[0]["verified"]
+    assert "whole Jacobian" in checked[1]["verified"]
+    assert "one random projection" in checked[2]["verified"]
+    for r in checked[1:3]:
+        assert r["target"] and "gradcheck" in r["ratio_of"]
+    cache = [r for r in rows(saved, "tensor") if "cases" in r["sizes"]
+             and "cases/" in r["name"]]
+    assert [r["name"].rsplit(": ", 1)[1] for r in cache] == [
+        "first run, empty cache", "second run, same cache", "first / second"]
+    assert cache[2]["ratio"] == pytest.approx(cache[0]["seconds"] / cache[1]["seconds"])
+    assert cache[2]["target"] == ">= 3×"
+
+
+def test_every_layer_case_file_reads_back_at_both_sizes(tmp_path):
+    from gradcheck.bench.clirun import case_toml
+    from gradcheck.bench.config import CHECKED, LAYERS
+    from gradcheck.bench.tensor import _case
+    from gradcheck.cases import read_paths
+
+    specs = [(keys, shapes) for keys, shapes in LAYERS.values()]
+    specs.append(({"expr": CHECKED[0], "inputs": {"x": {}, "W": {}}}, CHECKED[1]))
+    for size in ("real", "small"):
+        cases = [_case(keys, shapes[size], f"c{i}") for i, (keys, shapes) in enumerate(specs)]
+        path = tmp_path / f"{size}.toml"
+        path.write_text(case_toml(cases), encoding="utf-8")
+        read, errors = read_paths([str(path)])
+        assert not errors and [c.name for c in read] == [c["name"] for c in cases]
+        for got, want in zip(read, cases):
+            assert {s.name: list(s.shape) for s in got.inputs} == {
+                n: spec["shape"] for n, spec in want["inputs"].items()}
+    assert sum(math.prod(s) for s in CHECKED[1]["real"].values()) == 4096
+    ce = next(c for c in read if "y" in {s.name for s in c.inputs})
+    assert not next(s for s in ce.inputs if s.name == "y").requires_grad
+
+
+def test_a_case_gradcheck_cannot_check_is_a_row_with_its_message_not_a_crash():
+    from gradcheck.bench import Report, Row
+    from gradcheck.bench.clirun import CliRun
+    from gradcheck.bench.tensor import outcome, verified
+
+    message = ("the formula mixes elements (matmul or an inner reduction) and its inputs "
+               "have 2097152 elements; ... up to 4096 elements.")
+    report = {"summary": {}, "cases": [{"name": "layer", "status": "error", "mode": "",
+                                        "seconds": 0.1, "witnesses": {},
+                                        "message": message}]}
+    extra = outcome(CliRun(1.5, 2**28, 2, False, report, ""), QUICK)
+    assert extra["status"] == "error" and extra["error"] == message
+    assert verified(extra).startswith("nothing")
+    row = Row("tensor", "gradcheck run: layer norm", {"n": 4, "shapes": {"x": [2, 2]}},
+              1.5, verified(extra), target="< 10 s wall", met=False, extra=extra)
+    table = markdown(Report(False, [row], {"tensor": []}, {"tensor": []}, {}, 1.0))
+    assert "| gradcheck run: layer norm (ERROR: the formula mixes elements" in table
+    assert "| x [2, 2] (4 elements) | 1.5000 |" in table and "| no |" in table
+    capped = outcome(CliRun(400.0, None, -9, True, None, ""), QUICK)
+    assert capped["status"] == "capped" and "ran past" in capped["error"]

@@ -1,6 +1,6 @@
 """``gradcheck bench``: fixed workloads measured side by side, one comparison table.
 
-Four sections, each a list of :class:`Row` (data only; printing is the caller's):
+Five sections, each a list of :class:`Row` (data only; printing is the caller's):
 
 (a) ``checkers`` (:mod:`.checkers`): gradcheck's full check against
     ``torch.autograd.gradcheck`` (slow and fast mode) and, when JAX is importable,
@@ -14,6 +14,10 @@ Four sections, each a list of :class:`Row` (data only; printing is the caller's)
     time cap.
 (d) ``engine`` (:mod:`.overhead`): gradcheck's engine against PyTorch on chains of
     elementwise ops.
+(e) ``tensor`` (:mod:`.tensor`, fresh ``gradcheck run`` processes from :mod:`.clirun`):
+    formulas that mix elements (matmul, attention, layer norm, cross-entropy) at real
+    sizes: wall time and peak memory; ``sum(tanh(x @ W))`` at 4096 inputs against
+    ``torch.autograd.gradcheck`` and JAX; the bundled cases twice over one disk cache.
 
 Rows with a target say whether it was met (``met``); in a ``--quick`` run the sizes are
 too small for the targets, which are then not assessed (``met`` is ``None``).

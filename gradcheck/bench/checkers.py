@@ -93,7 +93,7 @@ def _torch_rows(n: int, cfg: Config) -> list[Row]:
                 "derivative (float64)", fast_runs)]
 
 
-def _load_jax():
+def load_jax():
     """``(jax, jax.numpy, check_grads, pinned)``, float64 enabled. Raises on any failure
     (JAX is optional). ``pinned``: XLA was asked for one thread before it started."""
     pinned = "jax" not in sys.modules and "XLA_FLAGS" not in os.environ
@@ -146,7 +146,7 @@ def checker_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
                                      "torch.autograd.gradcheck; not reported)",
                                      lambda: _warm_up(cfg))]
     try:
-        jax_mods = _load_jax()
+        jax_mods = load_jax()
     except Exception as exc:  # JAX is optional: any failure to import it means "absent"
         jax_mods = None
         absent["checkers"].append({"name": "jax.test_util.check_grads",

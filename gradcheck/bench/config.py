@@ -14,6 +14,7 @@ SECTIONS = {
     "memory": "(b) Every witness on a large input: time and peak memory",
     "compile": "(c) Symbolic compile time against formula size",
     "engine": "(d) Engine overhead against PyTorch",
+    "tensor": "(e) Layers at real sizes",
 }
 
 #: The random formulas of section (c) are built from these, over x0..x7 (shape ()).
@@ -31,6 +32,35 @@ CHAINS = {
     "sin, tanh, *, +": ("sin", "tanh", "scale", "shift"),
 }
 
+#: Section (e)'s layers: label -> (the case's keys, each input's keys but its shape),
+#: and the inputs' shapes by :attr:`Config.layers`. The cross-entropy's y is a fixed
+#: input (requires_grad = false) drawn in [0, 1], not a one-hot literal: a 1024×1000
+#: literal takes seconds to parse.
+LAYERS = {
+    "sum(tanh(x @ W))": (
+        {"expr": "sum(tanh(x @ W))", "inputs": {"x": {}, "W": {}}},
+        {"real": {"x": [256, 512], "W": [512, 512]}, "small": {"x": [4, 6], "W": [6, 5]}}),
+    "attention softmax(q kᵀ / 8) v": (
+        {"let": {"s": "q @ transpose(k) / 8"},
+         "expr": "exp(s - logsumexp(s, axis=-1, keepdims=True)) @ v",
+         "gradient": "random", "inputs": {"q": {}, "k": {}, "v": {}}},
+        {"real": {n: [16, 256, 64] for n in "qkv"}, "small": {n: [2, 4, 3] for n in "qkv"}}),
+    "layer norm with weight and bias": (
+        {"let": {"mu": "mean(x, axis=-1, keepdims=True)",
+                 "var": "mean((x - mu)**2, axis=-1, keepdims=True)"},
+         "expr": "(x - mu) / sqrt(var + 0.00001) * gamma + beta", "gradient": "random",
+         "inputs": {"x": {}, "gamma": {"domain": [0.5, 1.5]}, "beta": {}}},
+        {"real": {"x": [4096, 1024], "gamma": [1024], "beta": [1024]},
+         "small": {"x": [4, 8], "gamma": [8], "beta": [8]}}),
+    "softmax cross-entropy": (
+        {"expr": "mean(logsumexp(z, axis=-1) - sum(z * y, axis=-1))",
+         "inputs": {"z": {}, "y": {"requires_grad": False, "domain": [0, 1]}}},
+        {"real": {"z": [1024, 1000], "y": [1024, 1000]}, "small": {"z": [4, 5], "y": [4, 5]}}),
+}
+#: Section (e)'s checker comparison: this formula at 4096 inputs.
+CHECKED = ("sum(tanh(x @ W))", {"real": {"x": [32, 64], "W": [64, 32]},
+                                "small": {"x": [4, 6], "W": [6, 4]}})
+
 
 @dataclass(frozen=True)
 class Config:
@@ -43,6 +73,11 @@ class Config:
     large_ops: int = 1000               # (c): the one large formula, in parsed nodes
     cap: float = 20.0                   # (c): seconds one compile may take
     chain: tuple[int, int] = (10_000, 1000)  # (d): elements, ops
+    layers: str = "real"                # (e): the shapes of :data:`LAYERS` ("small")
+    layer_names: tuple[str, ...] | None = None  # (e): which of LAYERS (None: all)
+    cache_cases: str = ""               # (e): the file below cases/ run twice ("": all)
+    cache_keyword: str | None = None    # (e): and its -k
+    cli_cap: float = 300.0              # (e): seconds one `gradcheck run` may take
     repeat: int = 3                     # runs per measurement (the median is kept)
     once_over: float = 5.0              # a run longer than this is not repeated
     quick: bool = False
@@ -50,7 +85,9 @@ class Config:
 
 FULL = Config()
 QUICK = Config(sizes=(10, 100), big=1000, memory_n=10_000, depths=(2, 3), large_ops=60,
-               chain=(100, 8), repeat=1, quick=True)
+               chain=(100, 8), layers="small", layer_names=("sum(tanh(x @ W))",),
+               cache_cases="layers.toml", cache_keyword="dot-product", repeat=1,
+               quick=True)
 
 # Targets, at the full configuration's sizes.
 TARGET_MEMORY_SECONDS = 10.0
@@ -60,6 +97,11 @@ TARGET_DEPTH_SECONDS = 2.0
 TARGET_LARGE_SECONDS = 10.0
 TARGET_BACKWARD_FORWARD = 3.0
 TARGET_ENGINE_TORCH = 2.0
+TARGET_LAYER_SECONDS = 10.0
+TARGET_LAYER_MEMORY = 20.0
+TARGET_OVER_FULL = 20.0       # torch's full check's seconds / gradcheck's, at least
+TARGET_OVER_FAST = 5.0        # gradcheck's seconds / torch fast_mode's, at most
+TARGET_CACHE_SPEEDUP = 3.0    # first run / second run of cases/, at least
 
 
 @dataclass(frozen=True)

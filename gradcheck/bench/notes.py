@@ -74,4 +74,27 @@ def static_notes(cfg: Config) -> dict[str, list[str]]:
             f"backward/forward <= {TARGET_BACKWARD_FORWARD:g}, engine/torch <= "
             f"{TARGET_ENGINE_TORCH:g}.",
         ],
+        "tensor": _tensor_notes(cfg),
     }
+
+
+def _tensor_notes(cfg: Config) -> list[str]:
+    return [
+        "Each gradcheck row is `python -m gradcheck run FILE --dtype float64 --points 1 "
+        "--extreme-points 0` (every witness; --no-cache where the CLI has it) on a "
+        "generated case file, in a fresh process with an empty GRADCHECK_CACHE_DIR "
+        "and OMP/MKL/OpenBLAS on one thread; seconds: its wall time, start-up and "
+        "the reference's compile included. A case gradcheck cannot check is shown "
+        "with its status and message, its targets not met.",
+        "Peak memory: the child's own ru_maxrss (os.wait4) minus the baseline row's "
+        "(the same formulas at small sizes in one process: interpreter, torch, SymPy), "
+        "against the inputs' float64 bytes (every input, requires_grad or not).",
+        "Softmax cross-entropy: y is a fixed input (requires_grad = false) drawn in "
+        "[0, 1], not a one-hot literal, which takes seconds to parse at 1024×1000.",
+        "torch.autograd.gradcheck and JAX run in the bench's own process (one thread, "
+        f"warmed up; {_runs(cfg).lower()}) on the same function, float64; their ratio "
+        "is their seconds over gradcheck run's.",
+        "Cache: `gradcheck run` on the bundled cases as they come, twice, with one "
+        "GRADCHECK_CACHE_DIR that is empty before the first; cache files: the files "
+        "in it after each run.",
+    ]

@@ -34,6 +34,11 @@ def _fmt_ratio(r: Row) -> str:
 def _fmt_sizes(sizes: dict) -> str:
     if "depth" in sizes:
         return f"depth {sizes['depth']}, {sizes['ops']} ops"
+    if "shapes" in sizes:
+        return (", ".join(f"{k} {v}" for k, v in sizes["shapes"].items())
+                + f" ({sizes['n']:,} elements)")
+    if "cases" in sizes:
+        return f"{sizes['cases']} case" + ("s" if sizes["cases"] != 1 else "")
     if "chain" in sizes:
         return f"n = {sizes['n']:,}, {sizes['ops']} ops ({sizes['chain']})"
     return f"n = {sizes['n']:,}"
@@ -64,6 +69,8 @@ def _row_line(r: Row, quick: bool) -> str:
         name += " (large formula)"
     if r.extra.get("agrees") is False:
         name += " (gradients DISAGREE)"
+    if r.extra.get("error"):
+        name += f" ({r.extra['status'].upper()}: {r.extra['error']})"
     if r.extra.get("peak_bytes") is not None:
         name += (f": {r.extra['peak_bytes'] / 2**20:.1f} MiB over "
                  f"{r.extra['input_bytes'] / 2**20:.1f} MiB of input")

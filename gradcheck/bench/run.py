@@ -16,6 +16,7 @@ from .memory import memory_workloads
 from .notes import environment, load_average, static_notes
 from .overhead import engine_workloads
 from .render import markdown, to_json
+from .tensor import tensor_workloads
 
 
 def _plan(cfg: Config, wanted: tuple[str, ...], notes: dict,
@@ -29,6 +30,8 @@ def _plan(cfg: Config, wanted: tuple[str, ...], notes: dict,
         plan += compile_workloads(cfg)
     if "engine" in wanted:
         plan += engine_workloads(cfg)
+    if "tensor" in wanted:
+        plan += tensor_workloads(cfg, notes, absent)
     return plan
 
 

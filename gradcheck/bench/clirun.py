@@ -1,0 +1,122 @@
+"""``gradcheck run`` as a user runs it, in a fresh process (:func:`run_cli`): its wall
+time, its peak resident memory (the child's own ``ru_maxrss``, from ``os.wait4``) and
+its JSON report; and the case files it runs, written from plain data
+(:func:`case_toml`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+#: every thread pool of the child on one thread, as the rest of the bench measures
+_ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                "OPENBLAS_NUM_THREADS")}
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """One ``gradcheck run``. ``peak_bytes``: the child's peak resident set (None where
+    ``os.wait4`` is unavailable); ``report``: its JSON report (None when it wrote none:
+    it crashed, or ran past the cap: ``capped``)."""
+
+    seconds: float
+    peak_bytes: int | None
+    returncode: int | None
+    capped: bool
+    report: dict | None
+    stderr: str
+
+    def case(self, name: str | None = None) -> dict | None:
+        """The report's entry of the case ``name`` (default: the first)."""
+        cases = (self.report or {}).get("cases") or []
+        return next((c for c in cases if name is None or c["name"] == name), None)
+
+
+def _env(cache_dir: str) -> dict:
+    env = dict(os.environ, GRADCHECK_CACHE_DIR=cache_dir, **_ONE_THREAD)
+    # the folder that holds the gradcheck package, so the child runs this very copy
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _wait(proc: subprocess.Popen) -> tuple[int, int | None]:
+    """The child's exit code and peak resident bytes (its own ru_maxrss)."""
+    if not hasattr(os, "wait4"):  # pragma: no cover - not POSIX
+        return proc.wait(), None
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+
+
+def run_cli(args: list[str], *, cache_dir: str, timeout: float) -> CliRun:
+    """``python -m gradcheck run ARGS --format json --output FILE`` in a fresh process
+    with ``GRADCHECK_CACHE_DIR=cache_dir`` and one thread per pool; killed after
+    ``timeout`` seconds (``capped``)."""
+    with tempfile.TemporaryDirectory(prefix="gradcheck-bench-") as tmp:
+        out = Path(tmp) / "report.json"
+        killed = threading.Event()
+        with open(Path(tmp) / "stderr", "w+", encoding="utf-8") as err:
+            start = time.perf_counter()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gradcheck", "run", *args, "--format", "json",
+                 "--output", str(out)], stdout=subprocess.DEVNULL, stderr=err,
+                env=_env(cache_dir))
+
+            def kill():
+                killed.set()
+                proc.kill()
+
+            timer = threading.Timer(timeout, kill)
+            timer.start()
+            try:
+                code, peak = _wait(proc)
+            finally:
+                timer.cancel()
+            seconds = time.perf_counter() - start
+            err.seek(0)
+            stderr = err.read()[-2000:]
+        report = (json.loads(out.read_text(encoding="utf-8"))
+                  if out.exists() and not killed.is_set() else None)
+    return CliRun(seconds, peak, code, killed.is_set(), report, stderr)
+
+
+@functools.cache
+def run_options() -> str:
+    """``gradcheck run --help`` of this copy (which options it has: ``--no-cache``
+    arrives with the disk cache)."""
+    proc = subprocess.run([sys.executable, "-m", "gradcheck", "run", "--help"],
+                          capture_output=True, text=True, timeout=120,
+                          env=_env(tempfile.gettempdir()))
+    return proc.stdout
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)  # strings, numbers and lists of them read the same in TOML
+
+
+def case_toml(cases: list[dict]) -> str:
+    """A TOML case file of ``cases``: each a mapping of a case's keys (``name``,
+    ``expr``, ...), ``let`` and ``inputs`` as mappings by name."""
+    out = []
+    for case in cases:
+        out.append("[[case]]")
+        for key, value in case.items():
+            if key in ("let", "inputs"):
+                out += [f"{key}.{name} = {_toml(v)}" for name, v in value.items()]
+            else:
+                out.append(f"{key} = {_toml(value)}")
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,290 @@
+"""Section (e), ``tensor``: formulas that mix elements (matmul, softmax, layer norm) at
+real sizes, each checked by ``gradcheck run`` in a fresh process (:mod:`.clirun`).
+
+- the layers of :data:`~gradcheck.bench.config.LAYERS`: wall time and peak resident
+  memory (above a baseline: the same formulas at small sizes) against the inputs' bytes;
+- ``sum(tanh(x @ W))`` at 4096 inputs (:data:`~gradcheck.bench.config.CHECKED`):
+  ``gradcheck run`` with its compile against ``torch.autograd.gradcheck`` (full and
+  ``fast_mode``) and, when importable, JAX's ``check_grads``;
+- the disk cache: the bundled cases run twice with one fresh ``GRADCHECK_CACHE_DIR``.
+
+A case gradcheck cannot check (a formula too large for the reference it has) is a row
+whose ``extra["error"]`` is the case's message, its target not met.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+from .checkers import load_jax, timed
+from .clirun import CliRun, case_toml, run_cli, run_options
+from .config import (CHECKED, LAYERS, TARGET_CACHE_SPEEDUP, TARGET_LAYER_MEMORY,
+                     TARGET_LAYER_SECONDS, TARGET_OVER_FAST, TARGET_OVER_FULL, Config,
+                     Row, Workload)
+
+#: ``gradcheck run``'s options for one check: every witness, float64, one point
+CHECK_ARGS = ("--dtype", "float64", "--points", "1", "--extreme-points", "0")
+CLI_WALL = ("wall time of `gradcheck run` in a fresh process (start-up, imports, parsing, "
+            "the reference's compile, the check)")
+
+
+def _case(keys: dict, shapes: dict, name: str) -> dict:
+    inputs = {n: {"shape": shapes[n], **spec} for n, spec in keys["inputs"].items()}
+    return {"name": name, **{k: v for k, v in keys.items() if k != "inputs"},
+            "inputs": inputs}
+
+
+def _sizes(case: dict) -> dict:
+    shapes = {n: spec["shape"] for n, spec in case["inputs"].items()}
+    return {"n": sum(math.prod(s) for s in shapes.values()), "shapes": shapes}
+
+
+def no_cache() -> list[str]:
+    """``--no-cache`` where this copy's ``gradcheck run`` has it."""
+    return ["--no-cache"] if "--no-cache" in run_options() else []
+
+
+def check(cases: list[dict], cfg: Config) -> CliRun:
+    """``gradcheck run`` of ``cases`` (one file) with :data:`CHECK_ARGS`, a fresh empty
+    ``GRADCHECK_CACHE_DIR`` and ``--no-cache`` (where it exists). Raises when the CLI
+    wrote no report (it crashed)."""
+    with tempfile.TemporaryDirectory(prefix="gradcheck-bench-") as tmp:
+        path = Path(tmp) / "cases.toml"
+        path.write_text(case_toml(cases), encoding="utf-8")
+        run = run_cli([str(path), *CHECK_ARGS, "--timeout", f"{cfg.cli_cap:g}",
+                       *no_cache()], cache_dir=str(Path(tmp) / "cache"),
+                      timeout=cfg.cli_cap + 60)
+    if run.report is None and not run.capped:
+        raise RuntimeError(f"gradcheck run exited with {run.returncode} and wrote no "
+                           f"report: {run.stderr}")
+    return run
+
+
+def outcome(run: CliRun, cfg: Config) -> dict:
+    """What a run of one case says: status, reference mode, each witness's status, the
+    case's own seconds; ``error``: why it did not pass."""
+    case = run.case() or {}
+    extra = {"status": case.get("status", "capped" if run.capped else "missing"),
+             "mode": case.get("mode", ""), "case_seconds": case.get("seconds"),
+             "witnesses": {w: r.get("status")
+                           for w, r in (case.get("witnesses") or {}).items()},
+             "returncode": run.returncode, "capped": run.capped,
+             "cap_seconds": cfg.cli_cap + 60}
+    if extra["status"] != "passed":
+        extra["error"] = case.get("message") or (
+            f"ran past {cfg.cli_cap + 60:g} s" if run.capped else run.stderr.strip())
+    return extra
+
+
+def verified(extra: dict) -> str:
+    if extra["status"] != "passed":
+        return f"nothing: the case's status is {extra['status']}"
+    return (f"vᵀJ of every input element against the exact symbolic reference (mode "
+            f"{extra['mode'] or '?'}) by every witness ({', '.join(extra['witnesses'])}), "
+            "one point, float64")
+
+
+def _layer_rows(label: str, cfg: Config, state: dict) -> list[Row]:
+    keys, shapes = LAYERS[label]
+    case = _case(keys, shapes[cfg.layers], "layer")
+    run = check([case], cfg)
+    extra = dict(outcome(run, cfg), formula=keys["expr"], let=keys.get("let", {}))
+    sizes, passed, assess = _sizes(case), extra["status"] == "passed", not cfg.quick
+    rows = [Row("tensor", f"gradcheck run: {label}", sizes,
+                None if run.capped else run.seconds, verified(extra) + "; " + CLI_WALL, 1,
+                target=f"< {TARGET_LAYER_SECONDS:g} s wall",
+                met=(passed and run.seconds < TARGET_LAYER_SECONDS) if assess else None,
+                extra=extra)]
+    if run.peak_bytes is None or run.capped:
+        return rows
+    base = state.get("baseline", 0)
+    above, inputs = max(0, run.peak_bytes - base), 8 * sizes["n"]
+    rows.append(Row(
+        "tensor", f"gradcheck run: {label}: peak memory", sizes, None,
+        "the same run's peak resident set", 1, ratio=above / inputs,
+        ratio_of="peak resident bytes of the CLI's process above the baseline's / the "
+                 "inputs' bytes (float64)",
+        target=f"< {TARGET_LAYER_MEMORY:g}× the inputs' bytes",
+        met=(passed and above / inputs < TARGET_LAYER_MEMORY) if assess else None,
+        extra={"peak_bytes": above, "input_bytes": inputs,
+               "process_peak_bytes": run.peak_bytes, "baseline_bytes": base,
+               "method": "ru_maxrss of the child (os.wait4)"}))
+    return rows
+
+
+def layer_names(cfg: Config) -> list[str]:
+    return [n for n in LAYERS if cfg.layer_names is None or n in cfg.layer_names]
+
+
+def _baseline_rows(cfg: Config, state: dict) -> list[Row]:
+    """The layers at their small sizes in one process: the memory baseline."""
+    cases = [_case(LAYERS[name][0], LAYERS[name][1]["small"], f"small-{i}")
+             for i, name in enumerate(layer_names(cfg))]
+    run = check(cases, cfg)
+    statuses = [c["status"] for c in (run.report or {}).get("cases", [])]
+    state["baseline"] = run.peak_bytes or 0
+    peak = f"{run.peak_bytes / 2**20:.1f} MiB" if run.peak_bytes else "unknown"
+    return [Row("tensor", "gradcheck run: the layers at small sizes (memory baseline)", {"n": sum(_sizes(c)["n"] for c in cases),
+                              "cases": len(cases)}, None if run.capped else run.seconds,
+                f"the same formulas at small shapes, one file (statuses: "
+                f"{', '.join(statuses)}); its process's peak resident set ({peak}: "
+                "interpreter, imports, the checks) is the baseline of the peak-memory "
+                "rows", 1, extra={"process_peak_bytes": run.peak_bytes,
+                                  "statuses": statuses, "capped": run.capped,
+                                  "cap_seconds": cfg.cli_cap + 60})]
+
+
+def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
+    label, case = CHECKED[0], _checked_case(cfg)
+    run = check([case], cfg)
+    extra = dict(outcome(run, cfg), formula=label, no_cache=bool(no_cache()))
+    passed = extra["status"] == "passed" and not run.capped
+    state["checked"] = run.seconds if passed else None
+    text = (verified(extra).replace("vᵀJ", "exact vᵀJ (here the gradient: the output is "
+                                           "a scalar)") + "; " + CLI_WALL
+            + ", no disk cache")
+    return [Row("tensor", f"gradcheck run beside the checkers: {label}", _sizes(case),
+                None if run.capped else run.seconds, text, 1, extra=extra)]
+
+
+def _ratio_row(name: str, seconds: float, runs: int, what: str, ours: float | None,
+               target: str | None, at_least: float | None, cfg: Config) -> Row:
+    ratio = seconds / ours if ours else None
+    met = None
+    if at_least is not None and not cfg.quick:
+        met = ratio is not None and ratio >= at_least
+    return Row("tensor", name, _sizes(_checked_case(cfg)), seconds, what, runs,
+               ratio=ratio, ratio_of="seconds / gradcheck run's seconds on the same formula",
+               target=target, met=met)
+
+
+def _checked_case(cfg: Config) -> dict:
+    label, shapes = CHECKED
+    return _case({"expr": label, "inputs": {n: {} for n in shapes[cfg.layers]}},
+                 shapes[cfg.layers], "checked")
+
+
+def _checked_torch(cfg: Config, state: dict) -> list[Row]:
+    import torch
+
+    shapes = CHECKED[1][cfg.layers]
+    gen = torch.Generator().manual_seed(0)
+    x, w = (torch.randn(*shapes[n], dtype=torch.float64, generator=gen,
+                        requires_grad=True) for n in ("x", "W"))
+
+    def f(x, w):
+        return torch.tanh(x @ w).sum()
+
+    small = (x[:2, :3].detach().requires_grad_(), w[:3, :2].detach().requires_grad_())
+    torch.autograd.gradcheck(f, small)  # one-time costs, not measured
+    torch.autograd.gradcheck(f, small, fast_mode=True)
+    full, full_runs = timed(lambda: torch.autograd.gradcheck(f, (x, w)), cfg)
+    fast, fast_runs = timed(lambda: torch.autograd.gradcheck(f, (x, w), fast_mode=True),
+                            cfg)
+    ours = state.get("checked")
+    return [
+        _ratio_row("torch.autograd.gradcheck", full, full_runs,
+                   "the whole Jacobian (1×n) by central finite differences, 2 evaluations "
+                   "of f per input element, against backward's (float64, in this "
+                   "process, after a warm-up)", ours,
+                   f">= {TARGET_OVER_FULL:g}× gradcheck run's seconds", TARGET_OVER_FULL,
+                   cfg),
+        _ratio_row("torch.autograd.gradcheck fast_mode", fast, fast_runs,
+                   "one random projection uᵀJv against a finite-difference directional "
+                   "derivative (float64, in this process, after a warm-up)", ours,
+                   f"gradcheck run within {TARGET_OVER_FAST:g}× of it (ratio >= "
+                   f"{1 / TARGET_OVER_FAST:g})", 1 / TARGET_OVER_FAST, cfg)]
+
+
+def _checked_jax(cfg: Config, state: dict, mods) -> list[Row]:
+    import time
+
+    import numpy as np
+
+    jax, jnp, check_grads, _ = mods
+    shapes = CHECKED[1][cfg.layers]
+    rng = np.random.default_rng(0)
+    args = tuple(jnp.asarray(rng.standard_normal(shapes[n]), dtype=jnp.float64)
+                 for n in ("x", "W"))
+
+    def f(x, w):
+        return jnp.sum(jnp.tanh(x @ w))
+
+    start = time.perf_counter()
+    check_grads(f, args, order=1, modes=["rev"])
+    first = time.perf_counter() - start
+    steady, runs = timed(lambda: check_grads(f, args, order=1, modes=["rev"]), cfg)
+    row = _ratio_row("jax.test_util.check_grads, first call", first, 1,
+                     "one random projection: ⟨u, Jᵀw⟩ from the VJP against ⟨central-"
+                     "difference JVP along u, w⟩ (order 1, modes ['rev'], float64); the "
+                     "first call, compiling each op for these shapes", state.get("checked"),
+                     None, None, cfg)
+    row.extra.update(steady_seconds=steady, steady_runs=runs)
+    return [row]
+
+
+def _cache_rows(cfg: Config) -> list[Row]:
+    from .verdicts import BUNDLED
+
+    path = BUNDLED / cfg.cache_cases if cfg.cache_cases else BUNDLED
+    shown = "cases/" + cfg.cache_cases + (f" -k {cfg.cache_keyword}"
+                                          if cfg.cache_keyword else "")
+    args = [str(path)] + (["-k", cfg.cache_keyword] if cfg.cache_keyword else [])
+    runs, files = [], []
+    with tempfile.TemporaryDirectory(prefix="gradcheck-bench-cache-") as cache:
+        for _ in range(2):
+            runs.append(run_cli(args, cache_dir=cache, timeout=4 * cfg.cli_cap))
+            files.append(sum(1 for p in Path(cache).rglob("*") if p.is_file()))
+    for r in runs:
+        if r.report is None:
+            raise RuntimeError(f"gradcheck run {shown} wrote no report "
+                               f"(exit {r.returncode}, capped {r.capped}): {r.stderr}")
+    sizes = {"n": len(runs[0].report["cases"]), "cases": len(runs[0].report["cases"])}
+    rows = []
+    for k, (r, when) in enumerate(zip(runs, ("first run, empty cache",
+                                             "second run, same cache"))):
+        s = r.report["summary"]
+        rows.append(Row("tensor", f"gradcheck run {shown}: {when}", sizes, r.seconds,
+                        f"the cases as they come (their dtypes, points, witnesses): "
+                        f"{s['passed']} passed, {s['failed']} failed, {s['errored']} "
+                        f"errored, {s['skipped']} skipped; {CLI_WALL}", 1,
+                        extra={"summary": s, "returncode": r.returncode,
+                               "cache_files": files[k]}))
+    ratio = runs[0].seconds / runs[1].seconds
+    rows.append(Row("tensor", f"gradcheck run {shown}: first / second", sizes, None,
+                    "the two runs above, one GRADCHECK_CACHE_DIR (fresh before the "
+                    "first)", 1, ratio=ratio, ratio_of="first run's seconds / second's",
+                    target=f">= {TARGET_CACHE_SPEEDUP:g}×",
+                    met=ratio >= TARGET_CACHE_SPEEDUP if not cfg.quick else None,
+                    extra={"cache_files": files}))
+    return rows
+
+
+def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
+    """The section's workloads, in order (the baseline first, gradcheck's 4096-input
+    run before the checkers whose ratios divide by it); JAX's absence goes to
+    ``absent``."""
+    state: dict = {}
+    plan = [Workload("tensor", "baseline: the layers at small sizes (fresh process)",
+                     lambda: _baseline_rows(cfg, state))]
+    plan += [Workload("tensor", f"gradcheck run {label} (fresh process)",
+                      lambda label=label: _layer_rows(label, cfg, state))
+             for label in layer_names(cfg)]
+    plan += [Workload("tensor", f"gradcheck run {CHECKED[0]}, 4096 inputs (fresh "
+                      "process)", lambda: _checked_gradcheck(cfg, state)),
+             Workload("tensor", "torch.autograd.gradcheck, 4096 inputs",
+                      lambda: _checked_torch(cfg, state))]
+    try:
+        mods = load_jax()
+    except Exception as exc:  # JAX is optional: any failure to import it means "absent"
+        absent["tensor"].append({"name": "jax.test_util.check_grads",
+                                 "reason": f"jax is not importable "
+                                           f"({type(exc).__name__}: {exc})"})
+    else:
+        plan.append(Workload("tensor", "jax check_grads, 4096 inputs",
+                             lambda: _checked_jax(cfg, state, mods)))
+    plan.append(Workload("tensor", "gradcheck run cases/ twice, one cache",
+                         lambda: _cache_rows(cfg)))
+    return plan
