@@ -34,13 +34,14 @@ absolute, per element, keyed like :meth:`gradcheck.evaluation.Evaluation.quantit
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import numpy as np
 
 from .dtypes import round_to, smallest_normal, unit_roundoff
-from .rules import COMPARISON, LINALG, REDUCTION, RULES
+from .rules import AXIS, COMPARISON, LINALG, REDUCTION, RULES
 from .arrays import unbroadcast
 from .tree import Node, walk
 
@@ -70,12 +71,53 @@ def _arr(x) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 
+@functools.lru_cache(maxsize=1024)
+def _order(root: Node) -> tuple[Node, ...]:
+    """:func:`gradcheck.tree.walk`'s order, kept per formula (a node hashes by identity,
+    and the cache holds it): the forward is walked at every finite-difference step."""
+    return tuple(walk(root))
+
+
+@functools.lru_cache(maxsize=1024)
+def _representable(c: float, dtype: str) -> bool:
+    """Whether ``dtype`` holds the constant ``c`` exactly."""
+    return bool(np.all(round_to(c, dtype) == c))
+
+
+def _finite(x: np.ndarray, posinf: float | None = 0.0) -> np.ndarray:
+    """``np.nan_to_num(x, nan=0.0, posinf=posinf)``, without its cost (a dozen NumPy
+    calls) where ``x`` is finite already, as it nearly always is."""
+    if np.isfinite(x).all():
+        return x
+    return np.nan_to_num(x, nan=0.0, posinf=posinf)
+
+
+def _batched(node: Node, rule, g, t, args, lead: tuple[int, ...]):
+    """A VJP's (g, ans, args, params) when ``g`` carries many cotangents along a leading
+    axis of length ``lead``. Elementwise rows broadcast g against their operands from
+    the right, and matmul and transpose work on the last two axes: they take the batch
+    as it is. A row with an axis parameter (a reduction) names its axes from the left:
+    they move one past the batch axis, and its operands get that axis too (broadcast
+    views, no copies). dot multiplies its 0-d result's cotangent by the vectors: g gets
+    a trailing axis to line up with them."""
+    params = node.params
+    if any(p.kind == AXIS for p in rule.params):
+        params = tuple((name, tuple(d + 1 for d in value) if p.kind == AXIS else value)
+                       for p, (name, value) in zip(rule.params, params))
+        t = np.broadcast_to(t, lead + np.shape(t))
+        args = [np.broadcast_to(a, lead + np.shape(a)) for a in args]
+    elif node.op == "dot":
+        g = g[..., None]
+    return g, t, args, params
+
+
 class _Bounds:
     """One evaluation of the bounds of one formula at one point."""
 
     def __init__(self, dtype: str):
         self.dtype = dtype
         self.u, self.u_acc = _units(dtype)
+        self.lead: tuple[int, ...] = ()   # (n,): the backward carries n cotangents
         # Underflow: a result below the smallest normal is rounded to the subnormal grid,
         # an absolute error of up to its spacing (Higham's model, fl(x) = x(1 + δ) + η),
         # smallest normal · 2u; formed as 2u first: 2^-1022 · 2^-53 itself underflows.
@@ -89,7 +131,7 @@ class _Bounds:
         """Values and error bounds of every node. ``overrides``: input or ``let`` names
         set to values computed in this dtype (a perturbed point, x + h): each carries
         its own rounding, u·|value|."""
-        for node in walk(root):
+        for node in _order(root):
             if overrides and node.op in ("input", "let") and node.name in overrides:
                 x = _arr(overrides[node.name])
                 self.val[id(node)], self.err[id(node)] = x, self.u * np.abs(x)
@@ -102,7 +144,7 @@ class _Bounds:
             return x, np.zeros_like(x)
         if node.op == "const":
             c = _arr(node.const)
-            exact = bool(np.all(round_to(c, self.dtype) == c))
+            exact = _representable(float(node.const), self.dtype)
             return c, (np.zeros_like(c) if exact else self.u * np.abs(c))
         args = [self.val[id(a)] for a in node.args]
         errs = [self.err[id(a)] for a in node.args]
@@ -144,19 +186,25 @@ class _Bounds:
         ones = np.ones(np.shape(t))
         propagated = np.zeros(np.shape(t))
         for k, (vjp, e) in enumerate(zip(rule.engine.vjps, errs)):
-            if vjp is None or not np.any(e):   # (a constant exponent's log(a) is NaN)
+            # (skipped: a constant exponent, whose log(a) is NaN)
+            if vjp is None or not np.asarray(e).any():
                 continue
-            partial = np.nan_to_num(np.abs(_arr(rule.vjp(k, ones, t, args, node.params))))
-            propagated = propagated + partial * np.broadcast_to(e, np.shape(t))
+            partial = _finite(np.abs(_arr(rule.vjp(k, ones, t, args, node.params))),
+                              posinf=None)
+            propagated = propagated + partial * e   # (partial has t's shape: ḡ has)
         rho = rule.rounding
         return t, propagated + rho * u * np.abs(t) + (self.eta if rho else 0.0)
 
     # ------------------------------------------------------------------ backward
-    def backward(self, root: Node, v: np.ndarray) -> tuple[dict, dict]:
-        """Cotangents and their error bounds for every node, by node id."""
-        order = list(walk(root))
-        grad: dict[int, np.ndarray] = {id(root): _arr(np.broadcast_to(v, root.shape))}
-        gerr: dict[int, np.ndarray] = {id(root): np.zeros(root.shape)}
+    def backward(self, root: Node, v: np.ndarray, batch: bool = False) -> tuple[dict, dict]:
+        """Cotangents and their error bounds for every node, by node id. ``batch``: ``v``
+        holds many cotangents along its first axis, carried through together, each as
+        it would be alone (every cotangent and bound then has that axis in front)."""
+        order = _order(root)
+        self.lead = (int(np.shape(v)[0]),) if batch else ()
+        shape = self.lead + root.shape
+        grad: dict[int, np.ndarray] = {id(root): _arr(np.broadcast_to(v, shape))}
+        gerr: dict[int, np.ndarray] = {id(root): np.zeros(shape)}
         for node in reversed(order):
             g = grad.get(id(node))
             if g is None or node.op in ("input", "const"):
@@ -176,8 +224,10 @@ class _Bounds:
                 self._accumulate(grad, gerr, arg, c, ce)
         return grad, gerr
 
-    @staticmethod
-    def _call(node, rule, k, g, t, args):
+    def _call(self, node, rule, k, g, t, args):
+        if self.lead:
+            g, t, args, params = _batched(node, rule, g, t, args, self.lead)
+            return _arr(rule.vjp(k, g, t, args, params))
         return _arr(rule.vjp(k, g, t, args, node.params))
 
     def _vjp(self, node, rule, k, g, ge):
@@ -217,7 +267,7 @@ class _Bounds:
             # as if the value itself were off by one more u relative.
             value = _arr(value)
             e = _arr(e) + u * np.abs(value)
-            if not np.any(e):
+            if not np.asarray(e).any():
                 continue
             # One scale s for the whole probe (a reduction's factor mixes elements):
             # each element moves by at most PERTURBATION of its magnitude, or of its
@@ -232,8 +282,8 @@ class _Bounds:
                 c2 = self._call(node, rule, k, g, t,
                                 [moved if i == j else a for i, a in enumerate(args)])
             with np.errstate(all="ignore"):
-                delta = np.nan_to_num(np.abs(c2 - c) / s, nan=0.0, posinf=0.0)
-            through_fwd = through_fwd + np.broadcast_to(delta, np.shape(c))
+                delta = _finite(np.abs(c2 - c) / s)
+            through_fwd = through_fwd + delta   # (c's shape: c2 is the same call's)
         rho = rule.rounding
         own = (2 * rho + 1) * (u * np.abs(c) + self.eta)
         return c, through_g + through_fwd + own
@@ -241,16 +291,32 @@ class _Bounds:
     def _accumulate(self, grad, gerr, arg: Node, c, ce) -> None:
         """Sum ``c`` back to ``arg``'s shape and add it to ``arg``'s cotangent."""
         shape = arg.shape
-        n = max(1, int(np.size(c) // max(1, math.prod(shape))))
-        summed = unbroadcast(c, shape)
-        err = unbroadcast(np.broadcast_to(ce, np.shape(c)), shape)
+        n = max(1, int(np.size(c) // max(1, math.prod(self.lead + shape))))
+        summed = self._unbroadcast(c, shape)
+        err = self._unbroadcast(np.broadcast_to(ce, np.shape(c)), shape)
         if n > 1:
-            err = err + accumulation(n) * self.u_acc * unbroadcast(np.abs(c), shape)
+            err = err + accumulation(n) * self.u_acc * self._unbroadcast(np.abs(c), shape)
         key = id(arg)
         if key in grad:
             err = err + gerr[key] + self.u * (np.abs(grad[key]) + np.abs(summed)) + self.eta
             summed = grad[key] + summed
         grad[key], gerr[key] = _arr(summed), _arr(err)
+
+    def _unbroadcast(self, array, shape: tuple[int, ...]) -> np.ndarray:
+        """:func:`gradcheck.arrays.unbroadcast` of each cotangent the backward carries
+        (summed over the same axes, one past the batch axis)."""
+        if not self.lead:
+            return unbroadcast(array, shape)
+        array = np.asarray(array)
+        extra = array.ndim - 1 - len(shape)
+        if extra > 0:
+            array = np.sum(array, axis=tuple(range(1, extra + 1)))
+        axes = tuple(d + 1 for d, n in enumerate(shape)
+                     if n == 1 and array.shape[d + 1] != 1)
+        if axes:
+            array = np.sum(array, axis=axes, keepdims=True)
+        full = self.lead + tuple(shape)
+        return np.broadcast_to(array, full) if array.shape != full else array
 
 
 def forward_bound(root: Node, env: dict[str, np.ndarray],
@@ -263,18 +329,20 @@ def forward_bound(root: Node, env: dict[str, np.ndarray],
     b = _Bounds(dtype)
     with np.errstate(all="ignore"):
         b.forward(root, env, overrides)
-    return b.val[id(root)], np.nan_to_num(b.err[id(root)], nan=0.0, posinf=0.0)
+    return b.val[id(root)], _finite(np.array(b.err[id(root)], dtype=float))
 
 
 def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
-                 forward: dict | None = None) -> dict[str, np.ndarray]:
+                 forward: dict | None = None, batch: bool = False) -> dict[str, np.ndarray]:
     """Per-element bounds on the rounding error of a correct computation in ``dtype`` of
     the value and of vᵀJ (``"value"``, ``"x.grad"`` for every input, ``"h.grad"`` for
     every retained ``let``), absolute, at ``point``. Non-finite bounds (an overflow in
     the probe) count as 0: the comparison is then strict rather than blind.
 
     ``forward``: a dict the caller keeps for one point, where the forward pass is kept
-    and reused for every v (the Jacobian's one-hot cotangents)."""
+    and reused for every v (the Jacobian's one-hot cotangents). ``batch``: ``v`` holds
+    many cotangents along its first axis (the Jacobian's one-hots), bounded in one
+    backward pass; each gradient's bound then has that axis in front, the value's not."""
     root = case.output
     key = (id(root), dtype)
     b = None if forward is None else forward.get(key)
@@ -284,15 +352,16 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
             b.forward(root, point)
             if forward is not None:
                 forward[key] = b
-        grad, gerr = b.backward(root, v)
+        grad, gerr = b.backward(root, v, batch)
     out = {"value": b.err[id(root)]}
     nodes = {n.name: n for n in walk(root) if n.op in ("input", "let")}
     for spec in case.inputs:
         node = nodes.get(spec.name)
-        out[f"{spec.name}.grad"] = (np.zeros(spec.shape) if node is None or id(node)
-                                    not in gerr else gerr[id(node)])
+        out[f"{spec.name}.grad"] = (np.zeros(b.lead + tuple(spec.shape)) if node is None
+                                    or id(node) not in gerr else gerr[id(node)])
     for name in getattr(case, "retain_grad", ()):
         node = nodes.get(name)
         if node is not None and id(node) in gerr:
             out[f"{name}.grad"] = gerr[id(node)]
-    return {k: np.nan_to_num(_arr(e), nan=0.0, posinf=0.0) for k, e in out.items()}
+    # fresh arrays, as the caller may keep them (the value's bound is kept per point)
+    return {k: _finite(np.array(e, dtype=float)) for k, e in out.items()}

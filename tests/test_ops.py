@@ -484,3 +484,30 @@ def test_op_checks_are_functions_returning_outcomes():
     (d,) = checks.determinism({"x": np.ones(2)}, {"x": np.zeros(2)}, 1)
     np.testing.assert_array_equal(d.expected["x.grad"], np.ones(2))   # the first call
     np.testing.assert_array_equal(d.obtained["x.grad"], np.zeros(2))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+@pytest.mark.parametrize("name", ["linear", "sincos", "log-softmax", "weighted-square"])
+def test_jacobian_tolerances_in_one_pass_are_the_per_v_ones(name, dtype):
+    """op.jacobian's tolerances for all one-hot cotangents at once (OpTolerance.many)
+    are, element for element, those of each cotangent on its own."""
+    import numpy as np
+
+    from gradcheck.opcheck.exact import exact, grad_quantities, one_hots, references
+    from gradcheck.opcheck.tolerances import OpTolerance
+    from gradcheck.sampling import case_points
+
+    case = CASES[name]
+    refs = references(case, {})
+    point = next(iter(case_points(case, dtype))).values
+    rows = [vs for _, _, vs in one_hots(case.outputs)]
+    exacts = [grad_quantities(exact(refs, point, vs).grads) for vs in rows]
+    tolerance = OpTolerance(case, dtype)
+    tolerance.start_point()
+    together = tolerance.many(point, rows, exacts)
+    assert len(together) == len(rows)
+    for vs, want, got in zip(rows, exacts, together):
+        alone = OpTolerance(case, dtype)(point, vs, want)   # fresh: nothing kept
+        assert set(got) == set(alone)
+        for q, t in alone.items():
+            np.testing.assert_allclose(got[q], t, rtol=1e-13, atol=0, err_msg=q)

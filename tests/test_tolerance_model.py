@@ -154,3 +154,87 @@ def test_second_order_and_nondeterminism_rules():
         [5.0, 1.0]))
     assert with_nondeterminism({"out0": 1.0, "x.grad": 2.0}, 0.5) == {"out0": 1.0,
                                                                      "x.grad": 2.5}
+
+
+# --------------------------------------------------------------------------- batched
+
+#: formulas whose VJPs a leading batch axis could trip: matmul in every rank pair, dot,
+#: transpose (negative axes), reductions with positive axes and keepdims, max/min ties,
+#: broadcasting, where, a let used twice and retained
+BATCH_CASES = [
+    ("tanh(x @ W + b)", {"x": [3, 4], "W": [4, 2], "b": [2]}, ()),
+    ("(x @ v) * (v @ transpose(x))", {"x": [3, 4], "v": [4]}, ()),
+    ("sum(v @ w + dot(v, w) * v)", {"v": [4], "w": [4]}, ()),
+    ("A @ B", {"A": [2, 3, 4], "B": [4, 2]}, ()),
+    ("transpose(A) @ A", {"A": [3, 2]}, ()),
+    ("sum(x * y, axis=0, keepdims=True) / mean(y) + sum(exp(x), axis=1, keepdims=True)",
+     {"x": [3, 4], "y": [4]}, ()),
+    ("prod(x, axis=(0, 2)) + mean(x, axis=(0, 2))", {"x": [2, 3, 2]}, ()),
+    ("max(x, axis=1) - min(x * 2, axis=0, keepdims=True)", {"x": [3, 3]}, ()),
+    ("max(maximum(x, 1), axis=0)", {"x": [4, 2]}, ()),
+    ("x - logsumexp(x, axis=1, keepdims=True)", {"x": [2, 5]}, ()),
+    ("where(x > y, x * y, sin(y)) + maximum(x, y) / minimum(x, y)", {"x": [3, 1], "y": [4]},
+     ()),
+    ("clamp(x, min=0.7) ** 2 + sqrt(abs(x) + 1) / y + x ** y", {"x": [2, 3], "y": [3]}, ()),
+    ("h * sigmoid(h) + softplus(h) / atan2(h, 2)", {"x": [4, 2]}, ("h",)),
+    ("sum(h, axis=1) * s", {"x": [2, 3], "s": []}, ("h",)),
+]
+
+
+def _batch_case(expr: str, shapes: dict, retain: tuple):
+    table = {"name": "batch", "expr": expr, "gradient": "random",
+             "inputs": {k: {"shape": s, "domain": [0.5, 2]} for k, s in shapes.items()}}
+    if retain:   # h: a let over the first input, used more than once
+        first = next(iter(shapes))
+        table.update(let={"h": f"tanh({first}) + {first}"}, retain_grad=list(retain))
+    return case_from_dict(table)
+
+
+def _assert_batched_equals_per_v(case, point: dict, dtype: str, seed: int = 1) -> None:
+    """error_bounds of every one-hot v and two random ones, in one batched pass, against
+    the same bounds one v at a time."""
+    shape = case.output.shape
+    n = int(np.prod(shape, dtype=np.int64))
+    rng = np.random.default_rng(seed)
+    vs = np.concatenate([np.eye(n).reshape((n,) + shape),
+                         round_to(rng.standard_normal((2,) + shape), dtype)])
+    kept: dict = {}
+    batched = error_bounds(case, point, vs, dtype, kept, batch=True)
+    for i, v in enumerate(vs):
+        alone = error_bounds(case, point, v, dtype)     # its own forward, no cache
+        assert set(batched) == set(alone)
+        for q, bound in alone.items():
+            row = batched[q] if q == "value" else batched[q][i]
+            assert row.shape == bound.shape, (q, row.shape, bound.shape)
+            # equal up to the order of a few float sums of the bound itself
+            np.testing.assert_allclose(row, bound, rtol=1e-13, atol=0, err_msg=q)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("expr, shapes, retain", BATCH_CASES)
+def test_batched_bounds_are_the_per_v_bounds(expr, shapes, retain, dtype):
+    """op.jacobian bounds all its one-hot cotangents in one backward pass: each row of
+    that is the bound the cotangent gets alone."""
+    case = _batch_case(expr, shapes, retain)
+    rng = np.random.default_rng(0)
+    point = {k: round_to(rng.uniform(0.5, 2, s), dtype) for k, s in shapes.items()}
+    _assert_batched_equals_per_v(case, point, dtype)
+
+
+def test_batched_bounds_cover_every_row():
+    """The same over random formulas drawn from every row of the table."""
+    from hypothesis import HealthCheck, given, settings
+
+    from gradcheck.sampling import case_points
+    from gradcheck.strategies import formulas
+
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(formulas(depth=3))
+    def check(table):
+        case = case_from_dict(table)
+        for dtype in ("float64", "float32"):
+            point = next(iter(case_points(case, dtype))).values
+            _assert_batched_equals_per_v(case, point, dtype, table["seed"])
+
+    check()

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..compare import Comparison, Finding, Outcome
 from ..dtypes import to_numpy
-from .exact import exact, grad_quantities, one_hots
+from .exact import exact_rows, grad_quantities, one_hots
 
 JACOBIAN_LIMIT = 64        # output elements up to which every one-hot v is checked
 SECOND_FORWARD = ("a second forward after a backward returns other values: state kept "
@@ -44,25 +44,31 @@ def zero(got: dict, exact_ones: dict, inputs: dict, i: int) -> list[Outcome]:
 
 
 def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
-             tolerance: Callable[[dict, list, dict], dict]) -> list[Outcome]:
+             tolerances: Callable[[dict, list, list], list]) -> list[Outcome]:
     """op.jacobian: vᵀJ for every one-hot v (the whole Jacobian), each entry named
     ``d out{k}[idx] / d x``; nothing for outputs of more than JACOBIAN_LIMIT elements.
 
     Args:
         vjp: the op's ``vs -> {input name: gradient}`` at this point.
-        tolerance: ``(point, vs, exact quantities) -> tolerances``.
+        tolerances: ``(point, [vs, ...], [exact quantities, ...]) -> [tolerances, ...]``
+            for all the one-hot cotangents at once (:meth:`gradcheck.opcheck.tolerances.
+            OpTolerance.many`).
     """
     if sum(int(np.prod(n.shape, dtype=np.int64)) for n in outputs) > JACOBIAN_LIMIT:
         return []
+    hots = list(one_hots(outputs))
+    if not hots:
+        return []
+    expected = [grad_quantities(e.grads) for e in
+                exact_rows(refs, point, [vs for _, _, vs in hots])]
+    allowed = tolerances(point, [vs for _, _, vs in hots], expected)
     out: list[Outcome] = []
-    for k, idx, vs in one_hots(outputs):
-        expected = grad_quantities(exact(refs, point, vs).grads)
+    for (k, idx, vs), want, tolerance in zip(hots, expected, allowed):
         got = {n: to_numpy(g) for n, g in vjp(vs).items()}
         rename = {f"{n}.grad": f"d out{k}[{idx}] / d {n}" for n in got}
-        allowed = tolerance(point, vs, expected)
         out.append(Comparison({rename[q]: g for q, g in grad_quantities(got).items()},
-                              {rename[q]: g for q, g in expected.items()}, i,
-                              {rename[q]: b for q, b in allowed.items() if q in rename}))
+                              {rename[q]: g for q, g in want.items()}, i,
+                              {rename[q]: b for q, b in tolerance.items() if q in rename}))
     return out
 
 

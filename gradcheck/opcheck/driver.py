@@ -19,7 +19,7 @@ from ..result import FAILED, WitnessResult
 from ..sampling import case_points, case_rng
 from .checks import backward, determinism, forward, inplace, jacobian, zero
 from .double import double
-from .exact import exact, grad_quantities, references
+from .exact import exact_rows, grad_quantities, references
 from .shapes import shapes
 from .tolerances import OpTolerance
 
@@ -75,25 +75,30 @@ class OpCheck:
             self.record("forward", [Finding(problem=f"the op returned {len(outs)} outputs; "
                                                     f"reference has {len(self.refs)}")])
             return
-        exact_ones = exact(self.refs, point, [np.ones(n.shape) for n in self.case.outputs])
+        draws = [self.vs(i, d) for d in range(COTANGENTS)]
+        # the exact side of v = ones and of the drawn v, then the drawn v's tolerances,
+        # each in one pass for all of them
+        ones = [np.ones(n.shape) for n in self.case.outputs]
+        exact_ones, *exacts = exact_rows(self.refs, point, [ones] + draws)
+        tolerances = self.tolerance.many(point, draws, [
+            dict(ex.retained, **grad_quantities(ex.grads)) for ex in exacts])
         values = {f"out{k}": to_numpy(y) for k, y in enumerate(outs)}
-        for draw in range(COTANGENTS):
-            self.cotangent(i, draw, point, leaves, outs, values, exact_ones)
+        for draw, drawn in enumerate(zip(draws, exacts, tolerances)):
+            self.cotangent(i, draw, point, leaves, outs, values, exact_ones, drawn)
         self.record("jacobian", jacobian(
             lambda vs: runner.vjp(leaves, outs, vs), self.refs, self.case.outputs, point,
-            i, self.tolerance))
+            i, self.tolerance.many))
         zeros = [np.zeros(n.shape) for n in self.case.outputs]
         got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, zeros).items()}
         self.record("zero", zero(got, exact_ones.grads, self.case.input, i))
 
     def cotangent(self, i: int, draw: int, point: dict, leaves: dict, outs: tuple,
-                  values: dict, exact_ones) -> None:
-        """The checks at point ``i`` for its ``draw``-th random cotangent; the first draw
-        also runs the checks that need one v per point."""
-        runner, vs = self.runner, self.vs(i, draw)
-        ex = exact(self.refs, point, vs)
+                  values: dict, exact_ones, drawn: tuple) -> None:
+        """The checks at point ``i`` for its ``draw``-th random cotangent (``drawn``: the
+        cotangents, their exact evaluation and tolerances); the first draw also runs the
+        checks that need one v per point."""
+        runner, (vs, ex, tolerance) = self.runner, drawn
         expected = grad_quantities(ex.grads)
-        tolerance = self.tolerance(point, vs, dict(ex.retained, **expected))
         if draw == 0:
             self.record("forward", forward(values, ex.retained, i, tolerance))
         got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, vs).items()}

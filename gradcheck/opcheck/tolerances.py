@@ -41,15 +41,45 @@ class OpTolerance:
     def __call__(self, point: dict, vs: list, exact: dict | None = None) -> dict:
         """Per-element tolerances of the op's values (``out{k}``) and vᵀJ (``x.grad``):
         the rounding-error model, and, given the exact quantities, the peer baseline."""
-        from ..rounding import error_bounds
-
-        bounds = [error_bounds(self.subcases[k], point, v, self.dtype, self.at_point)
-                  for k, v in enumerate(vs)]
-        model = with_nondeterminism(model_tolerance(sum_outputs(bounds), self.dtype),
-                                    self.case.nondet_tol)
+        model = self._model(point, vs)
         if exact is None:
             return model
-        peer = self.peer(point, vs)
+        return self._with_peer(model, point, vs, exact)
+
+    def many(self, point: dict, rows: list[list], exacts: list[dict]) -> list[dict]:
+        """``[self(point, vs, exact) for vs, exact in zip(rows, exacts)]``, the same
+        tolerances element for element, with the rounding-error bounds of all the rows
+        (the Jacobian's one-hot cotangents) in one backward pass per output, and the
+        peer rule applied to all of them at once (it is elementwise, as the model's
+        factors are: a row of the stacked result is that row's tolerance)."""
+        n = len(rows)
+        stacked = [np.stack([vs[k] for vs in rows]) for k in range(len(self.subcases))]
+        values = {f"out{k}" for k in range(len(self.subcases))}
+        model = {q: (np.broadcast_to(b, (n,) + np.shape(b)) if q in values else b)
+                 for q, b in self._model(point, stacked, batch=True).items()}
+        peers = [self.peer(point, vs) for vs in rows]
+        together = _stacked(peers), _stacked(exacts)
+        if together[0] is None or together[1] is None:  # no peer, or rows unlike
+            return [self._peer_rule({q: b[j] for q, b in model.items()}, p, exact)
+                    for j, (p, exact) in enumerate(zip(peers, exacts))]
+        tolerance = peer_tolerance(model, *together, self.dtype)
+        return [{q: b[j] for q, b in tolerance.items()} for j in range(n)]
+
+    def _model(self, point: dict, vs: list, batch: bool = False) -> dict:
+        """The rounding-error model's tolerances (``batch``: each v holds many
+        cotangents along its first axis, as do the gradients' tolerances then)."""
+        from ..rounding import error_bounds
+
+        bounds = [error_bounds(self.subcases[k], point, v, self.dtype, self.at_point, batch)
+                  for k, v in enumerate(vs)]
+        # (both elementwise: a row of batched bounds gives that row's tolerances)
+        return with_nondeterminism(model_tolerance(sum_outputs(bounds), self.dtype),
+                                   self.case.nondet_tol)
+
+    def _with_peer(self, model: dict, point: dict, vs: list, exact: dict) -> dict:
+        return self._peer_rule(model, self.peer(point, vs), exact)
+
+    def _peer_rule(self, model: dict, peer: dict | None, exact: dict) -> dict:
         return model if peer is None else peer_tolerance(model, peer, exact, self.dtype)
 
     def peer(self, point: dict, vs: list) -> dict | None:
@@ -81,3 +111,21 @@ class OpTolerance:
         except Exception:   # no peer: the rounding-error model alone then decides
             return None
         return sum_outputs(per_output)
+
+
+def _stacked(rows: list) -> dict | None:
+    """The rows' quantities stacked along a new first axis (None for a quantity None in
+    every row), or None where they cannot be: a row that is None (no peer), rows with
+    other quantities, shapes, or None in some rows only."""
+    if any(r is None for r in rows) or len({tuple(r) for r in rows}) != 1:
+        return None
+    out: dict = {}
+    for q in rows[0]:
+        items = [r[q] for r in rows]
+        if all(x is None for x in items):
+            out[q] = None
+        elif any(x is None for x in items) or len({np.shape(x) for x in items}) != 1:
+            return None
+        else:
+            out[q] = np.stack([np.asarray(x, dtype=float) for x in items])
+    return out
