@@ -44,6 +44,7 @@ STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
 #: element at a time (exact per element, and cheap); larger ones along directions
 NUMERIC_COLUMNS = 32
 DIRECTIONS = 3               # random directions per input measured that way
+BOUND_MARGIN = 2.0           # the rounding bound at x, for the nearby points x + t·s
 LADDER = 6                   # steps 1, 2, ..., 32 times a direction's first one tried
 
 
@@ -246,9 +247,16 @@ def _directional(root, env, name, x0, v, rng):
     v = np.broadcast_to(np.asarray(v, dtype=float), root.shape)
     # vᵀf is a sum of m products: it errs by (γ(m) + 1)·u·Σ|vᵢfᵢ| beyond f's own error
     dot = (accumulation(v.size) + 1.0) * unit_roundoff("float64")
+    # f's rounding bound, Σ|vᵢ|·E(fᵢ), is taken once at x (the running bound costs
+    # several forwards) and doubled for the points x + t·s: the largest step moves an
+    # argument by at most 4·32·STEP = 13% of its size (Cauchy–Schwarz, below), which
+    # moves a first-order bound by about as much, far less than the factor 2.
+    _, bound0 = forward_bound(root, env, {name: x0})
+    rounding = BOUND_MARGIN * float(np.sum(np.abs(v) * bound0))
     scale = np.maximum(1.0, np.abs(x0))
     directions = np.empty((DIRECTIONS, *x0.shape))
     got, err = np.empty(DIRECTIONS), np.empty(DIRECTIONS)
+    rungs = range(LADDER)
     for k in range(DIRECTIONS):
         u = rng.standard_normal(x0.shape)
         directions[k] = u * scale
@@ -256,21 +264,23 @@ def _directional(root, env, name, x0, v, rng):
         step = size * directions[k]
 
         def g(t, step=step):
-            value, bound = forward_bound(root, env, {name: x0 + t * step})
-            weighted = v * value
+            weighted = v * evaluate(root, env, {name: x0 + t * step})
             return (float(np.sum(weighted)),
-                    float(np.sum(np.abs(v) * bound) + dot * np.sum(np.abs(weighted))))
+                    rounding + dot * float(np.sum(np.abs(weighted))))
 
-        d, e = _ladder(g)                 # d/dt vᵀf = size·Uₖ·(vᵀJ)
+        d, e, rung = _ladder(g, rungs)    # d/dt vᵀf = size·Uₖ·(vᵀJ)
         got[k], err[k] = d / size, e / size
+        # the other directions see the same function at the same scale: the rung the
+        # first one chose (its own bound still computed, only not minimised again)
+        rungs = (rung,)
     return got, err, directions
 
 
-def _ladder(g) -> tuple[float, float]:
+def _ladder(g, rungs) -> tuple[float, float, int]:
     """The derivative at 0 of the scalar g (which returns its value and a bound on that
-    value's rounding error), and its error bound, with Ridders' choice of step: the
-    estimate of :func:`_derivative` at steps c = 1, 2, 4, ... (LADDER of them) whose
-    bound |R(c) − R(2c)| + Σ E/c is least. Each rung reuses the previous rung's
+    value's rounding error), its error bound and the rung chosen, with Ridders' choice
+    of step: the estimate of :func:`_derivative` at steps c = 2^j for j in ``rungs``
+    whose bound |R(c) − R(2c)| + Σ E/c is least. Each rung reuses the previous rung's
     differences but one; the bound's rounding term halves per rung and its truncation
     term grows 16-fold, so the first rung where the bound does not fall ends the
     search."""
@@ -283,13 +293,14 @@ def _ladder(g) -> tuple[float, float]:
         return quotients[k]
 
     best = None
-    for c in (2 ** j for j in range(LADDER)):
+    for j in rungs:
+        c = 2 ** j
         (d1, e1), (d2, e2), (d4, e4) = quotient(c), quotient(2 * c), quotient(4 * c)
         r1, r2 = (4 * d1 - d2) / 3, (4 * d2 - d4) / 3
         bound = abs(r1 - r2) + (e1 + e2 + e4) / c
         if best is not None and not bound < best[1]:
             break
-        best = (r1, bound)
+        best = (r1, bound, j)
         if not np.isfinite(bound):    # the function is not finite around x: as it is
             break
     return best
