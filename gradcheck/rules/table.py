@@ -16,8 +16,8 @@ import numpy as np
 from ..shapes import matmul_shape
 from .columns import (
     abs_distance, bottom_two_gap, cfunction, clamp_hazard, clamp_shape, dot_shape, np_clamp,
-    np_erf, np_logsumexp, np_reduce, np_sigmoid, obj_dot, obj_matmul, one_hot, pow_hazard,
-    sym_clamp, sym_logsumexp, sym_mean, sym_reduction, sym_relu, sym_selected, sym_sigmoid,
+    np_erf, np_logsumexp, np_matmul, np_reduce, np_sigmoid, obj_dot, obj_matmul, one_hot,
+    pow_hazard, sym_clamp, sym_logsumexp, sym_mean, sym_reduction, sym_relu, sym_selected, sym_sigmoid,
     sym_softplus, sym_where, sympy, sympy_fn as s, top_two_gap, torch_clamp, torch_fn as t,
     torch_reduce, torch_softplus, torch_transpose, transpose_shape)
 from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, LINALG, NUMBER, REDUCTION, Param, Rule
@@ -196,7 +196,7 @@ _ROWS: list[Rule] = [
                        keep(g, axis, keepdims) * np.exp(x - keep(ans, axis, keepdims))),
               tensor=tv.tensor_rule(tv.logsumexp_vjp)),
     # linear algebra
-    Rule("matmul", LINALG, 2, obj_matmul, np.matmul, lambda a, b: a @ b, doc="a @ b",
+    Rule("matmul", LINALG, 2, obj_matmul, np_matmul, lambda a, b: a @ b, doc="a @ b",
          symbol="@", shape=matmul_shape,
          engine=e(matmul_name, matmul_a, matmul_b),
          tensor=tv.tensor_rule(tv.matmul_a, tv.matmul_b)),

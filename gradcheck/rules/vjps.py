@@ -104,13 +104,13 @@ def matrices(g, a, b):
 
 def matmul_a(g, ans, a, b):
     gm, am, bm = matrices(g, a, b)
-    d = gm @ np.swapaxes(bm, -1, -2)
+    d = np.matmul(gm, np.ascontiguousarray(np.swapaxes(bm, -1, -2)))   # BLAS: see np_matmul
     return d[..., 0, :] if np.ndim(a) == 1 else d
 
 
 def matmul_b(g, ans, a, b):
     gm, am, bm = matrices(g, a, b)
-    d = np.swapaxes(am, -1, -2) @ gm
+    d = np.matmul(np.ascontiguousarray(np.swapaxes(am, -1, -2)), gm)
     return d[..., 0] if np.ndim(b) == 1 else d
 
 
