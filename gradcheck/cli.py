@@ -328,6 +328,9 @@ def _cmd_bench(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradcheck`` command; returns the exit code."""
     from .errors import CaseFileError
+    from .threads import one_thread_each
+
+    one_thread_each()   # before NumPy loads: see gradcheck.threads
 
     parser = _parser()
     args = parser.parse_args(argv)

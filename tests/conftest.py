@@ -12,6 +12,10 @@ from contextlib import contextmanager
 import pytest
 from hypothesis import HealthCheck, settings
 
+from gradcheck.threads import one_thread_each
+
+one_thread_each()   # before NumPy loads (xdist workers each import this file first)
+
 # Repeatable everywhere: derandomized (fixed seed), no example database, no deadline
 # (SymPy compile times vary with the machine's load).
 settings.register_profile(
