@@ -90,6 +90,7 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     out = Evaluation(value, {s.name: None for s in case.inputs if s.requires_grad}, {},
                      error={"value": np.zeros_like(value)}, directions={})
     split = elementwise_split(case.output)
+    shared: dict = {}   # what the directions at this point share (_directional)
     with np.errstate(all="ignore"):
         for name, x0, where in targets:
             x0 = np.asarray(x0, dtype=np.float64)
@@ -99,7 +100,7 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
             elif directional and x0.size > NUMERIC_COLUMNS:
                 rng = case_rng(case, dtype, _digest(x0), f"directions {name}")
                 grad, err, out.directions[quantity] = _directional(
-                    case.output, env, name, x0, v, rng)
+                    case.output, env, name, x0, v, rng, shared)
                 quantity += PROJECTED
             else:
                 grad, err = _columns(case.output, env, name, x0, v,
@@ -231,7 +232,21 @@ def _columns(root, env, name, x0, v, pattern=None):
     return grad.reshape(x0.shape), err.reshape(x0.shape)
 
 
-def _directional(root, env, name, x0, v, rng):
+def _rounding(root, env, v) -> dict:
+    """What every direction at this point shares: v at the output's shape, and the
+    rounding bound of vᵀf, Σ|vᵢ|·E(fᵢ) + (γ(m) + 1)·u·Σ|vᵢfᵢ| (vᵀf is a sum of m
+    products), taken once at x (the running bound costs several forwards) and doubled
+    for the points x + t·s: the largest step moves an argument by at most 4·32·STEP =
+    13% of its size (Cauchy–Schwarz, see :func:`_directional`), which moves a
+    first-order bound by about as much, far less than the factor 2."""
+    v = np.ascontiguousarray(np.broadcast_to(np.asarray(v, dtype=float), root.shape))
+    value, bound = forward_bound(root, env)
+    dot = (accumulation(v.size) + 1.0) * unit_roundoff("float64")
+    total = float(np.sum(np.abs(v) * bound)) + dot * float(np.sum(np.abs(v * value)))
+    return {"v": v, "rounding": BOUND_MARGIN * total}
+
+
+def _directional(root, env, name, x0, v, rng, shared: dict):
     """vᵀJ along random directions: for each u (standard normal, scaled element by
     element by max(1, |x|) as the steps are: U = u⊙max(1, |x|)), the derivative of the
     scalar vᵀf(x + t·s) at t = 0 with s = STEP·U/‖u‖₂, which is (vᵀJ)·s (:func:`_ladder`).
@@ -244,19 +259,13 @@ def _directional(root, env, name, x0, v, rng):
     falls.
 
     Returns the k measured values Uₖ·(vᵀJ), their error bounds, and U [k, *x.shape]."""
-    v = np.broadcast_to(np.asarray(v, dtype=float), root.shape)
-    # vᵀf is a sum of m products: it errs by (γ(m) + 1)·u·Σ|vᵢfᵢ| beyond f's own error
-    dot = (accumulation(v.size) + 1.0) * unit_roundoff("float64")
-    # f's rounding bound, Σ|vᵢ|·E(fᵢ), is taken once at x (the running bound costs
-    # several forwards) and doubled for the points x + t·s: the largest step moves an
-    # argument by at most 4·32·STEP = 13% of its size (Cauchy–Schwarz, below), which
-    # moves a first-order bound by about as much, far less than the factor 2.
-    _, bound0 = forward_bound(root, env, {name: x0})
-    rounding = BOUND_MARGIN * float(np.sum(np.abs(v) * bound0))
+    if "rounding" not in shared:
+        shared.update(_rounding(root, env, v))
+    v, rounding = shared["v"], shared["rounding"]
     scale = np.maximum(1.0, np.abs(x0))
     directions = np.empty((DIRECTIONS, *x0.shape))
     got, err = np.empty(DIRECTIONS), np.empty(DIRECTIONS)
-    rungs = range(LADDER)
+    rungs = shared.get("rungs", range(LADDER))
     for k in range(DIRECTIONS):
         u = rng.standard_normal(x0.shape)
         directions[k] = u * scale
@@ -264,15 +273,15 @@ def _directional(root, env, name, x0, v, rng):
         step = size * directions[k]
 
         def g(t, step=step):
-            weighted = v * evaluate(root, env, {name: x0 + t * step})
-            return (float(np.sum(weighted)),
-                    rounding + dot * float(np.sum(np.abs(weighted))))
+            value = evaluate(root, env, {name: x0 + t * step})
+            return float(np.vdot(v, np.broadcast_to(value, v.shape))), rounding
 
         d, e, rung = _ladder(g, rungs)    # d/dt vᵀf = size·Uₖ·(vᵀJ)
         got[k], err[k] = d / size, e / size
-        # the other directions see the same function at the same scale: the rung the
-        # first one chose (its own bound still computed, only not minimised again)
-        rungs = (rung,)
+        # the other directions (of every input) see the same function at the same
+        # relative scale: the rung the first one chose (each direction's own bound is
+        # still computed, only not minimised again)
+        rungs = shared["rungs"] = (rung,)
     return got, err, directions
 
 
