@@ -124,9 +124,10 @@ def _bench_arguments(bench: argparse.ArgumentParser, dtypes) -> None:
     # verdicts is not among the default sections: it runs every bundled case for many
     # seeds in four dtypes (tens of minutes), a different kind of measurement
     bench.add_argument("--section", action="append", metavar="NAME",
-                       choices=["checkers", "memory", "compile", "engine", "verdicts"],
+                       choices=["checkers", "memory", "compile", "engine", "tensor",
+                                "verdicts"],
                        help="only this section (repeatable): checkers, memory, compile, "
-                            "engine (the default is these four), or verdicts (every "
+                            "engine, tensor (the default is these five), or verdicts (every "
                             "case under --cases over --seeds seeds in every --dtype, and "
                             "the op cases against torch.autograd.gradcheck; saved as "
                             "verdicts.json and verdicts.md)")
