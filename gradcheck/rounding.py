@@ -246,7 +246,12 @@ class _Bounds:
                 through_args = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t),
                                                  other))
                 full = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t), absargs))
-                n = np.shape(args[1 - k])[-1 if k == 0 else 0] if np.ndim(args[1 - k]) else 1
+                # the contraction's length: Ā = Ḡ Bᵀ sums over B's last axis, B̄ = Aᵀ Ḡ
+                # over A's rows (its axis -2, after any batch axes; a vector's length
+                # is kept, an over-count)
+                other_shape = np.shape(args[1 - k])
+                n = (other_shape[-1] if k == 0 else other_shape[-2 if len(other_shape) > 1
+                                                                 else 0]) if other_shape else 1
                 own = accumulation(int(n)) * u_acc * full + u * np.abs(c) + self.eta
             else:                 # transpose: exact
                 through_args, own = 0.0, 0.0
