@@ -36,6 +36,10 @@ __all__ = ["run_case", "op_failure", "file_error", "cotangent", "case_base",
 # of its own kind, neither the case file's fault nor gradcheck's.
 OP_RAISED, OP_CRASHED, TIMEOUT = "op raised", "op crashed", "timeout"
 
+#: gradient elements a point's witness result may hold for a later diagnosis although it
+#: agreed (a larger one that agreed is not kept: memory at layer sizes)
+KEPT_ELEMENTS = 1 << 20
+
 
 def case_base(case: Case, dtype: str) -> dict:
     """The fields every result of ``case`` in ``dtype`` starts from."""
@@ -169,8 +173,13 @@ class _FormulaCheck:
         if got.directions:   # the bounds of the projections it measured
             bounds = _projected(bounds, got)
         tolerance = entry(w).tolerance(self.dtype, bounds, got.error)
-        self.tallies[w].add(got, expected, i, tolerance)
+        tally = self.tallies[w]
+        before = tally.mismatched
+        tally.add(got, expected, i, tolerance)
         self.notes.extend(got.notes)
+        size = sum(np.size(g) for g in got.grads.values() if g is not None)
+        if size > KEPT_ELEMENTS and tally.mismatched == before:
+            return   # a large point that agreed: its arrays are not kept for a diagnosis
         # a diagnosis reads gradients element by element: projections are left out
         along = {q.removesuffix(".grad") for q in got.directions or ()}
         self.samples[w].append(Sample(

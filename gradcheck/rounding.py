@@ -141,7 +141,7 @@ class _Bounds:
     def _forward(self, node: Node, point):
         if node.op == "input":
             x = _arr(point[node.name])
-            return x, np.zeros_like(x)
+            return x, np.broadcast_to(0.0, np.shape(x))   # exact: a view, no memory
         if node.op == "const":
             c = _arr(node.const)
             exact = _representable(float(node.const), self.dtype)
@@ -196,10 +196,14 @@ class _Bounds:
         return t, propagated + rho * u * np.abs(t) + (self.eta if rho else 0.0)
 
     # ------------------------------------------------------------------ backward
-    def backward(self, root: Node, v: np.ndarray, batch: bool = False) -> tuple[dict, dict]:
-        """Cotangents and their error bounds for every node, by node id. ``batch``: ``v``
-        holds many cotangents along its first axis, carried through together, each as
-        it would be alone (every cotangent and bound then has that axis in front)."""
+    def backward(self, root: Node, v: np.ndarray, batch: bool = False,
+                 release: bool = False) -> tuple[dict, dict]:
+        """Cotangents and their error bounds of the inputs and ``let`` s, by node id.
+        ``batch``: ``v`` holds many cotangents along its first axis, carried through
+        together, each as it would be alone (every cotangent and bound then has that
+        axis in front). ``release``: drop each node's forward value and bound once its
+        backward is done (its parents' came before), when the forward is not kept for
+        another v: a large formula then holds about half the arrays at its peak."""
         order = _order(root)
         self.lead = (int(np.shape(v)[0]),) if batch else ()
         shape = self.lead + root.shape
@@ -222,6 +226,9 @@ class _Bounds:
                     continue
                 c, ce = self._vjp(node, rule, k, g, ge)
                 self._accumulate(grad, gerr, arg, c, ce)
+            del grad[id(node)], gerr[id(node)]
+            if release and node is not root:
+                del self.val[id(node)], self.err[id(node)]
         return grad, gerr
 
     def _call(self, node, rule, k, g, t, args):
@@ -357,7 +364,7 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
             b.forward(root, point)
             if forward is not None:
                 forward[key] = b
-        grad, gerr = b.backward(root, v, batch)
+        grad, gerr = b.backward(root, v, batch, release=forward is None)
     out = {"value": b.err[id(root)]}
     nodes = {n.name: n for n in walk(root) if n.op in ("input", "let")}
     for spec in case.inputs:

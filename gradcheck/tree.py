@@ -89,7 +89,8 @@ def fold(root: Node, visit: Callable[[Node, list], Any],
          overrides: dict[str, Any] | None = None) -> Any:
     """Evaluate the DAG bottom-up: ``visit(node, child_values)`` for each node, once.
 
-    ``overrides`` maps input or ``let`` names to values used instead of evaluating them
+    ``overrides`` maps input or ``let`` names (or any node's ``id``) to values used
+    instead of evaluating them
     (a ``let`` given here is a free variable of its own, as ``retain_grad`` needs).
     """
     overrides = overrides or {}
@@ -105,6 +106,9 @@ def fold(root: Node, visit: Callable[[Node, list], Any],
         node, expanded = stack.pop()
         key = id(node)
         if key in values:
+            continue
+        if key in overrides:
+            values[key] = overrides[key]
             continue
         if node.op in ("input", "let") and node.name in overrides:
             values[key] = overrides[node.name]

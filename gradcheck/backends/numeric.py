@@ -37,7 +37,7 @@ from ..forward import evaluate
 from ..dtypes import unit_roundoff
 from ..rounding import accumulation, forward_bound
 from ..sampling import case_rng
-from ..tree import differentiable_names, elementwise_split
+from ..tree import differentiable_names, elementwise_split, walk
 
 STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
 #: without a sparsity pattern, inputs up to this many elements are still perturbed one
@@ -246,6 +246,32 @@ def _rounding(root, env, v) -> dict:
     return {"v": v, "rounding": BOUND_MARGIN * total}
 
 
+def _frozen(root, env, name: str) -> dict[int, np.ndarray]:
+    """The values at x of the nodes that do not depend on the input (or ``let``)
+    ``name`` but feed one that does, by node id: every step of a direction reuses them
+    and recomputes only what ``name`` moves (a layer norm's weight moves two of its
+    operations, not its normalisation)."""
+    moves: dict[int, bool] = {}
+    for node in walk(root):
+        moves[id(node)] = (node.op in ("input", "let") and node.name == name) or any(
+            moves[id(c)] for c in node.args)
+    frontier = {id(c): c for node in walk(root) if moves[id(node)]
+                and not (node.op == "let" and node.name == name)
+                for c in node.args if not moves[id(c)] and c.op not in ("input", "const")}
+    if not frontier:
+        return {}
+    found: dict[int, np.ndarray] = {}
+    lets: dict[str, np.ndarray] = {}
+
+    def keep(node, args, value):
+        if id(node) in frontier:
+            found[id(node)] = value
+
+    evaluate(root, env, on_node=keep, lets=lets)
+    found.update({key: lets[c.name] for key, c in frontier.items() if c.op == "let"})
+    return found
+
+
 def _directional(root, env, name, x0, v, rng, shared: dict):
     """vᵀJ along random directions: for each u (standard normal, scaled element by
     element by max(1, |x|) as the steps are: U = u⊙max(1, |x|)), the derivative of the
@@ -262,6 +288,7 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
     if "rounding" not in shared:
         shared.update(_rounding(root, env, v))
     v, rounding = shared["v"], shared["rounding"]
+    frozen = _frozen(root, env, name)
     scale = np.maximum(1.0, np.abs(x0))
     directions = np.empty((DIRECTIONS, *x0.shape))
     got, err = np.empty(DIRECTIONS), np.empty(DIRECTIONS)
@@ -273,7 +300,7 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
         step = size * directions[k]
 
         def g(t, step=step):
-            value = evaluate(root, env, {name: x0 + t * step})
+            value = evaluate(root, env, dict(frozen, **{name: x0 + t * step}))
             return float(np.vdot(v, np.broadcast_to(value, v.shape))), rounding
 
         d, e, rung = _ladder(g, rungs)    # d/dt vᵀf = size·Uₖ·(vᵀJ)
