@@ -91,22 +91,7 @@ def lower_cut(root: Node, cuts: dict[int, sympy.Symbol]) -> sympy.Expr:
     Unevaluated, with the evaluated fallback of :func:`lower`."""
 
     def fold_region() -> sympy.Expr:
-        values: dict[int, object] = {}
-        stack = [(root, False)]
-        while stack:
-            node, ready = stack.pop()
-            key = id(node)
-            if key in values:
-                continue
-            if key in cuts:
-                values[key] = cuts[key]
-                continue
-            if not ready:
-                stack.append((node, True))
-                stack.extend((c, False) for c in node.args if id(c) not in values)
-                continue
-            values[key] = visit(node, [values[id(c)] for c in node.args], {}, True, None)
-        return values[id(root)]
+        return fold(root, lambda node, args: visit(node, args, {}, True, None), cuts)
 
     try:
         with sympy.core.parameters.evaluate(False):

@@ -111,6 +111,15 @@ def _batched(node: Node, rule, g, t, args, lead: tuple[int, ...]):
     return g, t, args, params
 
 
+def _contraction(other: tuple[int, ...], k: int) -> int:
+    """The length of the sum in matmul's cotangent into argument ``k``, from the other
+    operand's shape: Ā = Ḡ Bᵀ sums over B's last axis, B̄ = Aᵀ Ḡ over A's rows (axis
+    -2, after any batch axes). A vector's own length is kept: an over-count."""
+    if not other:
+        return 1
+    return other[-1] if k == 0 else other[-2 if len(other) > 1 else 0]
+
+
 class _Bounds:
     """One evaluation of the bounds of one formula at one point."""
 
@@ -253,12 +262,7 @@ class _Bounds:
                 through_args = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t),
                                                  other))
                 full = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t), absargs))
-                # the contraction's length: Ā = Ḡ Bᵀ sums over B's last axis, B̄ = Aᵀ Ḡ
-                # over A's rows (its axis -2, after any batch axes; a vector's length
-                # is kept, an over-count)
-                other_shape = np.shape(args[1 - k])
-                n = (other_shape[-1] if k == 0 else other_shape[-2 if len(other_shape) > 1
-                                                                 else 0]) if other_shape else 1
+                n = _contraction(np.shape(args[1 - k]), k)
                 own = accumulation(int(n)) * u_acc * full + u * np.abs(c) + self.eta
             else:                 # transpose: exact
                 through_args, own = 0.0, 0.0

@@ -67,8 +67,9 @@ class Node:
         return f"{self.op}({', '.join(map(repr, self.args))})"
 
 
-def walk(root: Node) -> Iterator[Node]:
-    """Every node below ``root`` once, children before parents (iterative)."""
+def walk(root: Node, stop: Callable[[Node], bool] | None = None) -> Iterator[Node]:
+    """Every node below ``root`` once, children before parents (iterative); below a
+    node for which ``stop`` is true, nothing."""
     seen: set[int] = set()
     stack: list[tuple[Node, bool]] = [(root, False)]
     while stack:
@@ -80,6 +81,8 @@ def walk(root: Node) -> Iterator[Node]:
             continue
         seen.add(id(node))
         stack.append((node, True))
+        if stop is not None and stop(node):
+            continue
         for child in reversed(node.args):
             if id(child) not in seen:
                 stack.append((child, False))
@@ -94,10 +97,18 @@ def fold(root: Node, visit: Callable[[Node, list], Any],
     (a ``let`` given here is a free variable of its own, as ``retain_grad`` needs).
     """
     overrides = overrides or {}
+
+    def given(node: Node) -> bool:
+        return id(node) in overrides or (node.op in ("input", "let")
+                                         and node.name in overrides)
+
     # A value is dropped once its last parent has used it: a long formula on large
-    # arrays then holds a few arrays at a time, not one per node.
+    # arrays then holds a few arrays at a time, not one per node. (Nothing below an
+    # override is visited: a region of a large DAG costs its own size.)
     uses: dict[int, int] = {}
-    for node in walk(root):
+    for node in walk(root, stop=given):
+        if given(node):
+            continue
         for c in node.args:
             uses[id(c)] = uses.get(id(c), 0) + 1
     values: dict[int, Any] = {}

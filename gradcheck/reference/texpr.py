@@ -173,23 +173,33 @@ def order(outputs: list[T]) -> list[T]:
     return out
 
 
-def evaluate(outputs: list[T], env: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """The values of ``outputs`` (float64 arrays of their shapes) with the leaves from
-    ``env``; each node is computed once, and dropped after its last use, so the memory
-    held is what the live tensors need."""
+def _schedule(outputs: list[T]):
+    """Every node the ``outputs`` need, children first, each with the arguments whose
+    last use it is (to be dropped after it, unless they are outputs)."""
     nodes = order(outputs)
     uses: dict[int, int] = {}
     for node in nodes:
         for a in node.args:
             uses[id(a)] = uses.get(id(a), 0) + 1
     keep = {id(o) for o in outputs}
-    values: dict[int, Any] = {}
     for node in nodes:
-        values[id(node)] = _apply(node, [values[id(a)] for a in node.args], env)
+        done = []
         for a in node.args:
             uses[id(a)] -= 1
             if uses[id(a)] == 0 and id(a) not in keep:
-                del values[id(a)]
+                done.append(a)
+        yield node, done
+
+
+def evaluate(outputs: list[T], env: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The values of ``outputs`` (float64 arrays of their shapes) with the leaves from
+    ``env``; each node is computed once, and dropped after its last use, so the memory
+    held is what the live tensors need."""
+    values: dict[int, Any] = {}
+    for node, done in _schedule(outputs):
+        values[id(node)] = _apply(node, [values[id(a)] for a in node.args], env)
+        for a in done:
+            del values[id(a)]
     return [np.array(np.broadcast_to(values[id(o)], o.shape), dtype=float)
             for o in outputs]
 
@@ -198,23 +208,14 @@ def peak_bytes(outputs: list[T]) -> int:
     """The most bytes :func:`evaluate` holds at once for ``outputs``, beyond the inputs:
     the same schedule, with each node's size in place of its array (views, such as a
     broadcast or a kernel's parts, cost nothing)."""
-    nodes = order(outputs)
-    uses: dict[int, int] = {}
-    for node in nodes:
-        for a in node.args:
-            uses[id(a)] = uses.get(id(a), 0) + 1
-    keep = {id(o) for o in outputs}
     held: dict[int, int] = {}
     live = peak = 0
-    for node in nodes:
+    for node, done in _schedule(outputs):
         held[id(node)] = 0 if node.op in _VIEWS else 8 * node.size * (
             len(node.data.outputs) if node.op == "kernel" else 1)
         live += held[id(node)]
         peak = max(peak, live)
-        for a in node.args:
-            uses[id(a)] -= 1
-            if uses[id(a)] == 0 and id(a) not in keep:
-                live -= held[id(a)]
+        live -= sum(held[id(a)] for a in done)
     return peak
 
 
