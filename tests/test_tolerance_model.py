@@ -238,3 +238,36 @@ def test_batched_bounds_cover_every_row():
             _assert_batched_equals_per_v(case, point, dtype, table["seed"])
 
     check()
+
+
+@pytest.mark.parametrize("expr, inputs, lets", [
+    ("xc / sqrt(var + 0.00001) * w + b", {"x": [4, 8], "w": [8], "b": [8]},
+     {"mu": "mean(x, axis=-1, keepdims=True)", "xc": "x - mu",
+      "var": "mean(xc**2, axis=-1, keepdims=True)"}),
+    ("sum(transpose(x) @ x - 2 * x @ transpose(x) + sign(x) * x, axis=0)", {"x": [3, 3]}, {}),
+])
+def test_rows_that_save_no_tensor_are_not_probed_and_no_bound_changes(monkeypatch, expr,
+                                                                       inputs, lets):
+    """The probes measure how a VJP moves with the forward's values; a row whose node
+    saves no tensor (add, sub, sum, sign...) reads none, so skipping its probes must
+    give bit-identical bounds to probing it."""
+    import dataclasses
+
+    from conftest import make_case
+    from gradcheck.checking import cotangent
+    from gradcheck.rules import RULES
+    from gradcheck.sampling import case_points
+
+    case = make_case(expr, inputs, let=lets, gradient="random")
+    point = next(iter(case_points(case, "float64"))).values
+    v = cotangent(case, "float64", 0)
+    skipped = {dt: error_bounds(case, point, v, dt) for dt in ("float64", "bfloat16")}
+    for name, rule in list(RULES.items()):
+        if rule.engine is not None and not rule.engine.saves:
+            monkeypatch.setitem(RULES, name, dataclasses.replace(
+                rule, engine=dataclasses.replace(rule.engine, saves=True)))
+    for dt, bounds in skipped.items():
+        probed = error_bounds(case, point, v, dt)
+        assert probed.keys() == bounds.keys()
+        for q in bounds:
+            np.testing.assert_array_equal(probed[q], bounds[q])
