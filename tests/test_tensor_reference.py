@@ -240,3 +240,13 @@ def test_memory_that_would_not_fit_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(tensor_module, "_available_memory", lambda: 1000)
     with pytest.raises(UnsupportedOpError, match="GiB of memory is free"):
         TensorReference(make_case("sum(x @ W)", {"x": [30, 30], "W": [30, 30]}))
+
+
+def test_a_formula_too_large_to_print_is_named_not_printed():
+    # h_k = sin(h_{k-1}) h_{k-1} + h_{k-1}: a DAG of 120 operations whose tree has 10³⁷
+    lets = {"h0": "x @ W"} | {f"h{k}": f"sin(h{k - 1}) * h{k - 1} + h{k - 1}"
+                              for k in range(1, 40)}
+    ref = TensorReference(make_case("sum(h39)", {"x": [2, 3], "W": [3, 2]}, let=lets))
+    shown = ref.formulas()
+    assert "operations, not printed" in shown[""] and len(shown[""]) < 200
+    assert shown["W.grad"] == "xᵀ @ t1"

@@ -12,6 +12,8 @@ cotangent is what PyTorch's ``h.grad`` holds). Constants are folded into the ker
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import sympy
 
@@ -22,6 +24,9 @@ from ..tree import Node, canonical
 from .adjoint import Program, inline
 from .derivatives import MODULES, clean, own_meanings
 from .texpr import Builder, T, leaf
+
+
+SHOWN_OPERATIONS = 400    # a kernel's printed formula beyond this many operations is named
 
 
 class Kernel:
@@ -63,9 +68,19 @@ class Kernel:
     def shown(self, names: list[tuple[str, bool]]) -> tuple[str, list[str]]:
         """The kernel's value and partials as text, the boundary arguments spelled
         ``names`` ((text, atomic) pairs: a compound one is parenthesised unless it is
-        a function's whole argument already)."""
+        a function's whole argument already). A formula whose printed tree would have
+        more than :data:`SHOWN_OPERATIONS` operations (a DAG unfolds exponentially) is
+        named, not printed."""
+        sizes: dict = {}
+        for symbol, definition in self.program.assignments:
+            sizes[symbol] = _tree_size(definition, sizes)
 
-        def spelled(expr) -> str:
+        def spelled(expr, inlined: bool) -> str:
+            size = _tree_size(expr, sizes if inlined else {})
+            if size > SHOWN_OPERATIONS:
+                return f"a formula of {size:.3g} operations, not printed"
+            if inlined:
+                expr = inline(self.program, expr)
             try:   # SymPy's own simplification of the unevaluated program (1*(2*t))
                 expr = expr.doit()
             except Exception:
@@ -73,12 +88,33 @@ class Kernel:
             text = sympy.sstr(expr)
             for s, (name, atomic) in zip(self.symbols, names):
                 if not atomic:
-                    text = text.replace(f"({s.name})", f"({name})")
-                text = text.replace(s.name, name if atomic else f"({name})")
+                    text = re.sub(rf"\({s.name}\)", lambda m: f"({name})", text)
+                text = re.sub(rf"\b{s.name}\b", lambda m: name if atomic else f"({name})",
+                              text)
             return text
 
-        return spelled(self.expr), [spelled(inline(self.program, sympy.sympify(d)))
-                                    for d in self.derivatives]
+        return spelled(self.expr, False), [spelled(sympy.sympify(d), True)
+                                           for d in self.derivatives]
+
+
+def _tree_size(expr, sizes: dict) -> int:
+    """Operations in ``expr`` printed as a tree (each shared subexpression counted as
+    often as it appears), a symbol of the program counting as its own definition's
+    (``sizes``); computed over the DAG, once per distinct subexpression."""
+    memo: dict = {}
+    stack = [(expr, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node in memo:
+            continue
+        if not node.args:
+            memo[node] = sizes.get(node, 1)
+        elif ready:
+            memo[node] = 1 + sum(memo[a] for a in node.args)
+        else:
+            stack.append((node, True))
+            stack.extend((a, False) for a in node.args if a not in memo)
+    return memo[expr]
 
 
 class Forward:
