@@ -114,6 +114,56 @@ def _layer_rows(label: str, cfg: Config, state: dict) -> list[Row]:
     return rows
 
 
+def _layer_torch(label: str, cfg: Config) -> list[Row]:
+    """torch.autograd.gradcheck beside a layer, on the same formula through the rule
+    table's torch column (float64, this process, one thread): fast_mode measured; the
+    full check, 2 forwards per input element, estimated from one forward's time where it
+    would take over a minute (hours at these sizes)."""
+    import time
+
+    import numpy as np
+    import torch
+
+    from ..backends.drive import rebuild
+    from ..backends.torch import applier
+    from ..cases import case_from_dict
+
+    keys, shapes = LAYERS[label]
+    case = case_from_dict(_case(keys, shapes[cfg.layers], "layer-torch"))
+    rng = np.random.default_rng(0)
+    tensors = [torch.tensor(rng.uniform(0.5, 1.5, spec.shape), dtype=torch.float64,
+                            requires_grad=spec.requires_grad) for spec in case.inputs]
+    apply = applier(case, "float64")
+
+    def f(*xs):
+        return rebuild(case.output, {s.name: x for s, x in zip(case.inputs, xs)}, apply)
+
+    sizes = _sizes(_case(keys, shapes[cfg.layers], "layer"))
+    fast, runs = timed(lambda: torch.autograd.gradcheck(f, tensors, fast_mode=True), cfg)
+    start = time.perf_counter()
+    with torch.no_grad():
+        f(*tensors)
+    forward = time.perf_counter() - start
+    n = sum(t.numel() for t in tensors if t.requires_grad)
+    rows = [Row("tensor", f"torch.autograd.gradcheck fast_mode: {label}", sizes, fast,
+                "one random projection uᵀJv against a finite-difference directional "
+                "derivative (float64, in the bench's process)", runs)]
+    estimate = 2 * n * forward
+    if estimate > 60 or cfg.quick:
+        rows.append(Row("tensor", f"torch.autograd.gradcheck (full), estimated: {label}",
+                        sizes, estimate, f"not run (this is its lower bound): every "
+                        f"element of the Jacobian by central differences takes 2 forwards "
+                        f"per input element ({n:,}; and a backward per output element), "
+                        f"at {forward * 1000:.1f} ms per forward here (one timed)", 1,
+                        extra={"estimated": True, "forward_seconds": forward}))
+    else:
+        full, runs = timed(lambda: torch.autograd.gradcheck(f, tensors), cfg)
+        rows.append(Row("tensor", f"torch.autograd.gradcheck (full): {label}", sizes, full,
+                        "every element of the Jacobian by central finite differences "
+                        "(float64, in the bench's process)", runs))
+    return rows
+
+
 def layer_names(cfg: Config) -> list[str]:
     return [n for n in LAYERS if cfg.layer_names is None or n in cfg.layer_names]
 
@@ -303,9 +353,11 @@ def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
     state: dict = {}
     plan = [Workload("tensor", "baseline: the layers at small sizes (fresh process)",
                      lambda: _baseline_rows(cfg, state))]
-    plan += [Workload("tensor", f"gradcheck run {label} (fresh process)",
-                      lambda label=label: _layer_rows(label, cfg, state))
-             for label in layer_names(cfg)]
+    for label in layer_names(cfg):
+        plan += [Workload("tensor", f"gradcheck run {label} (fresh process)",
+                          lambda label=label: _layer_rows(label, cfg, state)),
+                 Workload("tensor", f"torch.autograd.gradcheck beside {label}",
+                          lambda label=label: _layer_torch(label, cfg))]
     plan += [Workload("tensor", f"gradcheck {CHECKED[0]}, 4096 inputs (in this process)",
                       lambda: _checked_gradcheck(cfg, state)),
              Workload("tensor", "torch.autograd.gradcheck, 4096 inputs",
