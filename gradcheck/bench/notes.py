@@ -88,7 +88,9 @@ def _tensor_notes(cfg: Config) -> list[str]:
         "with its status and message, its targets not met.",
         "Peak memory: the child's own ru_maxrss (os.wait4) minus the baseline row's "
         "(the same formulas at small sizes in one process: interpreter, torch, SymPy), "
-        "against the inputs' float64 bytes (every input, requires_grad or not).",
+        "against the inputs' float64 bytes (every input, requires_grad or not). A "
+        "child's ru_maxrss also counts what the bench's process held when it spawned "
+        "the child, so every child runs before that process holds any layer's tensors.",
         "Softmax cross-entropy: y is a fixed input (requires_grad = false) drawn in "
         "[0, 1], not a one-hot literal, which takes seconds to parse at 1024×1000.",
         "torch.autograd.gradcheck and JAX run in the bench's own process (one thread, "

@@ -353,11 +353,17 @@ def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
     state: dict = {}
     plan = [Workload("tensor", "baseline: the layers at small sizes (fresh process)",
                      lambda: _baseline_rows(cfg, state))]
-    for label in layer_names(cfg):
-        plan += [Workload("tensor", f"gradcheck run {label} (fresh process)",
-                          lambda label=label: _layer_rows(label, cfg, state)),
-                 Workload("tensor", f"torch.autograd.gradcheck beside {label}",
-                          lambda label=label: _layer_torch(label, cfg))]
+    plan += [Workload("tensor", f"gradcheck run {label} (fresh process)",
+                      lambda label=label: _layer_rows(label, cfg, state))
+             for label in layer_names(cfg)]
+    # Every fresh process first: a child's ru_maxrss counts what its parent held when it
+    # was forked (vfork shares the parent's memory until exec), so the in-process rows,
+    # which hold layers' tensors, come after the last child is measured.
+    plan.append(Workload("tensor", "gradcheck run cases/ twice, one cache",
+                         lambda: _cache_rows(cfg)))
+    plan += [Workload("tensor", f"torch.autograd.gradcheck beside {label}",
+                      lambda label=label: _layer_torch(label, cfg))
+             for label in layer_names(cfg)]
     plan += [Workload("tensor", f"gradcheck {CHECKED[0]}, 4096 inputs (in this process)",
                       lambda: _checked_gradcheck(cfg, state)),
              Workload("tensor", "torch.autograd.gradcheck, 4096 inputs",
@@ -371,6 +377,4 @@ def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
     else:
         plan.append(Workload("tensor", "jax check_grads, 4096 inputs",
                              lambda: _checked_jax(cfg, state, mods)))
-    plan.append(Workload("tensor", "gradcheck run cases/ twice, one cache",
-                         lambda: _cache_rows(cfg)))
     return plan
