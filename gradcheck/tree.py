@@ -222,18 +222,9 @@ def canonical(root: Node, stops: dict[int, str] | None = None, *,
     stops = stops or {}
     number: dict[int, int] = {}
     lines: list[str] = []
-    stack: list[tuple[Node, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        key = id(node)
-        if key in number:
-            continue
-        if key in stops:
-            fields = ["stop", repr(stops[key])]
-        elif not expanded:
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(node.args) if id(c) not in number)
-            continue
+    for node in walk(root, stop=lambda n: id(n) in stops):
+        if id(node) in stops:
+            fields = ["stop", repr(stops[id(node)])]
         else:
             fields = [node.op] + ([repr(node.name)] if node.name else []) + (
                 [repr(node.exact)] if node.exact is not None else []) + (
@@ -241,6 +232,6 @@ def canonical(root: Node, stops: dict[int, str] | None = None, *,
             fields += [f"%{number[id(c)]}" for c in node.args]
         if shapes:
             fields.append(repr(tuple(node.shape)))
-        number[key] = len(lines)
+        number[id(node)] = len(lines)
         lines.append(f"%{len(lines)} = " + " ".join(fields))
     return "\n".join(lines)
