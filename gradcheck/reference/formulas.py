@@ -105,5 +105,5 @@ def _part(node: T, names: list[tuple[str, bool]]) -> tuple[str, bool]:
     value, partials = fused.shown(names)
     if node.data == 0:
         return value, False
-    computed = [j for j, (_, c) in enumerate(fused.partials) if c is None]
-    return partials[computed[node.data - 1]], False
+    j = next(j for j, (_, _, index) in enumerate(fused.partials) if index == node.data)
+    return partials[j], False

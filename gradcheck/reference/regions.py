@@ -42,18 +42,23 @@ class Kernel:
         self.program = Program(clean)
         grads = self.program.gradient(self.expr, self.symbols)
         outputs = [self.program.value(self.expr)]
-        self.partials: list[tuple[int, float | None]] = []
+        # (argument index, the partial's number or None, its output's index or None);
+        # equal partials are one output (∂(a + b)/∂a and /∂b under tanh: one array)
+        self.partials: list[tuple[int, float | None, int | None]] = []
         self.derivatives = []          # the SymPy partials, for printing
+        computed: dict = {}
         for i, s in enumerate(self.symbols):
             if s not in grads:
                 continue
             d = grads[s]
             self.derivatives.append(d)
             if not sympy.sympify(d).free_symbols:
-                self.partials.append((i, float(d)))
+                self.partials.append((i, float(d), None))
                 continue
-            self.partials.append((i, None))
-            outputs.append(d)
+            if d not in computed:
+                computed[d] = len(outputs)
+                outputs.append(d)
+            self.partials.append((i, None, computed[d]))
         self.outputs = outputs
         key = None if not own_meanings(root) else "tensor kernel\n" + canonical(
             root, {id(n): s.name for n, s in zip(cuts, self.symbols)}, shapes=False)
@@ -150,8 +155,8 @@ class Forward:
             return value
         if node.rule.kind in (ELEMENTWISE, COMPARISON):
             return self._kernel(node)
-        return T("row", tuple(self.tensor(a) for a in node.args), node.shape,
-                 (node.op, node.params))
+        return self.builder.make("row", tuple(self.tensor(a) for a in node.args),
+                                 node.shape, (node.op, node.params))
 
     def _is_cut(self, node: Node) -> bool:
         if node.op == "input":
@@ -175,14 +180,14 @@ class Forward:
                 elif c.op != "const":
                     stack.append(c)
         fused = Kernel(root, cuts, root.shape)
-        kernel = T("kernel", tuple(self.tensor(c) for c in cuts), root.shape, fused)
+        kernel = self.builder.make("kernel", tuple(self.tensor(c) for c in cuts),
+                                   root.shape, fused)
         return self.builder.value(kernel)
 
     def partial(self, kernel: T, j: int) -> T:
         """The tensor of the kernel's ``j``-th partial derivative (a const when it is a
-        number)."""
-        constant = kernel.data.partials[j][1]
+        number; one tensor for equal partials)."""
+        _, constant, index = kernel.data.partials[j]
         if constant is not None:
             return self.builder.const(constant)
-        index = 1 + sum(1 for _, c in kernel.data.partials[:j] if c is None)
-        return T("part", (kernel,), kernel.shape, index)
+        return self.builder.make("part", (kernel,), kernel.shape, index)

@@ -77,7 +77,7 @@ class TensorReference(Reference):
         b = self.forward.builder
         if node.op == "part":              # a kernel's value: its partials
             kernel = node.args[0]
-            for j, (i, _) in enumerate(kernel.data.partials):
+            for j, (i, _, _) in enumerate(kernel.data.partials):
                 yield kernel.args[i], b.mul(g, self.forward.partial(kernel, j))
         elif node.op == "row":
             name, params = node.data

@@ -48,23 +48,34 @@ class Builder:
     same shape, a product with 1) so that printed formulas stay short. The rule table's
     tensor column receives one (see :class:`gradcheck.rules.row.TensorRule`)."""
 
+    def __init__(self):
+        self._made: dict[tuple, T] = {}
+
+    def make(self, op: str, args: tuple, shape, data=None) -> T:
+        """The node ``op(args)``, one per distinct (op, arguments, shape, data): a
+        product both a kernel's cotangent and a bias's sum need is computed once."""
+        key = (op, tuple(id(a) for a in args), tuple(shape), data)
+        if key not in self._made:
+            self._made[key] = T(op, tuple(args), tuple(shape), data)
+        return self._made[key]
+
     def const(self, value: float) -> T:
-        return T("const", (), (), float(value))
+        return self.make("const", (), (), float(value))
 
     def reshape(self, x: T, shape) -> T:
         shape = tuple(shape)
-        return x if x.shape == shape else T("reshape", (x,), shape)
+        return x if x.shape == shape else self.make("reshape", (x,), shape)
 
     def broadcast(self, x: T, shape) -> T:
         shape = tuple(shape)
         if x.op == "reshape" and _only_leading_ones(x.args[0].shape, x.shape):
             x = x.args[0]      # broadcasting aligns shapes on the right: same result
-        return x if x.shape == shape else T("broadcast", (x,), shape)
+        return x if x.shape == shape else self.make("broadcast", (x,), shape)
 
     def sum_to(self, x: T, shape) -> T:
         """``x`` summed back to ``shape`` over the axes broadcasting added."""
         shape = tuple(shape)
-        return x if x.shape == shape else T("sum_to", (x,), shape)
+        return x if x.shape == shape else self.make("sum_to", (x,), shape)
 
     def mul(self, x: T, y: T) -> T:
         shape = tuple(np.broadcast_shapes(x.shape, y.shape))
@@ -74,13 +85,14 @@ class Builder:
             return self.broadcast(x, shape)
         # the product broadcasts by itself: an operand's own broadcast is not needed
         x, y = _unbroadcast_operand(x, y, shape), _unbroadcast_operand(y, x, shape)
-        return T("mul", (x, y), shape)
+        return self.make("mul", (x, y), shape)
 
     def scale(self, x: T, c: float) -> T:
         return self.mul(x, self.const(c))
 
     def add(self, parts: list[T]) -> T:
-        return parts[0] if len(parts) == 1 else T("add", tuple(parts), parts[0].shape)
+        return parts[0] if len(parts) == 1 else self.make("add", tuple(parts),
+                                                          parts[0].shape)
 
     def row(self, name: str, *args: T, **given) -> T:
         """A row's float64 forward (its ``numpy`` column) on tensors."""
@@ -89,19 +101,19 @@ class Builder:
         rule = RULES[name]
         shapes = [a.shape for a in args]
         params = rule.bind(shapes, given)
-        return T("row", tuple(args), rule.result_shape(shapes, params), (name, params))
+        return self.make("row", args, rule.result_shape(shapes, params), (name, params))
 
     def select(self, name: str, x: T, **given) -> T:
         """The one-hot mask of the element a max/min row picks (its ``selector``)."""
         rule = RULES[name]
-        return T("select", (x,), x.shape, (name, rule.bind([x.shape], given)))
+        return self.make("select", (x,), x.shape, (name, rule.bind([x.shape], given)))
 
     def others_product(self, x: T, axis) -> T:
-        return T("others", (x,), x.shape, tuple(axis))
+        return self.make("others", (x,), x.shape, tuple(axis))
 
     def value(self, kernel: T) -> T:
         """The value of a fused kernel (its output 0; its partials follow)."""
-        return T("part", (kernel,), kernel.shape, 0)
+        return self.make("part", (kernel,), kernel.shape, 0)
 
 
 def _only_leading_ones(inner: tuple, outer: tuple) -> bool:
