@@ -147,21 +147,30 @@ class Tally:
             return
         if expected.size == 0:
             return
-        tol = np.asarray(allowed, dtype=float) + self.atol + self.rtol * np.abs(expected)
+        # (each step skipped where it would change nothing: a layer's quantities have
+        # millions of elements, nearly all finite and nowhere near the dtype's range)
+        size = np.abs(expected)
+        tol = np.asarray(allowed, dtype=float) + self.atol + self.rtol * size
         with np.errstate(all="ignore"):
             diff = np.abs(value - expected)
-            diff = np.where(np.isnan(diff) & ~(np.isnan(value) & np.isnan(expected)),
-                            np.inf, np.nan_to_num(diff, nan=0.0, posinf=np.inf))
+            if not np.isfinite(diff).all():
+                diff = np.where(np.isnan(diff) & ~(np.isnan(value) & np.isnan(expected)),
+                                np.inf, np.nan_to_num(diff, nan=0.0, posinf=np.inf))
+            largest = float(np.max(size))
             # An exact value beyond the dtype's range is computed as inf of its sign:
             # that is the right answer in that dtype, not a mismatch.
-            beyond = np.abs(expected) > max_finite(self.dtype)
-            diff = np.where(beyond & (value == np.sign(expected) * np.inf), 0.0, diff)
+            if not largest <= max_finite(self.dtype):
+                beyond = size > max_finite(self.dtype)
+                diff = np.where(beyond & (value == np.sign(expected) * np.inf), 0.0, diff)
             # The reported relative error (a statistic, not the verdict) skips elements
             # that are zero up to rounding against the quantity's largest.
-            scale = max(1.0, float(np.max(np.abs(expected))))
-            meaningful = np.abs(expected) > 1e-12 * scale
-            rel = np.where(meaningful, diff / np.where(meaningful, np.abs(expected), 1), 0.0)
-            ratio = np.where(tol > 0, diff / tol, np.where(diff > 0, np.inf, 0.0))
+            scale = max(1.0, largest)
+            meaningful = size > 1e-12 * scale
+            rel = np.divide(diff, size, out=np.zeros(np.shape(diff)), where=meaningful)
+            if np.all(tol > 0):
+                ratio = diff / tol
+            else:
+                ratio = np.where(tol > 0, diff / tol, np.where(diff > 0, np.inf, 0.0))
         bad = ratio > 1
         self.checked += expected.size
         self.mismatched += int(bad.sum())
