@@ -38,7 +38,7 @@ OP_RAISED, OP_CRASHED, TIMEOUT = "op raised", "op crashed", "timeout"
 
 #: gradient elements a point's witness result may hold for a later diagnosis although it
 #: agreed (a larger one that agreed is not kept: memory at layer sizes)
-KEPT_ELEMENTS = 1 << 20
+KEPT_ELEMENTS = 1 << 18
 
 
 def case_base(case: Case, dtype: str) -> dict:
