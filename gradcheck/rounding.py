@@ -151,6 +151,18 @@ def _parameters_read(fn) -> frozenset[int] | None:
     return frozenset(i for i, name in enumerate(params) if name in loaded)
 
 
+def _plus(a: np.ndarray, b) -> np.ndarray:
+    """a + b, into ``a`` when that is the same result (``a`` a fresh array of the sum's
+    shape that nothing else holds: the callers pass only such), which keeps one large
+    temporary fewer alive; the order of the additions is the caller's, so the bounds
+    are the same to the bit."""
+    if isinstance(a, np.ndarray) and a.flags.writeable and a.flags.owndata and \
+            np.shape(b) in ((), a.shape) and a.dtype == np.result_type(a, b):
+        a += b
+        return a
+    return a + b
+
+
 def _contraction(other: tuple[int, ...], k: int) -> int:
     """The length of the sum in matmul's cotangent into argument ``k``, from the other
     operand's shape: Ā = Ḡ Bᵀ sums over B's last axis, B̄ = Aᵀ Ḡ over A's rows (axis
@@ -311,9 +323,11 @@ class _Bounds:
         # in ḡ: the cotangent's error goes through |factor|.
         through_g = np.abs(self._call(node, rule, k, ge, t, args))
         through_fwd = self._through_forward(node, rule, k, g, t, args, errs, c)
-        rho = rule.rounding
-        own = (2 * rho + 1) * (u * np.abs(c) + self.eta)
-        return c, through_g + through_fwd + own
+        own = np.abs(c)
+        own *= u
+        own += self.eta
+        own *= 2 * rule.rounding + 1          # (2ρ + 1)·(u·|c| + η)
+        return c, _plus(_plus(through_g, through_fwd), own)
 
     def _through_forward(self, node, rule, k, g, t, args, errs, c):
         """How far the VJP into argument ``k`` (``c``) moves when the forward's values
@@ -344,8 +358,11 @@ class _Bounds:
             ratio = e / np.maximum(np.maximum(np.abs(value), e), 1e-300)
             s = PERTURBATION / max(float(np.max(ratio)), PERTURBATION * u)
             del ratio                       # (large arrays: one fewer alive at a time)
-            moved = value + s * e * np.where(value < 0, -1.0, 1.0)
-            del e, value
+            moved = np.array(s * e, dtype=float)   # value + s·e·sign(value), in place
+            del e
+            np.negative(moved, out=moved, where=np.broadcast_to(value < 0, moved.shape))
+            moved = _plus(moved, value)
+            del value
             if j is None:
                 c2 = self._call(node, rule, k, g, moved, args)
             else:
@@ -353,9 +370,11 @@ class _Bounds:
                                 [moved if i == j else a for i, a in enumerate(args)])
             del moved
             with np.errstate(all="ignore"):
-                delta = _finite(np.abs(c2 - c) / s)
-            del c2
-            through_fwd = through_fwd + delta   # (c's shape: c2 is the same call's)
+                delta = np.abs(c2 - c)       # (c2 may be the cotangent itself: not in place)
+                del c2
+                delta /= s
+                delta = _finite(delta)
+            through_fwd = _plus(through_fwd, delta)   # (c's shape: c2 is the same call's)
         return through_fwd
 
     def _accumulate(self, grad, gerr, arg: Node, c, ce) -> None:
@@ -368,7 +387,10 @@ class _Bounds:
             err = err + accumulation(n) * self.u_acc * self._unbroadcast(np.abs(c), shape)
         key = id(arg)
         if key in grad:
-            err = err + gerr[key] + self.u * (np.abs(grad[key]) + np.abs(summed)) + self.eta
+            sizes = np.abs(grad[key])
+            sizes += np.abs(summed)
+            sizes *= self.u
+            err = _plus(_plus(err + gerr[key], sizes), self.eta)
             summed = grad[key] + summed
         grad[key], gerr[key] = _arr(summed), _arr(err)
 
