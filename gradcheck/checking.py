@@ -59,6 +59,13 @@ def cotangent(case: Case, dtype: str, index: int) -> np.ndarray:
     return round_to(v, dtype)   # the v the witness's tensor holds, exactly
 
 
+def _forget_forward() -> None:
+    """Drop the forward the rounding model keeps for the point's numeric witness."""
+    from .rounding import forget
+
+    forget()
+
+
 def _bounds_at(case: Case, point: dict, v: np.ndarray):
     """``dtype -> rounding-error bounds`` at one point, each computed once."""
     from .rounding import error_bounds
@@ -161,6 +168,7 @@ class _FormulaCheck:
             for w in self.names:
                 if w not in self.errors and w not in self.skipped:
                     self._compare(w, i, point.values, v, expected, bounds, ref)
+            _forget_forward()
 
     def _compare(self, w: str, i: int, values: dict, v, expected, bounds, ref) -> None:
         try:

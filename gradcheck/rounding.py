@@ -418,10 +418,29 @@ def forward_bound(root: Node, env: dict[str, np.ndarray],
     bound on its rounding error in ``dtype``, per element: what finite differences of
     the float64 forward are allowed for rounding (log(cosh(x)) near 0 errs by u, not
     u·|value|)."""
+    if not overrides and _last and _last[0] == _point_key(root, env, dtype):
+        return _last[2], _last[3]
     b = _Bounds(dtype)
     with np.errstate(all="ignore"):
         b.forward(root, env, overrides)
     return b.val[id(root)], _finite(np.array(b.err[id(root)], dtype=float))
+
+
+# The root's value and bound of the last forward :func:`error_bounds` ran, with its
+# point: the numeric witness asks :func:`forward_bound` for the same at the same point
+# (a full forward of the running bound, at a layer's size hundreds of MB and a second).
+# The entry holds the point's arrays, so their identities cannot be reused while it is
+# kept; :func:`forget` drops it (after each point).
+_last: list = []
+
+
+def _point_key(root: Node, env: dict, dtype: str) -> tuple:
+    return (id(root), dtype, tuple(sorted((name, id(a)) for name, a in env.items())))
+
+
+def forget() -> None:
+    """Drop the forward kept for :func:`forward_bound` (see ``_last``)."""
+    _last.clear()
 
 
 def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
@@ -444,6 +463,8 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
             b.forward(root, point)
             if forward is not None:
                 forward[key] = b
+            _last[:] = [_point_key(root, point, dtype), dict(point), b.val[id(root)],
+                        _finite(np.array(b.err[id(root)], dtype=float))]
         grad, gerr = b.backward(root, v, batch, release=forward is None)
     out = {"value": b.err[id(root)]}
     nodes = {n.name: n for n in walk(root) if n.op in ("input", "let")}

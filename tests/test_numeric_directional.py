@@ -188,3 +188,27 @@ def test_a_whole_check_reports_projections(monkeypatch):
     data = json.loads(texts["json"])["cases"][1]
     assert data["witnesses"]["numeric"]["worst"]["quantity"] == "W.grad·u"
     assert note in data["witnesses"]["numeric"]["notes"]
+
+
+def test_the_numeric_witness_reuses_the_forward_bound_the_tolerance_computed(monkeypatch):
+    """One running-bound forward per point in float64, not one more for the numeric
+    witness's own rounding term (at a layer's size, hundreds of MB and a second)."""
+    from gradcheck import rounding
+    from gradcheck.cases import case_from_dict
+    from gradcheck.runner import run_case
+
+    case = case_from_dict({"name": "reuse", "expr": "sum(tanh(x @ W))", "points": 1,
+                           "extreme_points": 0,
+                           "inputs": {"x": {"shape": [8, 40]}, "W": {"shape": [40, 4]}}})
+    forwards = []
+    real = rounding._Bounds.forward
+
+    def counting(self, root, point, overrides=None):
+        forwards.append(overrides)
+        return real(self, root, point, overrides)
+
+    monkeypatch.setattr(rounding._Bounds, "forward", counting)
+    result = run_case(case, "float64", timeout=None)
+    assert result.status == "passed", result.message
+    assert [o for o in forwards if not o] == [None]
+    assert not rounding._last   # dropped after the point
