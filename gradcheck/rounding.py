@@ -419,7 +419,7 @@ def forward_bound(root: Node, env: dict[str, np.ndarray],
     the float64 forward are allowed for rounding (log(cosh(x)) near 0 errs by u, not
     u·|value|)."""
     if not overrides and _last and _last[0] == _point_key(root, env, dtype):
-        return _last[2], _last[3]
+        return _last[1], _last[2]
     b = _Bounds(dtype)
     with np.errstate(all="ignore"):
         b.forward(root, env, overrides)
@@ -429,8 +429,8 @@ def forward_bound(root: Node, env: dict[str, np.ndarray],
 # The root's value and bound of the last forward :func:`error_bounds` ran, with its
 # point: the numeric witness asks :func:`forward_bound` for the same at the same point
 # (a full forward of the running bound, at a layer's size hundreds of MB and a second).
-# The entry holds the point's arrays, so their identities cannot be reused while it is
-# kept; :func:`forget` drops it (after each point).
+# The entry holds the formula and the point's arrays, so their identities cannot be
+# reused while it is kept; :func:`forget` drops it (after each point).
 _last: list = []
 
 
@@ -463,8 +463,8 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
             b.forward(root, point)
             if forward is not None:
                 forward[key] = b
-            _last[:] = [_point_key(root, point, dtype), dict(point), b.val[id(root)],
-                        _finite(np.array(b.err[id(root)], dtype=float))]
+            _last[:] = [_point_key(root, point, dtype), b.val[id(root)],
+                        _finite(np.array(b.err[id(root)], dtype=float)), (root, dict(point))]
         grad, gerr = b.backward(root, v, batch, release=forward is None)
     out = {"value": b.err[id(root)]}
     nodes = {n.name: n for n in walk(root) if n.op in ("input", "let")}
