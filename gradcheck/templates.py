@@ -86,11 +86,8 @@ def _spell(rule: Rule, operands: Sequence[str], keywords: Sequence[str] = (),
     """``rule`` applied to operand texts: called by name, or by its operator with the
     operands in parentheses (but those at the positions ``bare``: input names)."""
     if rule.symbol is None:
-        return f"{rule.name}({', '.join([*operands, *keywords])})"
-    wrapped = [o if k in bare else f"({o})" for k, o in enumerate(operands)]
-    if len(wrapped) == 1:
-        return rule.symbol + wrapped[0]
-    return f" {rule.symbol} ".join(wrapped)
+        return rule.spell(operands, keywords)
+    return rule.spell([o if k in bare else f"({o})" for k, o in enumerate(operands)])
 
 
 def _keywords(rule: Rule) -> list[tuple[str, ...]]:

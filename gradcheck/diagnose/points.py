@@ -64,21 +64,10 @@ def _text(node) -> str:
         return node.name
     if node.op == "const":
         return node.exact if node.exact is not None else f"{node.const:g}"
-    symbol = _symbol(node)
-    if symbol and len(node.args) == 1:
-        return f"{symbol}{operand(node.args[0])}"
-    if symbol and RULES[node.op].kind == COMPARISON:
-        return f"{_text(node.args[0])} {symbol} {_text(node.args[1])}"
-    if symbol:
-        return f"{operand(node.args[0])} {symbol} {operand(node.args[1])}"
-    args = [_text(a) for a in node.args]
-    defaults = {p.name: p.default for p in RULES[node.op].params}
-    for name, value in node.params:
-        if name == "axis":   # as written: an int for one axis
-            args.append(f"axis={value[0] if len(value) == 1 else value}")
-        elif value != defaults[name]:
-            args.append(f"{name}={value}")
-    return f"{node.op}({', '.join(args)})"
+    rule = RULES[node.op]
+    if rule.symbol is None or rule.kind == COMPARISON:   # a condition reads unbracketed
+        return rule.spell([_text(a) for a in node.args], rule.keywords(node.params))
+    return rule.spell([operand(a) for a in node.args])
 
 
 def _conditions(roots, values: dict) -> list[_Condition]:

@@ -61,12 +61,6 @@ def _wrap(arg: tuple[str, bool]) -> str:
     return arg[0] if arg[1] else f"({arg[0]})"
 
 
-def _params(params) -> str:
-    shown = [f"{k}={v[0] if k == 'axis' and len(v) == 1 else v}" for k, v in params
-             if v not in (None, False)]
-    return "".join(f", {p}" for p in shown)
-
-
 def _text(node: T, args: list[tuple[str, bool]]) -> tuple[str, bool]:
     op = node.op
     if op == "leaf":
@@ -84,20 +78,14 @@ def _text(node: T, args: list[tuple[str, bool]]) -> tuple[str, bool]:
     if op == "others":
         return f"prod_others({args[0][0]}, axis={node.data})", True
     name, params = node.data
-    if op == "select":
-        return f"{name}_mask({args[0][0]}{_params(params)})", True
-    return _row(name, params, args)
-
-
-def _row(name: str, params, args) -> tuple[str, bool]:
     rule = RULES[name]
+    if op == "select":
+        return f"{name}_mask({', '.join([args[0][0], *rule.keywords(params)])})", True
     if name == "transpose":
         return f"{_wrap(args[0])}ᵀ", True
-    if rule.symbol is not None and len(args) == 2:
-        return f"{_wrap(args[0])} {rule.symbol} {_wrap(args[1])}", False
-    if rule.symbol is not None:
-        return f"{rule.symbol}{_wrap(args[0])}", False
-    return f"{name}({', '.join(a[0] for a in args)}{_params(params)})", True
+    if rule.symbol is None:
+        return rule.spell([a[0] for a in args], rule.keywords(params)), True
+    return rule.spell([_wrap(a) for a in args]), False
 
 
 def _part(node: T, names: list[tuple[str, bool]]) -> tuple[str, bool]:

@@ -215,6 +215,28 @@ class Rule:
     def result_shape(self, shapes: list[tuple[int, ...]], params=()) -> tuple[int, ...]:
         return tuple(self.shape(*shapes, *_values(params)))
 
+    def keywords(self, params=()) -> list[str]:
+        """The parameter pairs as a user writes them: ``axis=1`` (an int for one axis;
+        always, as it was normalised), the others where they differ from the default."""
+        defaults = {p.name: p.default for p in self.params}
+        out = []
+        for name, value in params:
+            if name == "axis":
+                out.append(f"axis={value[0] if len(value) == 1 else value}")
+            elif value != defaults.get(name):
+                out.append(f"{name}={value}")
+        return out
+
+    def spell(self, operands, keywords=()) -> str:
+        """The row applied to operand texts, as a formula is written: by name with the
+        ``keywords`` (``sum(x, axis=1)``), or by its operator (``-a``, ``a + b``); the
+        caller parenthesises operands an operator needs parenthesised."""
+        if self.symbol is None:
+            return f"{self.name}({', '.join([*operands, *keywords])})"
+        if len(operands) == 1:
+            return self.symbol + operands[0]
+        return f" {self.symbol} ".join(operands)
+
     def domain_of(self, k: int):
         """The domain of argument ``k`` ("real" when the row does not restrict it)."""
         return self.domain[k] if k < len(self.domain) else "real"
