@@ -168,28 +168,22 @@ def _cmd_run(args) -> int:
         print(f"gradcheck: error: {usage}", file=sys.stderr)
         return ExitCode.USAGE
     tty = sys.stderr.isatty()
-    # through the environment, which --jobs' worker processes inherit; restored after,
-    # for a main() called in-process
-    before = os.environ.get("GRADCHECK_NO_CACHE")
-    if args.no_cache:
-        os.environ["GRADCHECK_NO_CACHE"] = "1"
+    from .kernelcache import turned_off
+
     try:
-        result = run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
-                     points=args.points, extreme_points=args.extreme_points,
-                     strict_shapes=args.strict_shapes,
-                     witnesses=args.witness, timeout=args.timeout,
-                     device=args.device, jobs=args.jobs, scheduler=args.scheduler,
-                     progress=_progress if tty else None)
+        with turned_off(args.no_cache):   # restored after, for a main() called in-process
+            result = run(args.paths, keyword=args.keyword, dtype=args.dtype,
+                         seed=args.seed,
+                         points=args.points, extreme_points=args.extreme_points,
+                         strict_shapes=args.strict_shapes,
+                         witnesses=args.witness, timeout=args.timeout,
+                         device=args.device, jobs=args.jobs, scheduler=args.scheduler,
+                         progress=_progress if tty else None)
     except ParallelError as exc:
         if tty:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
         print(f"gradcheck: error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    finally:
-        if args.no_cache and before is None:
-            del os.environ["GRADCHECK_NO_CACHE"]
-        elif args.no_cache:
-            os.environ["GRADCHECK_NO_CACHE"] = before
     if tty:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     _report(args, result)

@@ -29,6 +29,7 @@ import linecache
 import os
 import sys
 import weakref
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -67,6 +68,23 @@ def folder() -> Path:
 def enabled() -> bool:
     """False when ``GRADCHECK_NO_CACHE`` is set (to anything but ``""`` or ``0``)."""
     return os.environ.get("GRADCHECK_NO_CACHE", "") in ("", "0")
+
+
+@contextmanager
+def turned_off(off: bool = True):
+    """Inside the block, the cache off when ``off`` (``GRADCHECK_NO_CACHE=1``, which
+    child processes inherit: ``--jobs`` workers, the bench's children); the variable as
+    it was after."""
+    before = os.environ.get("GRADCHECK_NO_CACHE")
+    if off:
+        os.environ["GRADCHECK_NO_CACHE"] = "1"
+    try:
+        yield
+    finally:
+        if off and before is None:
+            del os.environ["GRADCHECK_NO_CACHE"]
+        elif off:
+            os.environ["GRADCHECK_NO_CACHE"] = before
 
 
 def entries(where: Path | None = None) -> list[Path]:

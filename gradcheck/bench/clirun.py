@@ -5,7 +5,6 @@ its JSON report; and the case files it runs, written from plain data
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import subprocess
@@ -40,8 +39,10 @@ class CliRun:
         return next((c for c in cases if name is None or c["name"] == name), None)
 
 
-def _env(cache_dir: str) -> dict:
+def _env(cache_dir: str, cache: bool) -> dict:
     env = dict(os.environ, GRADCHECK_CACHE_DIR=cache_dir, **_ONE_THREAD)
+    if cache:   # the bench runs with the cache off; the runs that measure it, on
+        env.pop("GRADCHECK_NO_CACHE", None)
     # the folder that holds the gradcheck package, so the child runs this very copy
     root = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -57,10 +58,12 @@ def _wait(proc: subprocess.Popen) -> tuple[int, int | None]:
     return proc.returncode, usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
 
 
-def run_cli(args: list[str], *, cache_dir: str, timeout: float) -> CliRun:
+def run_cli(args: list[str], *, cache_dir: str, timeout: float,
+            cache: bool = False) -> CliRun:
     """``python -m gradcheck run ARGS --format json --output FILE`` in a fresh process
     with ``GRADCHECK_CACHE_DIR=cache_dir`` and one thread per pool; killed after
-    ``timeout`` seconds (``capped``)."""
+    ``timeout`` seconds (``capped``). ``cache``: with the kernel cache on (the bench
+    turns it off for every other run)."""
     with tempfile.TemporaryDirectory(prefix="gradcheck-bench-") as tmp:
         out = Path(tmp) / "report.json"
         killed = threading.Event()
@@ -69,7 +72,7 @@ def run_cli(args: list[str], *, cache_dir: str, timeout: float) -> CliRun:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "gradcheck", "run", *args, "--format", "json",
                  "--output", str(out)], stdout=subprocess.DEVNULL, stderr=err,
-                env=_env(cache_dir))
+                env=_env(cache_dir, cache))
 
             def kill():
                 killed.set()
@@ -87,16 +90,6 @@ def run_cli(args: list[str], *, cache_dir: str, timeout: float) -> CliRun:
         report = (json.loads(out.read_text(encoding="utf-8"))
                   if out.exists() and not killed.is_set() else None)
     return CliRun(seconds, peak, code, killed.is_set(), report, stderr)
-
-
-@functools.cache
-def run_options() -> str:
-    """``gradcheck run --help`` of this copy (which options it has: ``--no-cache``
-    arrives with the disk cache)."""
-    proc = subprocess.run([sys.executable, "-m", "gradcheck", "run", "--help"],
-                          capture_output=True, text=True, timeout=120,
-                          env=_env(tempfile.gettempdir()))
-    return proc.stdout
 
 
 def _toml(value) -> str:

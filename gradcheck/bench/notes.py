@@ -81,7 +81,7 @@ def static_notes(cfg: Config) -> dict[str, list[str]]:
 def _tensor_notes(cfg: Config) -> list[str]:
     return [
         "Each gradcheck row is `python -m gradcheck run FILE --dtype float64 --points 1 "
-        "--extreme-points 0` (every witness; --no-cache where the CLI has it) on a "
+        "--extreme-points 0` (every witness, --no-cache) on a "
         "generated case file, in a fresh process with an empty GRADCHECK_CACHE_DIR "
         "and OMP/MKL/OpenBLAS on one thread; seconds: its wall time, start-up and "
         "the reference's compile included. A case gradcheck cannot check is shown "

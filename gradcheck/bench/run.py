@@ -13,6 +13,7 @@ from .checkers import checker_workloads, ratios_to_gradcheck
 from .compile_time import compile_workloads
 from .config import FULL, QUICK, SECTIONS, Config, Report, Row, Workload
 from .memory import memory_workloads
+from ..kernelcache import turned_off
 from .notes import environment, load_average, static_notes
 from .overhead import engine_workloads
 from .render import markdown, to_json
@@ -70,7 +71,10 @@ def run_bench(config: Config = FULL, *, sections: tuple[str, ...] | None = None,
     rows: list[Row] = []
     wanted = tuple(s for s in SECTIONS if s in (sections or SECTIONS))
     try:
-        _measure(_plan(config, wanted, notes, absent), rows, absent, say)
+        # every measurement compiles its reference, in this process and in children
+        # (the cache rows turn the cache on for theirs)
+        with turned_off():
+            _measure(_plan(config, wanted, notes, absent), rows, absent, say)
     finally:
         torch.set_num_threads(threads)
     ratios_to_gradcheck(rows)

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from .checkers import load_jax, timed
-from .clirun import CliRun, case_toml, run_cli, run_options
+from .clirun import CliRun, case_toml, run_cli
 from .config import (CHECKED, LAYERS, TARGET_CACHE_SPEEDUP, TARGET_LAYER_MEMORY,
                      TARGET_LAYER_SECONDS, TARGET_OVER_FAST, TARGET_OVER_FULL, Config,
                      Row, Workload)
@@ -41,20 +41,15 @@ def _sizes(case: dict) -> dict:
     return {"n": sum(math.prod(s) for s in shapes.values()), "shapes": shapes}
 
 
-def no_cache() -> list[str]:
-    """``--no-cache`` where this copy's ``gradcheck run`` has it."""
-    return ["--no-cache"] if "--no-cache" in run_options() else []
-
-
 def check(cases: list[dict], cfg: Config) -> CliRun:
     """``gradcheck run`` of ``cases`` (one file) with :data:`CHECK_ARGS`, a fresh empty
-    ``GRADCHECK_CACHE_DIR`` and ``--no-cache`` (where it exists). Raises when the CLI
+    ``GRADCHECK_CACHE_DIR`` and ``--no-cache``. Raises when the CLI
     wrote no report (it crashed)."""
     with tempfile.TemporaryDirectory(prefix="gradcheck-bench-") as tmp:
         path = Path(tmp) / "cases.toml"
         path.write_text(case_toml(cases), encoding="utf-8")
         run = run_cli([str(path), *CHECK_ARGS, "--timeout", f"{cfg.cli_cap:g}",
-                       *no_cache()], cache_dir=str(Path(tmp) / "cache"),
+                       "--no-cache"], cache_dir=str(Path(tmp) / "cache"),
                       timeout=cfg.cli_cap + 60)
     if run.report is None and not run.capped:
         raise RuntimeError(f"gradcheck run exited with {run.returncode} and wrote no "
@@ -190,11 +185,10 @@ def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
     """gradcheck's whole check of the 4096-input formula in this process, as the
     checkers beside it are timed: every witness, one point, compile included (SymPy's
     cache cleared and the disk cache off for each run, each run a case of its own)."""
-    import os
-
     import sympy
 
     from ..cases import case_from_dict
+    from ..kernelcache import turned_off
     from ..runner import run_case
 
     label, table = CHECKED[0], _checked_case(cfg)
@@ -210,17 +204,10 @@ def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
             raise RuntimeError(f"bench case failed: {result.message}")
         return result
 
-    before = os.environ.get("GRADCHECK_NO_CACHE")
-    os.environ["GRADCHECK_NO_CACHE"] = "1"
-    try:
+    with turned_off():                            # (the bench runs with it off too)
         fresh()                                   # one-time costs (imports), not measured
         seconds, runs = timed(fresh, cfg)
         result = fresh()
-    finally:
-        if before is None:
-            os.environ.pop("GRADCHECK_NO_CACHE", None)
-        else:
-            os.environ["GRADCHECK_NO_CACHE"] = before
     state["checked"] = seconds
     extra = {"status": result.status, "mode": result.mode, "formula": label,
              "witnesses": {w.witness: w.checked for w in result.witnesses},
@@ -319,7 +306,8 @@ def _cache_rows(cfg: Config) -> list[Row]:
     runs, files = [], []
     with tempfile.TemporaryDirectory(prefix="gradcheck-bench-cache-") as cache:
         for _ in range(2):
-            runs.append(run_cli(args, cache_dir=cache, timeout=4 * cfg.cli_cap))
+            runs.append(run_cli(args, cache_dir=cache, timeout=4 * cfg.cli_cap,
+                                cache=True))
             files.append(sum(1 for p in Path(cache).rglob("*") if p.is_file()))
     for r in runs:
         if r.report is None:
