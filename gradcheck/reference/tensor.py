@@ -41,11 +41,13 @@ class TensorReference(Reference):
         seed = leaf(COTANGENT, case.output.shape)
         totals = self._backward(seed)
         b = self.forward.builder
-        zero = {n: b.broadcast(b.const(0.0), case.input[n].shape) for n in self.wrt}
+        # an input or let reached only through a zero partial (x * 0) has none: zeros
+        tensors = [(n, self.forward.inputs[n]) for n in self.wrt] + list(
+            self.forward.retained.items())
         self.gradients: dict[str, T] = {
-            n: totals.get(id(self.forward.inputs[n]), zero[n]) for n in self.wrt}
-        for name, h in self.forward.retained.items():
-            self.gradients[name] = totals.get(id(h), b.broadcast(b.const(0.0), h.shape))
+            n: totals[id(t)] if id(t) in totals else b.broadcast(b.const(0.0), t.shape)
+            for n, t in tensors}
+        self._shown: dict[str, str] | None = None
         self._outputs = [self.forward.output] + list(self.gradients.values())
         _check_memory(self._outputs, case)
 
@@ -93,7 +95,9 @@ class TensorReference(Reference):
     def formulas(self) -> dict[str, str]:
         """Each gradient as a tensor formula (``W.grad = xᵀ @ (ḡ ⊙ ...)``), by quantity
         name, shared subexpressions named ``t1``, ``t2``... first (key ``""``)."""
-        return show({f"{n}.grad": t for n, t in self.gradients.items()})
+        if self._shown is None:   # printed once, for every dtype the case runs in
+            self._shown = show({f"{n}.grad": t for n, t in self.gradients.items()})
+        return self._shown
 
     # ------------------------------------------------------------------ vᵀJ
     def _evaluations(self, points: list, vs: list):
