@@ -22,6 +22,10 @@ from .columns import (
     torch_reduce, torch_softplus, torch_transpose, transpose_shape)
 from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, LINALG, NUMBER, REDUCTION, Param, Rule
 from . import tensor as tv
+from .activations import ROWS as ACTIVATION_ROWS
+from .composites import ROWS as COMPOSITE_ROWS
+from .conv import ROWS as CONV_ROWS
+from .structure import ROWS as STRUCTURE_ROWS
 from .vjps import (
     SQRT_PI, atan2_recip, clamp_vjp, count, engine_rule as e, identity_vjp, keep, matmul_a, matmul_b, matmul_name,
     others_product, pow_base, pow_exponent, pow_name, reduction_name, share, sub_name,
@@ -210,6 +214,9 @@ _ROWS: list[Rule] = [
          engine=e("TransposeBackward0", lambda g, ans, x: np.swapaxes(g, -1, -2),
                   saves=False), tensor=tv.tensor_rule(tv.transpose_vjp)),
 ]
+
+# Rows of the families kept in their own modules (each module's ROWS, in table order).
+_ROWS += ACTIVATION_ROWS + STRUCTURE_ROWS + COMPOSITE_ROWS + CONV_ROWS
 
 RULES: dict[str, Rule] = {rule.name: rule for rule in _ROWS}
 

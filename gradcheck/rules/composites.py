@@ -1,0 +1,10 @@
+"""Composite reductions and sorts (softmax, var, norm, cumsum, sort, topk, einsum...): rows of the rule table.
+
+The rows are appended to the table by :mod:`.table` (``ROWS``, in table order).
+"""
+
+from __future__ import annotations
+
+from .row import Rule
+
+ROWS: list[Rule] = []
