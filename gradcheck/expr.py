@@ -13,7 +13,8 @@ import math
 from typing import Mapping
 
 from .errors import CaseFileError
-from .rules import AXIS, BOOL, COMPARISON, FUNCTIONS, NUMBER, OPERATORS, RULES
+from .rules import (AXIS, BOOL, CHOICE, COMPARISON, FUNCTIONS, INT, INTS, NUMBER, OPERATORS,
+                    RULES, TEXT)
 from .shapes import ShapeError
 from .tree import Node
 
@@ -188,10 +189,11 @@ class _Builder:
         if node.id in CONSTANTS:
             return Node("const", exact=node.id, const=CONSTANTS[node.id])
         if node.id in FUNCTIONS:
-            raise _Fail(f"{node.id} is a function; call it as {node.id}(...)", node)
+            raise _Fail(f"{node.id} is a function; call it as {_usage(node.id)}", node)
         known = ", ".join(sorted(self.names)) or "none"
-        raise _Fail(f"unknown name {node.id!r} (declared inputs and let names: {known})",
-                    node)
+        hint = suggest(node.id, [*self.names, *CONSTANTS], "")
+        raise _Fail(f"unknown name {node.id!r} (declared inputs and let names: {known})"
+                    f"{hint}", node)
 
     def visit_BinOp(self, node: ast.BinOp) -> Node:
         op = OPERATORS.get((_SYMBOLS.get(type(node.op)), 2))
@@ -235,42 +237,143 @@ class _Builder:
                         f"{_describe(node.func)}", node)
         fname = node.func.id
         if fname not in FUNCTIONS:
-            raise _Fail(f"unknown function {fname!r}", node)
+            raise _Fail(f"unknown function {fname!r}{suggest(fname)}", node)
         rule = RULES[fname]
         if any(isinstance(a, ast.Starred) for a in node.args) or any(
                 k.arg is None for k in node.keywords):
             raise _Fail("* and ** arguments are not allowed", node)
-        # Operands are positional, the row's parameters keywords (sum(x, axis=1)).
-        n = len(node.args)
-        if n != rule.arity:
-            more = (f" (parameters are keywords: {', '.join(p.name + '=' for p in rule.params)})"
-                    if rule.params and n > rule.arity else "")
-            raise _Fail(f"{fname}() takes {rule.arity} argument"
-                        f"{'s' if rule.arity != 1 else ''}, got {n}{more}", node)
-        operands = node.args
+        operands, positional = _split_arguments(rule, node)
         if fname == "where":
             args = [self.condition(operands[0])] + [self.build(a) for a in operands[1:]]
         else:
             args = [self.build(a) for a in operands]
         if any(a.op in RULES and RULES[a.op].kind == COMPARISON for a in args[1:]):
             raise _Fail("a comparison may only be the condition of where()", node)
-        return self.apply(fname, args, node, self.keywords(rule, node))
+        return self.apply(fname, args, node, self.parameters(rule, node, positional))
 
     @staticmethod
-    def keywords(rule, node: ast.Call) -> dict:
-        """The row's parameters given as keywords in the call, read as literals."""
+    def parameters(rule, node: ast.Call, positional: list[ast.AST]) -> dict:
+        """The row's parameters given in the call, read as literals: ``positional`` (the
+        arguments after the operands) bind to the parameters in the row's order, as
+        Python binds them, then the keywords."""
         names = [p.name for p in rule.params]
         kinds = {p.name: p.kind for p in rule.params}
         given: dict = {}
+        for k, (name, value) in enumerate(zip(names, positional)):
+            if not _is_literal(value):   # a tensor where a parameter goes: max(x, y)
+                n = rule.arity + k + 1
+                raise _Fail(f"{rule.name}() takes {rule.arity} tensor argument"
+                            f"{'s' if rule.arity != 1 else ''}, then its parameters "
+                            f"{', '.join(names)}; argument {n} is not a literal"
+                            f"{suggest_arity(rule.name, n)}", value)
+            given[name] = _LITERALS[kinds[name]](value, name)
         for kw in node.keywords:
             if kw.arg not in kinds:
                 allowed = " and ".join(f"{n}=" for n in names) or "none"
                 raise _Fail(f"{rule.name}() got an unexpected keyword {kw.arg!r} "
-                            f"(keywords allowed: {allowed})", kw.value)
+                            f"(keywords allowed: {allowed}){suggest(kw.arg, names, '=')}",
+                            kw.value)
             if kw.arg in given:
                 raise _Fail(f"{rule.name}() got {kw.arg}= twice", kw.value)
             given[kw.arg] = _LITERALS[kinds[kw.arg]](kw.value, kw.arg)
         return given
+
+
+MAX_OPERANDS = 64   # operands of one variadic call (concat, stack, einsum)
+
+
+def _split_arguments(rule, node: ast.Call) -> tuple[list[ast.AST], list[ast.AST]]:
+    """A call's positional arguments as (operands, parameters given positionally): the
+    row's ``arity`` operands, then its parameters in order; a ``"list"`` row's operands
+    are its first argument's elements, a ``"star"`` row's every argument after its
+    leading string parameters."""
+    args, fname = list(node.args), rule.name
+    if rule.variadic == "list":
+        if not args or not isinstance(args[0], (ast.List, ast.Tuple)):
+            raise _Fail(f"{fname}() takes a list of tensors first, e.g. "
+                        f"{fname}([a, b], axis=0)", node)
+        operands, rest = list(args[0].elts), args[1:]
+    elif rule.variadic == "star":
+        lead = 0
+        while lead < len(args) and _is_string(args[lead]):
+            lead += 1
+        operands, rest = args[lead:], args[:lead]
+    else:
+        operands, rest = args[: rule.arity], args[rule.arity:]
+    low, most = rule.arity, rule.arity + len(rule.params)
+    more = (f" (then its parameters {', '.join(p.name for p in rule.params)})"
+            if rule.params else "")
+    if len(operands) < low or (rule.variadic is None and len(args) > most):
+        many = len(operands) if rule.variadic else len(args)
+        raise _Fail(f"{fname}() takes {'at least ' if rule.variadic else ''}{low} "
+                    f"argument{'s' if low != 1 else ''}{more}, got {many}"
+                    f"{suggest_arity(fname, many)}", node)
+    if len(operands) > MAX_OPERANDS:
+        raise _Fail(f"{fname}() takes at most {MAX_OPERANDS} tensors", node)
+    if len(rest) > len(rule.params):
+        raise _Fail(f"{fname}() takes {low} tensor argument{'s' if low != 1 else ''}"
+                    f"{more}, got {len(rest)} more argument{'s' if len(rest) != 1 else ''}",
+                    node)
+    return operands, rest
+
+
+def _is_literal(node: ast.AST) -> bool:
+    """Whether ``node`` is written as a parameter value (a number, string, True/False/
+    None, pi or E, possibly negated, or a list of those) rather than a tensor."""
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(_is_literal(e) for e in node.elts)
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.Name)
+                                              and node.id in CONSTANTS)
+
+
+def _is_string(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+# Names people reach for, from NumPy and PyTorch, and the row that does the job.
+_ALIASES = {"clip": "clamp", "cat": "concat", "concatenate": "concat", "amax": "max",
+            "amin": "min", "absolute": "abs", "arctan2": "atan2", "power": "pow",
+            "arctan": "atan", "arcsin": "asin", "arccos": "acos", "arctanh": "atanh",
+            "arcsinh": "asinh", "arccosh": "acosh", "logistic": "sigmoid", "expit":
+            "sigmoid", "swish": "silu", "swapaxes": "transpose", "view": "reshape",
+            "matmul": "matmul", "mm": "matmul", "bmm": "matmul", "inner": "dot",
+            "average": "mean", "sqr": "square", "log_sum_exp": "logsumexp"}
+
+
+def suggest(name: str, known=None, suffix: str = "(...)") -> str:
+    """"; did you mean ...?" for a misspelled or foreign ``name``: the row a NumPy or
+    PyTorch name stands for, else the closest of ``known`` (the callable rows)."""
+    import difflib
+
+    known = sorted(FUNCTIONS) if known is None else list(known)
+    if known is None or name in _ALIASES and _ALIASES[name] in known:
+        return f"; did you mean {_usage(_ALIASES[name])}?"
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if not close:
+        return ""
+    return f"; did you mean {_usage(close[0]) if suffix == '(...)' else close[0] + suffix}?"
+
+
+def suggest_arity(fname: str, count: int) -> str:
+    """"; did you mean maximum(a, b)?" where another row of a related name takes
+    ``count`` tensors (``max`` reduces one tensor, ``maximum`` compares two)."""
+    for other in sorted(FUNCTIONS):
+        rule = RULES[other]
+        if (other != fname and (other.startswith(fname) or fname.startswith(other))
+                and rule.variadic is None and rule.arity == count):
+            return f"; did you mean {_usage(other)}?"
+    return ""
+
+
+def _usage(name: str) -> str:
+    """``name`` as a user calls it: its operands and parameters (``clamp(x, min, max)``)."""
+    rule = RULES[name]
+    operands = ["x"] if rule.arity == 1 else [f"{c}" for c in "abcdefgh"[: rule.arity]]
+    if rule.variadic == "list":
+        operands = ["[a, b]"]
+    return f"{name}({', '.join([*operands, *(p.name for p in rule.params)])})"
 
 
 def _axis_literal(node: ast.AST, name: str = "axis"):
@@ -313,7 +416,30 @@ def _number_literal(node: ast.AST, name: str) -> float | None:
     raise _Fail(f"{name}= must be a number literal or None", node)
 
 
-_LITERALS = {AXIS: _axis_literal, BOOL: _bool_literal, NUMBER: _number_literal}
+def _int_literal(node: ast.AST, name: str, nested: bool = False):
+    """An integer literal, possibly negated (``nested``: or a list of them, or a list of
+    lists: ``pad``'s ``[[0, 0], [1, 2]]``), or None; the row's Param checks the rest."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _int_literal(node.operand, name)
+        if isinstance(value, int):
+            return -value
+    elif isinstance(node, ast.Constant) and (node.value is None or type(node.value) is int):
+        return node.value
+    elif nested and isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) <= 64:
+        return tuple(_int_literal(e, name, nested) for e in node.elts)
+    what = "an integer or a list of integers" if nested else "an integer"
+    raise _Fail(f"{name}= must be {what}", node)
+
+
+def _string_literal(node: ast.AST, name: str) -> str:
+    if _is_string(node) and len(node.value) <= 64:
+        return node.value
+    raise _Fail(f"{name}= must be a short string literal", node)
+
+
+_LITERALS = {AXIS: _axis_literal, BOOL: _bool_literal, NUMBER: _number_literal,
+             INT: _int_literal, INTS: lambda n, name: _int_literal(n, name, True),
+             CHOICE: _string_literal, TEXT: _string_literal}
 
 
 def _describe(node: ast.AST) -> str:

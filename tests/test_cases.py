@@ -559,14 +559,14 @@ def test_bad_expr_line(tmp_path):
         name = "two"
         inputs.x = { shape = [3] }
         # a comment between
-        expr = "sum(softmax(x))"
+        expr = "sum(frobnicate(x))"
     """
     path = write(tmp_path, text)
     cases, errors = read_file(path)
     assert [c.name for c in cases] == ["one"]
     (err,) = errors
     assert (err.file, err.case, err.line) == (str(path), "two", 10)
-    assert str(err) == f"{path}:10: case 'two': unknown function 'softmax'"
+    assert str(err) == f"{path}:10: case 'two': unknown function 'frobnicate'"
 
 
 def test_bad_let_line(tmp_path):

@@ -445,7 +445,7 @@ def test_keyword_misuse(names, text, match):
     ("exec('1')", r"unknown function 'exec'"),
     ("open('f')", r"unknown function 'open'"),
     ("pi(x)", r"unknown function 'pi'"),
-    ("sin + x", r"sin is a function; call it as sin\(\.\.\.\)"),
+    ("sin + x", r"sin is a function; call it as sin\(x\)"),
     ("Sin(x)", r"unknown function 'Sin'"),
     ("e", r"unknown name 'e'"),
 ])
@@ -479,11 +479,34 @@ def test_comparisons_outside_where(names, text, match):
     ("sin()", r"sin\(\) takes 1 argument, got 0"),
     ("maximum(x)", r"maximum\(\) takes 2 arguments, got 1"),
     ("where(x > 0, x)", r"where\(\) takes 3 arguments, got 2"),
-    ("sum(x, 0)", r"sum\(\) takes 1 argument, got 2"),
+    ("sum(x, 0, True, 1)",
+     r"sum\(\) takes 1 argument \(then its parameters axis, keepdims\), got 4"),
     ("dot(x)", r"dot\(\) takes 2 arguments, got 1"),
 ])
 def test_wrong_arity(names, text, match):
     fails(text, names, match)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("max(x, M)", r"max\(\) takes 1 tensor argument.*did you mean maximum\(a, b\)\?"),
+    ("min(x, x)", r"did you mean minimum\(a, b\)\?"),
+    ("clip(x, 0, 1)", r"unknown function 'clip'; did you mean clamp\(x, min, max\)\?"),
+    ("tanhh(x)", r"unknown function 'tanhh'; did you mean tanh\(x\)\?"),
+    ("sum(x, axes=0)", r"unexpected keyword 'axes'.*did you mean axis=\?"),
+    ("xx + 1", r"unknown name 'xx'.*did you mean x\?"),
+])
+def test_errors_suggest_the_name_that_exists(names, text, match):
+    fails(text, names, match)
+
+
+def test_parameters_may_be_positional_in_the_rows_order(names):
+    """sum(x, 0) is sum(x, axis=0); clamp(x, 0, 1) is clamp(x, min=0, max=1), as
+    NumPy and PyTorch bind them."""
+    assert parse("sum(M, 0)", names).params == parse("sum(M, axis=0)", names).params
+    assert parse("sum(M, 1, True)", names).shape == (2, 1)
+    assert (parse("clamp(x, 0, 1)", names).params
+            == parse("clamp(x, min=0, max=1)", names).params)
+    fails("sum(M, 0, axis=1)", names, r"sum\(\) got axis= twice")
 
 
 @pytest.mark.parametrize("text, match", [

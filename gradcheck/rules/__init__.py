@@ -5,10 +5,10 @@ column that needs them is first called, so parsing and listing cases stay instan
 """
 
 from .columns import sympy_scalar_constant
-from .row import (AXIS, BACKENDS, BOOL, COMPARISON, DOMAINS, ELEMENTWISE, LINALG, NUMBER,
-                  REDUCTION, EngineRule, Param, Rule, TensorRule)
+from .row import (AXIS, BACKENDS, BOOL, CHOICE, COMPARISON, DOMAINS, ELEMENTWISE, INT, INTS,
+                  LINALG, NUMBER, REDUCTION, TEXT, EngineRule, Param, Rule, TensorRule)
 from .table import FUNCTIONS, OPERATORS, RULES
 
 __all__ = ["Rule", "EngineRule", "TensorRule", "Param", "RULES", "FUNCTIONS", "OPERATORS", "BACKENDS",
            "DOMAINS", "ELEMENTWISE", "REDUCTION", "LINALG", "COMPARISON", "AXIS", "BOOL",
-           "NUMBER", "sympy_scalar_constant"]
+           "NUMBER", "INT", "INTS", "CHOICE", "TEXT", "sympy_scalar_constant"]

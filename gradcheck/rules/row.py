@@ -28,21 +28,34 @@ BACKENDS: tuple[str, ...] = ("sympy", "numpy", "torch", "engine")
 DOMAINS: tuple[str, ...] = ("real", "positive", "nonnegative", "nonzero", "unit")
 
 AXIS, BOOL, NUMBER = "axis", "bool", "number"
+INT, INTS, CHOICE, TEXT = "int", "ints", "choice", "text"
+
+#: Largest magnitude of an integer parameter, and most integers in one INTS value.
+MAX_INT, MAX_INTS = 1 << 31, 64
 
 
 @dataclass(frozen=True)
 class Param:
-    """A parameter of a row, given as a keyword in a formula (``sum(x, axis=1)``).
+    """A parameter of a row, given after the operands, positionally in the row's order or
+    as a keyword (``sum(x, 1)``, ``sum(x, axis=1)``, ``reshape(x, [2, -1])``).
 
-    ``kind`` says what the parser accepts and how the value is normalised: ``axis`` (an
-    int, a tuple of ints or None, normalised against the first argument's dimensions to a
-    sorted tuple of non-negative axes), ``bool`` (True or False) or ``number`` (a number
-    literal, or None for "not given").
+    ``kind`` says what the parser accepts and how the value is normalised:
+
+    - ``axis``: an int, a tuple of ints or None, normalised against the first argument's
+      dimensions to a sorted tuple of non-negative axes;
+    - ``bool``: True or False; ``number``: a number literal, or None for "not given";
+    - ``int``: an integer (or None where the default is None), kept as written (a row's
+      shape rule reads negative values, e.g. ``unsqueeze``'s axis counts the new one);
+    - ``ints``: an integer or a list of integers, or of lists of integers (``pad``'s
+      widths), normalised to a tuple (of tuples); at most :data:`MAX_INTS` integers;
+    - ``choice``: one of the strings ``choices`` (``gelu``'s ``approximate="tanh"``);
+    - ``text``: a string literal the row's shape rule validates (``einsum``'s subscripts).
     """
 
     name: str
     kind: str
     default: Any = None
+    choices: tuple[str, ...] = ()
 
     def normalize(self, value: Any, shapes: list[tuple[int, ...]]) -> Any:
         if self.kind == AXIS:
@@ -51,11 +64,36 @@ class Param:
             if not isinstance(value, bool):
                 raise ShapeError(f"{self.name}= must be True or False")
             return value
-        if value is None:
+        if value is None and self.default is None:
             return None
+        if self.kind in (INT, INTS):
+            return _ints(value, self.name, nested=self.kind == INTS)
+        if self.kind in (CHOICE, TEXT):
+            if not isinstance(value, str) or (self.choices and value not in self.choices):
+                allowed = " or ".join(repr(c) for c in self.choices) or "a string"
+                raise ShapeError(f"{self.name}= must be {allowed}, got {value!r}")
+            return value
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ShapeError(f"{self.name}= must be a number")
         return float(value)
+
+
+def _ints(value: Any, name: str, nested: bool) -> Any:
+    """``value`` as an int (``nested``: or a tuple of ints or of tuples of ints)."""
+    count = [0]
+
+    def one(v, depth):
+        if isinstance(v, (list, tuple)) and nested and depth < 2:
+            return tuple(one(e, depth + 1) for e in v)
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or abs(v) >= MAX_INT:
+            what = "an integer or a list of integers" if nested else "an integer"
+            raise ShapeError(f"{name}= must be {what}, got {value!r}")
+        count[0] += 1
+        if count[0] > MAX_INTS:
+            raise ShapeError(f"{name}= holds more than {MAX_INTS} integers")
+        return int(v)
+
+    return one(value, 0)
 
 
 @dataclass(frozen=True)
@@ -145,12 +183,15 @@ class Rule:
     overloads take a Python number as it is, rather than a 0-d tensor), ``rounding``
     (units of the unit roundoff its result is rounded by beyond its arguments' errors,
     see :mod:`gradcheck.rounding`: 0 exact, 1 correctly rounded arithmetic, 2 a library
-    function; a reduction's accumulation is counted apart).
+    function; a reduction's accumulation is counted apart), ``variadic`` (the row takes
+    any number of operands, at least ``arity``: ``"list"``, as one list argument,
+    ``concat([a, b], axis=0)``; ``"star"``, after its ``text`` parameters,
+    ``einsum("ij,jk->ik", a, b)``; ``None``: exactly ``arity`` operands).
     """
 
     name: str
     kind: str                       # ELEMENTWISE, REDUCTION, LINALG or COMPARISON
-    arity: int
+    arity: int                      # operands (a variadic row: the fewest it takes)
     sympy: Callable[..., Any]
     numpy: Callable[..., Any]
     torch: Callable[..., Any]
@@ -168,6 +209,7 @@ class Rule:
     periodic: bool = False
     numbers: bool = False
     shape: Callable[..., tuple[int, ...]] | None = field(default=None, compare=False)
+    variadic: str | None = None
 
     def __post_init__(self):
         if self.engine is not None and self.engine.op != self.name:
@@ -216,23 +258,33 @@ class Rule:
         return tuple(self.shape(*shapes, *_values(params)))
 
     def keywords(self, params=()) -> list[str]:
-        """The parameter pairs as a user writes them: ``axis=1`` (an int for one axis;
-        always, as it was normalised), the others where they differ from the default."""
-        defaults = {p.name: p.default for p in self.params}
+        """The parameter pairs as a user writes them: an axis always (an int for one
+        axis, as it was normalised), the others where they differ from the default;
+        ``text`` parameters are written first, as positional strings (einsum's)."""
+        kinds = {p.name: p for p in self.params}
         out = []
         for name, value in params:
-            if name == "axis":
-                out.append(f"axis={value[0] if len(value) == 1 else value}")
-            elif value != defaults.get(name):
-                out.append(f"{name}={value}")
+            p = kinds[name]
+            if p.kind == AXIS:
+                out.append(f"{name}={value[0] if len(value) == 1 else value}")
+            elif p.kind == TEXT:
+                out.insert(0, _literal(value))
+            elif value != p.default:
+                out.append(f"{name}={_literal(value)}")
         return out
 
     def spell(self, operands, keywords=()) -> str:
         """The row applied to operand texts, as a formula is written: by name with the
-        ``keywords`` (``sum(x, axis=1)``), or by its operator (``-a``, ``a + b``); the
-        caller parenthesises operands an operator needs parenthesised."""
+        ``keywords`` (``sum(x, axis=1)``, a list row's operands in one list,
+        ``concat([a, b], axis=0)``), or by its operator (``-a``, ``a + b``); the caller
+        parenthesises operands an operator needs parenthesised."""
         if self.symbol is None:
-            return f"{self.name}({', '.join([*operands, *keywords])})"
+            texts = [f"[{', '.join(operands)}]"] if self.variadic == "list" else operands
+            if self.variadic == "star":
+                lead = [k for k in keywords if k.startswith('"')]
+                keywords = [*lead, *(k for k in keywords if not k.startswith('"'))]
+                texts, keywords = [*lead, *operands], keywords[len(lead):]
+            return f"{self.name}({', '.join([*texts, *keywords])})"
         if len(operands) == 1:
             return self.symbol + operands[0]
         return f" {self.symbol} ".join(operands)
@@ -240,6 +292,15 @@ class Rule:
     def domain_of(self, k: int):
         """The domain of argument ``k`` ("real" when the row does not restrict it)."""
         return self.domain[k] if k < len(self.domain) else "real"
+
+
+def _literal(value: Any) -> str:
+    """A parameter value as formula text: tuples as lists, strings double-quoted."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, str):
+        return '"' + value + '"'
+    return str(value)
 
 
 def _values(params) -> tuple:
