@@ -37,6 +37,11 @@ def _parser() -> argparse.ArgumentParser:
                     "5 no case selected."), DTYPES)
     ls = sub.add_parser("list", help="list the cases without running them")
     ls.add_argument("paths", nargs="+", metavar="PATH")
+    fns = sub.add_parser(
+        "functions", help="list the functions of the expression language",
+        description="Every function and operator a formula may use: how it is called, "
+                    "an example, PyTorch's grad_fn name for it and what it computes.")
+    fns.add_argument("--format", choices=("text", "markdown"), default="text")
     cache = sub.add_parser(
         "cache", help="show or clear the cache of compiled reference kernels",
         description="The symbolic reference's compiled kernels are cached on disk, so a "
@@ -271,6 +276,13 @@ def _cmd_list(args) -> int:
     return ExitCode.USAGE if errors else ExitCode.OK
 
 
+def _cmd_functions(args) -> int:
+    from .rules.docs import markdown, text
+
+    sys.stdout.write(markdown() if args.format == "markdown" else text())
+    return ExitCode.OK
+
+
 def _cmd_cache(args) -> int:
     from . import kernelcache
     from .report.text import printable   # the folder's name comes from the environment
@@ -334,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.USAGE
     try:
         commands = {"run": _cmd_run, "list": _cmd_list, "cache": _cmd_cache,
-                    "bench": _cmd_bench}
+                    "bench": _cmd_bench, "functions": _cmd_functions}
         return int(commands[args.command](args))
     except CaseFileError as exc:
         from .report.text import printable

@@ -1,26 +1,16 @@
-"""``python -m gradcheck.rules``: the expression language, one line per row of the table
-(the documentation of the functions, generated from the rows themselves)."""
+"""``python -m gradcheck.rules [--markdown]``: the expression language, one line per row
+of the table (as ``gradcheck functions`` prints it; see :mod:`.docs`)."""
 
 from __future__ import annotations
 
-from .table import RULES
+import sys
+
+from .docs import markdown, text
 
 
-def signature(rule) -> str:
-    """How a formula spells the row: ``a + b``, ``-x``, ``sum(x, axis=None, ...)``."""
-    names = ["x"] if rule.arity == 1 else ["a", "b", "c"][: rule.arity]
-    if rule.symbol is not None:
-        return f"{rule.symbol}x" if rule.arity == 1 else f" {rule.symbol} ".join(names)
-    params = [f"{p.name}={p.default!r}" for p in rule.params]
-    return f"{rule.name}({', '.join(names + params)})"
-
-
-def main() -> None:
-    rows = [(signature(r), r.doc, r.engine.grad_fn) for r in RULES.values()]
-    width = max(len(s) for s, _, _ in rows)
-    for sig, doc, grad_fn in rows:
-        node = grad_fn if isinstance(grad_fn, str) else "(by operands)" if grad_fn else "-"
-        print(f"{sig:<{width}}  {node:<20}  {doc}".rstrip())
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    sys.stdout.write(markdown() if "--markdown" in argv else text())
 
 
 if __name__ == "__main__":

@@ -186,7 +186,9 @@ class Rule:
     function; a reduction's accumulation is counted apart), ``variadic`` (the row takes
     any number of operands, at least ``arity``: ``"list"``, as one list argument,
     ``concat([a, b], axis=0)``; ``"star"``, after its ``text`` parameters,
-    ``einsum("ij,jk->ik", a, b)``; ``None``: exactly ``arity`` operands).
+    ``einsum("ij,jk->ik", a, b)``; ``None``: exactly ``arity`` operands), ``example``
+    (a formula using the row over the inputs of :data:`gradcheck.rules.docs.EXAMPLE_INPUTS`,
+    shown by ``gradcheck functions`` and the README; empty: the row applied to ``x``).
     """
 
     name: str
@@ -210,6 +212,7 @@ class Rule:
     numbers: bool = False
     shape: Callable[..., tuple[int, ...]] | None = field(default=None, compare=False)
     variadic: str | None = None
+    example: str = ""
 
     def __post_init__(self):
         if self.engine is not None and self.engine.op != self.name:

@@ -44,6 +44,7 @@ def binary(name, sym, np_fn, torch_fn, hazard=None, **row):
 
 
 def reduction(name, combine, np_fn, torch_fn, hazard=None, **row):
+    row.setdefault("example", f"{name}(x, axis=1)")
     return Rule(name, REDUCTION, 1, sym_reduction(combine), np_fn, torch_fn, hazard,
                 params=REDUCE_PARAMS, **row)
 
@@ -52,6 +53,7 @@ def comparison(name, sym, op, symbol):
     return Rule(name, COMPARISON, 2, sym, lambda a, b: op(np.asarray(a), np.asarray(b)), op,
                 hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b)),
                 doc="condition of where()", symbol=symbol, numbers=True,
+                example=f"where(x {symbol} y, x, y)",
                 engine=e(None))   # not differentiable
 
 
@@ -118,7 +120,7 @@ _ROWS: list[Rule] = [
     # into it; a case's own inputs may lie anywhere, kept off the hazard)
     binary("atan2", s("atan2"), np.arctan2, t("atan2"), domain=("real", "positive"),
            hazard=lambda y, x: np.where(np.asarray(x) < 0, np.minimum(np.abs(y), np.hypot(
-               y, x)), np.hypot(y, x)), doc="atan2(y, x): the angle of the point (x, y)",
+               y, x)), np.hypot(y, x)), doc="atan2(y, x): the angle of the point (x, y)", example="atan2(x, y)",
            engine=e("Atan2Backward0", lambda g, ans, y, x: g * x * atan2_recip(y, x),
                     lambda g, ans, y, x: g * -y * atan2_recip(y, x))),
     unary("sinh", s("sinh"), np.sinh, t("sinh"), grows=True, exponential=True,
@@ -153,7 +155,8 @@ _ROWS: list[Rule] = [
           engine=e("ReluBackward0", lambda g, ans, x: np.where(ans > 0, g, 0.0))),
     unary("clamp", sym_clamp, np_clamp, torch_clamp, hazard=clamp_hazard,
           params=(Param("min", NUMBER), Param("max", NUMBER)), shape=clamp_shape,
-          doc="clamp(x, min=None, max=None): x limited to [min, max]", rounding=1,
+          doc="clamp(x, min=None, max=None): x limited to [min, max]",
+          example="clamp(x, min=-1, max=1)", rounding=1,
           engine=e("ClampBackward1", clamp_vjp)),
     binary("maximum", s("Max"), np.maximum, t("maximum"), hazard=_gap, rounding=0,
            engine=e("MaximumBackward0", lambda g, ans, a, b: g * share(a, b),
@@ -162,7 +165,8 @@ _ROWS: list[Rule] = [
            engine=e("MinimumBackward0", lambda g, ans, a, b: g * share(b, a),
                     lambda g, ans, a, b: g * share(a, b))),
     Rule("where", ELEMENTWISE, 3, sym_where, np.where, t("where"),
-         doc="where(cond, a, b): a where cond holds, else b", rounding=0,
+         doc="where(cond, a, b): a where cond holds, else b",
+         example="where(x > 0, x, y)", rounding=0,
          engine=e("WhereBackward0", None, lambda g, ans, c, a, b: np.where(c, g, 0.0),
                   lambda g, ans, c, a, b: np.where(c, 0.0, g))),
     # conditions of where()
@@ -187,11 +191,13 @@ _ROWS: list[Rule] = [
     Rule("max", REDUCTION, 1, sym_selected, np_reduce(np.max), torch_reduce("amax"),
          hazard=top_two_gap, selector=one_hot(np.argmax), rounding=0,
          params=REDUCE_PARAMS, tensor=tv.tensor_rule(tv.selected_vjp("max")),
+         example="max(x, axis=1)",
          engine=e("AmaxBackward0", lambda g, ans, x, axis, keepdims:
                   keep(g, axis, keepdims) * ties(x, ans, axis, keepdims))),
     Rule("min", REDUCTION, 1, sym_selected, np_reduce(np.min), torch_reduce("amin"),
          hazard=bottom_two_gap, selector=one_hot(np.argmin), rounding=0,
          params=REDUCE_PARAMS, tensor=tv.tensor_rule(tv.selected_vjp("min")),
+         example="min(x, axis=1)",
          engine=e("AminBackward0", lambda g, ans, x, axis, keepdims:
                   keep(g, axis, keepdims) * ties(x, ans, axis, keepdims))),
     reduction("logsumexp", sym_logsumexp, np_logsumexp,
@@ -200,16 +206,16 @@ _ROWS: list[Rule] = [
                        keep(g, axis, keepdims) * np.exp(x - keep(ans, axis, keepdims))),
               tensor=tv.tensor_rule(tv.logsumexp_vjp)),
     # linear algebra
-    Rule("matmul", LINALG, 2, obj_matmul, np_matmul, lambda a, b: a @ b, doc="a @ b",
+    Rule("matmul", LINALG, 2, obj_matmul, np_matmul, lambda a, b: a @ b, doc="a @ b", example="x @ W",
          symbol="@", shape=matmul_shape,
          engine=e(matmul_name, matmul_a, matmul_b),
          tensor=tv.tensor_rule(tv.matmul_a, tv.matmul_b)),
-    Rule("dot", LINALG, 2, obj_dot, np.dot, t("dot"), doc="inner product of two vectors",
+    Rule("dot", LINALG, 2, obj_dot, np.dot, t("dot"), doc="inner product of two vectors", example="dot(v, u)",
          shape=dot_shape,
          engine=e("DotBackward0", lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a),
          tensor=tv.tensor_rule(tv.dot_a, tv.dot_b)),
     Rule("transpose", LINALG, 1, lambda a: np.swapaxes(np.asarray(a, dtype=object), -1, -2),
-         lambda a: np.swapaxes(a, -1, -2), torch_transpose, doc="swap the last two axes",
+         lambda a: np.swapaxes(a, -1, -2), torch_transpose, doc="swap the last two axes", example="transpose(x)",
          rounding=0, shape=transpose_shape,
          engine=e("TransposeBackward0", lambda g, ans, x: np.swapaxes(g, -1, -2),
                   saves=False), tensor=tv.tensor_rule(tv.transpose_vjp)),
