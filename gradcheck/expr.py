@@ -217,6 +217,14 @@ class _Builder:
         raise _Fail("a comparison may only be the condition of where(cond, a, b)", node)
 
     def condition(self, node: ast.AST) -> Node:
+        mask = self.names.get(node.id) if isinstance(node, ast.Name) else None
+        if mask is not None and mask.dtype is not None:
+            # a boolean or integer input (or let) as the mask, nonzero meaning true: the
+            # comparison mask != 0 (mask > 0 for a boolean, before != exists)
+            op = "ne" if "ne" in RULES else "gt" if mask.dtype == "bool" else None
+            if op is None:
+                raise _Fail("an integer mask needs != (where(mask != 0, a, b))", node)
+            return self.apply(op, [mask, Node("const", exact="0", const=0.0)], node)
         if not isinstance(node, ast.Compare):
             raise _Fail("the first argument of where() must be a comparison such as x > 0",
                         node)

@@ -45,7 +45,7 @@ import numpy as np
 from .dtypes import round_to, smallest_normal, unit_roundoff
 from .rules import AXIS, COMPARISON, LINALG, REDUCTION, RULES
 from .arrays import unbroadcast
-from .tree import Node, walk
+from .tree import twins, Node, walk
 
 BLOCK = 32                  # length of the sequential base case of blocked summation
 PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
@@ -192,17 +192,24 @@ class _Bounds:
         """Values and error bounds of every node. ``overrides``: input or ``let`` names
         set to values computed in this dtype (a perturbed point, x + h): each carries
         its own rounding, u·|value|."""
+        same = twins(root)   # a computation written twice has one value and bound
         for node in _order(root):
             if overrides and node.op in ("input", "let") and node.name in overrides:
                 x = _arr(overrides[node.name])
                 self.val[id(node)], self.err[id(node)] = x, self.u * np.abs(x)
                 continue
+            first = same.get(id(node))
+            if first is not None:
+                self.val[id(node)], self.err[id(node)] = (self.val[id(first)],
+                                                          self.err[id(first)])
+                continue
             self.val[id(node)], self.err[id(node)] = self._forward(node, point)
 
     def _forward(self, node: Node, point):
-        if node.op == "input":
-            x = _arr(point[node.name])
-            return x, np.broadcast_to(0.0, np.shape(x))   # exact: a view, no memory
+        if node.op == "input":   # exact: a view, no memory (an integer input as it is)
+            x = np.asarray(point[node.name])
+            x = x if x.dtype.kind in "biu" else _arr(x)
+            return x, np.broadcast_to(0.0, np.shape(x))
         if node.op == "const":
             c = _arr(node.const)
             exact = _representable(float(node.const), self.dtype)
@@ -343,7 +350,7 @@ class _Bounds:
                   [(None, t, self.err[id(node)])] + list(zip(range(len(args)), args, errs))
                   if _read(rule, k, j)]
         for j, value, e in probes:
-            if np.asarray(value).dtype == bool:
+            if np.asarray(value).dtype.kind in "biu":   # a mask, an integer: exact
                 continue
             # The formula also rounds where it uses the value (x*x inside exp(-x*x)):
             # as if the value itself were off by one more u relative.

@@ -30,7 +30,7 @@ import numpy as np
 from .forward import evaluate, hazard_distances
 from .arrays import unbroadcast
 from .rules import RULES
-from .tree import elementwise_split
+from .tree import elementwise_split, walk
 
 MARGIN = 0.05      # distance kept from every kink and singularity
 MAX_ROUNDS = 60    # redraws before giving up (the result then says so)
@@ -59,17 +59,39 @@ def case_rng(case, dtype: str, index: int, salt: str = "point") -> np.random.Gen
 
 def _draw(spec, rng: np.random.Generator, shape) -> np.ndarray:
     domain = spec.domain
+    if spec.dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if spec.dtype is not None:    # an integer input: uniform in [lo, hi)
+        return rng.integers(domain[0], domain[1], shape, dtype=np.dtype(spec.dtype))
     if domain == "nonzero":
         return rng.uniform(0.1, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
     lo, hi = RANGES[domain] if isinstance(domain, str) else domain
     return rng.uniform(lo, hi, shape)
 
 
-def _round(x: np.ndarray, dtype: str) -> np.ndarray:
-    # float64 values the run's dtype holds exactly (bfloat16 through ml_dtypes)
+def _round(x: np.ndarray, dtype: str, spec=None) -> np.ndarray:
+    # float64 values the run's dtype holds exactly (bfloat16 through ml_dtypes); an
+    # integer or boolean input keeps its own dtype: it is exact as it is
     from .dtypes import round_to
 
+    if spec is not None and spec.dtype is not None:
+        return np.asarray(x, dtype=np.dtype(spec.dtype))
     return round_to(x, dtype)
+
+
+def exact_nodes(root) -> set[int]:
+    """The ids of the nodes below ``root`` whose value depends on no float input:
+    constants, integer and boolean inputs, and what is computed from them alone. Such a
+    value never moves (the numeric witness perturbs floats only, and integers are exact
+    in every witness), so a kink there is none: ``where(idx > 2, a, b)`` switches at
+    integers, exactly."""
+    exact: set[int] = set()
+    for node in walk(root):
+        if node.op == "const" or (node.op == "input" and node.dtype is not None) or (
+                node.op not in ("input", "const") and node.args
+                and all(id(a) in exact for a in node.args)):
+            exact.add(id(node))
+    return exact
 
 
 def sample(case, dtype: str, index: int) -> Point:
@@ -79,9 +101,9 @@ def sample(case, dtype: str, index: int) -> Point:
     free = []
     for spec in case.inputs:
         if spec.value is not None:
-            values[spec.name] = _round(spec.value, dtype)
+            values[spec.name] = _round(spec.value, dtype, spec)
         else:
-            values[spec.name] = _round(_draw(spec, rng, spec.shape), dtype)
+            values[spec.name] = _round(_draw(spec, rng, spec.shape), dtype, spec)
             free.append(spec)
     bad = settle(case, values, free, rng, dtype)
     notes = tuple(sorted({f"point {index} stays within {MARGIN} of a kink or singularity "
@@ -99,33 +121,62 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
     a value of the formula beyond it (or not finite) is a hazard too (extreme points)."""
     from .cases import in_domain
 
-    split = elementwise_split(case.output)
-    body = split[0] if split else case.output
-    bad = _too_close(body, values) + _beyond(body, values, limit)
+    bodies, elementwise = _bodies(case)
+
+    def hazards() -> list:
+        return [(b, node, near) for b in bodies
+                for node, near in _too_close(b, values) + _beyond(b, values, limit)]
+
+    bad = hazards()
     for round_ in range(MAX_ROUNDS):
-        outside = {s.name: ~in_domain(values[s.name], s.domain) for s in free}
+        outside = {s.name: ~in_domain(values[s.name], s.domain, s.integer) for s in free}
         if not free or (not bad and not any(m.any() for m in outside.values())):
             break
         for spec in free:
-            if split is not None:
-                mask = np.zeros(body.shape, dtype=bool)
-                for _node, near in bad:
-                    mask |= np.broadcast_to(near, body.shape)
-                mask = unbroadcast(mask, spec.shape, np.any)
-            else:
-                mask = np.full(spec.shape, bool(bad))
+            mask = np.zeros(spec.shape, dtype=bool)
+            for b, _node, near in bad:
+                mask |= (_culprits(spec.shape, b.shape, near) if elementwise
+                         else bool(np.any(near)))
             mask = mask | outside[spec.name]
             if mask.any():
                 fresh = _draw(spec, rng, spec.shape) if draw is None else draw(spec, round_)
-                values[spec.name] = np.where(mask, _round(fresh, dtype), values[spec.name])
-        bad = _too_close(body, values) + _beyond(body, values, limit)
-    return bad
+                values[spec.name] = np.where(mask, _round(fresh, dtype, spec),
+                                             values[spec.name])
+        bad = hazards()
+    return [(node, near) for _b, node, near in bad]
+
+
+def _bodies(case) -> tuple[list, bool]:
+    """The formulas whose kinks and singularities points keep away from: the case's
+    output and a surrogate op's forward formulas (the op computes both); each one's
+    elementwise body when all are elementwise (then True: hazards are fixed element by
+    element), else the formulas themselves (False: the whole point is redrawn)."""
+    roots = [case.output, *getattr(case, "forward", ())]
+    splits = [elementwise_split(r) for r in roots]
+    if all(split is not None for split in splits):
+        return [split[0] for split in splits], True
+    return roots, False
+
+
+def _culprits(shape: tuple, body: tuple, near: np.ndarray) -> np.ndarray:
+    """The elements of an input of ``shape`` behind the elements ``near`` of an
+    elementwise body of shape ``body``: each body element depends on the input's
+    element it is broadcast from (on all of them where the input is not broadcast to
+    the body: a formula that does not use it)."""
+    near = np.broadcast_to(near, body)
+    if tuple(np.broadcast_shapes(shape, body)) != tuple(body):
+        return np.full(shape, bool(near.any()))
+    return unbroadcast(near, shape, np.any)
 
 
 def _too_close(body, values) -> list:
-    """(node, mask) for every hazard closer than MARGIN somewhere."""
+    """(node, mask) for every hazard closer than MARGIN somewhere (none of a node whose
+    value depends on no float input: :func:`exact_nodes`)."""
     out = []
+    exact = exact_nodes(body)
     for node, distance in hazard_distances(body, values):
+        if id(node) in exact and node.rule.hazard is not None:
+            continue
         mask = distance < MARGIN
         if mask.any():
             out.append((node, mask))
@@ -298,10 +349,16 @@ def _place(rays: tuple[_Ray, ...], which: np.ndarray, u: np.ndarray,
     return col("anchor") + col("direction") * np.exp(home + pull * (log_d - home))
 
 
+def _roots(case) -> tuple:
+    """Every formula an extreme point must keep finite: the outputs (an op's reference,
+    one per output) and a surrogate's forward formulas."""
+    return (*(case.outputs or (case.output,)), *getattr(case, "forward", ()))
+
+
 def _pulled_in(case, values: dict, placed: dict, limit: float) -> float:
     """The largest λ (to 2^-PULL_STEPS) at which no value of any output of ``case``
     passes ``limit``; 0 when even λ = 0 does. ``placed[name](λ)`` are the values."""
-    roots = case.outputs or (case.output,)
+    roots = _roots(case)
 
     def fits(pull: float) -> bool:
         env = {**values, **{n: f(pull) for n, f in placed.items()}}
@@ -326,7 +383,11 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
     values, free, rays, placed = {}, [], {}, {}
     for spec in case.inputs:
         if spec.value is not None:
-            values[spec.name] = _round(spec.value, dtype)
+            values[spec.name] = _round(spec.value, dtype, spec)
+            continue
+        if spec.integer:   # integers have no magnitudes to reach: uniform, as in the bulk
+            values[spec.name] = _round(_draw(spec, rng, spec.shape), dtype, spec)
+            free.append(spec)
             continue
         rays[spec.name] = r = _rays(spec.domain, band, rho, top(dtype))
         which, u = _spread(r, rng, spec.shape)
@@ -335,12 +396,12 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
         free.append(spec)
     # an elementwise formula is fixed element by element in settle; one that mixes
     # elements is pulled in as a whole first, or nearly every redraw would overflow
-    split = elementwise_split(case.output)
-    pull = 1.0 if split else _pulled_in(case, values, placed, limit)
+    bodies, elementwise = _bodies(case)
+    pull = 1.0 if elementwise else _pulled_in(case, values, placed, limit)
     values.update({n: f(pull) for n, f in placed.items()})
 
     def redraw(spec, round_: int) -> np.ndarray:
-        if round_ >= EXTREME_ROUNDS:
+        if round_ >= EXTREME_ROUNDS or spec.integer:
             return _draw(spec, rng, spec.shape)
         which, u = _spread(rays[spec.name], rng, spec.shape)
         return _place(rays[spec.name], which, u, pull)
@@ -348,8 +409,8 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
     settle(case, values, free, rng, dtype, draw=redraw, limit=limit)
     # what settle could not fix, told apart: kinks (in settle's body), the ceiling (in
     # every output)
-    kinks = _too_close(split[0] if split else case.output, values)
-    over = [n for r in case.outputs or (case.output,) for n, _ in _beyond(r, values, limit)]
+    kinks = [k for b in bodies for k in _too_close(b, values)]
+    over = [n for r in _roots(case) for n, _ in _beyond(r, values, limit)]
     notes = {f"point {index} stays within {MARGIN} of a kink or singularity of {node.op} "
              f"({node!r})" for node, _ in kinks}
     notes |= {f"point {index} keeps a value beyond {limit:.2g} (√ of {dtype}'s largest) "
@@ -363,7 +424,7 @@ def _extreme_note(index, band, dtype, limit, pull, values, free, rays) -> str:
     """What extreme point ``index`` sampled: per input, the range of its elements'
     distances from the band's anchors (|x| where the anchor is 0)."""
     parts = []
-    for spec in free:
+    for spec in (s for s in free if not s.integer):
         anchors = sorted({r.anchor for r in rays[spec.name]})
         x = values[spec.name]
         d = np.min([np.abs(x - a) for a in anchors], axis=0)
@@ -382,6 +443,6 @@ def case_points(case, dtype: str) -> Iterator[Point]:
     The bulk points do not depend on the extreme ones (nor the extreme on ``points``)."""
     for i in range(case.points):
         yield sample(case, dtype, i)
-    if any(spec.value is None for spec in case.inputs):
+    if any(spec.value is None and not spec.integer for spec in case.inputs):
         for j in range(case.extreme_points):
             yield extreme(case, dtype, j, case.points + j)

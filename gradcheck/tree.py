@@ -11,6 +11,8 @@ float rounding.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -29,6 +31,9 @@ class Node:
     exact: str | None = None            # const: its exact value as text ("0.1", "-pi")
     params: tuple[tuple[str, Any], ...] = ()   # the row's parameters (Rule.bind)
     const: float | None = None          # float value when no input is below this node
+    # an input's (or a let of it) integer or boolean dtype ("int64", "int32", "bool"):
+    # an exact constant of the formula; None: the case's float dtype
+    dtype: str | None = None
 
     @property
     def rule(self):
@@ -89,14 +94,22 @@ def walk(root: Node, stop: Callable[[Node], bool] | None = None) -> Iterator[Nod
 
 
 def fold(root: Node, visit: Callable[[Node, list], Any],
-         overrides: dict[str, Any] | None = None) -> Any:
+         overrides: dict[str, Any] | None = None, merge: bool = False) -> Any:
     """Evaluate the DAG bottom-up: ``visit(node, child_values)`` for each node, once.
 
     ``overrides`` maps input or ``let`` names (or any node's ``id``) to values used
     instead of evaluating them
     (a ``let`` given here is a free variable of its own, as ``retain_grad`` needs).
+    ``merge``: nodes that compute the same thing (:func:`twins`: ``x - mu`` written
+    twice) are visited once, for a ``visit`` that is a deterministic function of its
+    node's computation (a float forward: the copies' values are bit-identical).
     """
     overrides = overrides or {}
+    if merge and twins(root):
+        merged, built = _Merged.of(root)
+        overrides = {(id(built[k]) if isinstance(k, int) and k in built else k): v
+                     for k, v in overrides.items()}
+        return fold(merged, visit, overrides)
 
     def given(node: Node) -> bool:
         return id(node) in overrides or (node.op in ("input", "let")
@@ -140,7 +153,7 @@ def evaluate(root: Node, leaf: Callable[[Node], Any], apply: Callable[[Node, lis
              *, const: Callable[[Node], Any] = lambda node: node.const,
              on_let: Callable[[Node, Any], None] | None = None,
              on_node: Callable[[Node, list, Any], None] | None = None,
-             overrides: dict[str, Any] | None = None) -> Any:
+             overrides: dict[str, Any] | None = None, merge: bool = False) -> Any:
     """The formula below ``root`` computed one way: ``leaf(node)`` for an input,
     ``const(node)`` for a constant (its float by default), ``apply(node, args)`` for
     each primitive (a column of the rule table, usually ``node.call(column, args)``).
@@ -164,7 +177,71 @@ def evaluate(root: Node, leaf: Callable[[Node], Any], apply: Callable[[Node, lis
             on_node(node, args, value)
         return value
 
-    return fold(root, visit, overrides)
+    return fold(root, visit, overrides, merge)
+
+
+@functools.lru_cache(maxsize=256)
+def twins(root: Node) -> dict[int, Node]:
+    """The nodes below ``root`` that compute what an earlier node computes (same op,
+    input or ``let`` name, constant, parameters, dtype and operands, the operands
+    compared the same way), each mapped to that first node, by ``id``. A formula that
+    writes ``x - mu`` twice (layer norm's variance and normalisation) has one twin."""
+    first: dict[tuple, Node] = {}
+    rep: dict[int, Node] = {}
+    out: dict[int, Node] = {}
+    for node in _walk_cached(root):
+        key = (node.op, node.name, node.exact, node.params, node.dtype, node.shape,
+               tuple(id(rep[id(c)]) for c in node.args))
+        found = first.setdefault(key, node)
+        rep[id(node)] = found
+        if found is not node:
+            out[id(node)] = found
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _walk_cached(root: Node) -> tuple[Node, ...]:
+    return tuple(walk(root))
+
+
+class _Merged:
+    """The DAG below a root with every twin replaced by its first node (built once per
+    root, cached): what ``fold(merge=True)`` walks."""
+
+    _cache: dict[int, tuple[Node, Node, dict]] = {}
+
+    @classmethod
+    def of(cls, root: Node) -> tuple[Node, dict[int, Node]]:
+        """The merged root, and each original node's counterpart in it, by ``id``."""
+        hit = cls._cache.get(id(root))
+        if hit is not None and hit[0] is root:
+            return hit[1], hit[2]
+        same = twins(root)
+        built: dict[int, Node] = {}
+        for node in _walk_cached(root):
+            node2 = same.get(id(node), node)
+            if id(node2) in built:
+                built[id(node)] = built[id(node2)]
+                continue
+            args = tuple(built[id(c)] for c in node2.args)
+            new = node2 if all(a is c for a, c in zip(args, node2.args)) else \
+                dataclasses.replace(node2, args=args)
+            built[id(node)] = built[id(node2)] = new
+        if len(cls._cache) > 256:
+            cls._cache.clear()
+        cls._cache[id(root)] = (root, built[id(root)], built)
+        return built[id(root)], built
+
+
+def float_operands(node: Node) -> tuple[bool, ...]:
+    """Per argument of ``node``'s row: whether it is a float operand, one the row
+    differentiates (its engine VJP is not None). An integer or boolean input there takes
+    part as the run's float dtype, as PyTorch promotes ``x * idx``; an operand the row
+    does not differentiate (the condition of ``where``, an index, a comparison's
+    operands) keeps its own dtype."""
+    vjps = node.rule.engine.vjps if node.rule.engine is not None else ()
+    return tuple((vjps[k] if k < len(vjps) else vjps[-1] if vjps else None) is not None
+                 for k in range(len(node.args)))
 
 
 def differentiable_names(root: Node) -> set[str]:
@@ -228,7 +305,8 @@ def canonical(root: Node, stops: dict[int, str] | None = None, *,
         else:
             fields = [node.op] + ([repr(node.name)] if node.name else []) + (
                 [repr(node.exact)] if node.exact is not None else []) + (
-                [repr(node.params)] if node.params else [])
+                [repr(node.params)] if node.params else []) + (
+                [node.dtype] if node.dtype else [])
             fields += [f"%{number[id(c)]}" for c in node.args]
         if shapes:
             fields.append(repr(tuple(node.shape)))

@@ -291,10 +291,10 @@ def test_unknown_input_key_points_at_it(tmp_path):
 
         [case.inputs.x]
         shape = [3]
-        dtype = "float32"
+        precision = "float32"
     """
-    error(tmp_path, text, r"unknown key dtype in input 'x' \(allowed: domain, requires_grad",
-          line=7)
+    error(tmp_path, text, r"unknown key precision in input 'x' \(allowed: domain, dtype, "
+          r"requires_grad", line=7)
 
 
 def test_unknown_input_key_inline(tmp_path):

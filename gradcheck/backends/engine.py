@@ -9,17 +9,33 @@ import numpy as np
 from ..engine import Tensor, ops
 from ..dtypes import to_numpy
 from ..evaluation import Evaluation
+from ..tree import float_operands
 from .drive import drive
 
 
-def _apply(node, args):
-    # the engine's op of the row's name, called as a user calls it (keywords by name)
-    return getattr(ops, node.op)(*args, **dict(node.params))
+def applier(dtype: str):
+    """``(node, args) -> Tensor``: the engine's op of the row's name, called as a user
+    calls it (keywords by name); an integer or boolean tensor in float arithmetic is
+    promoted to the run's float dtype first, as torch promotes it (NumPy alone would
+    make int64 * float32 a float64)."""
+    def apply(node, args):
+        args = [Tensor(a.data.astype(dtype)) if promote and isinstance(a, Tensor)
+                and a.dtype.kind in "biu" else a
+                for a, promote in zip(args, float_operands(node))]
+        return getattr(ops, node.op)(*args, **dict(node.params))
+
+    return apply
+
+
+def leaf(spec, value: np.ndarray, dtype: str) -> Tensor:
+    """Input ``spec``'s leaf: the run's float dtype, or the input's own integer or
+    boolean dtype (never requiring grad)."""
+    return Tensor(np.asarray(value, dtype=spec.dtype or dtype),
+                  requires_grad=spec.requires_grad)
 
 
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
         reference=None) -> Evaluation:
-    leaves = {s.name: Tensor(np.asarray(point[s.name], dtype=dtype),
-                             requires_grad=s.requires_grad) for s in case.inputs}
-    return drive(case, leaves, _apply, lambda a: Tensor(np.asarray(a, dtype=dtype)), v,
-                 to_numpy)
+    leaves = {s.name: leaf(s, point[s.name], dtype) for s in case.inputs}
+    return drive(case, leaves, applier(dtype), lambda a: Tensor(np.asarray(a, dtype=dtype)),
+                 v, to_numpy)

@@ -80,7 +80,9 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
                    and reference.sparsity is None)
     if sparsity is None and reference is not None:
         sparsity = reference.sparsity
-    env = {k: np.asarray(x, dtype=np.float64) for k, x in point.items()}
+    # (integer and boolean inputs keep their dtype: exact, and never perturbed)
+    env = {k: (np.asarray(x) if np.asarray(x).dtype.kind in "biu"
+               else np.asarray(x, dtype=np.float64)) for k, x in point.items()}
     lets: dict[str, np.ndarray] = {}
     value = evaluate(case.output, env, lets=lets)
     reach = differentiable_names(case.output)
@@ -300,7 +302,8 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
         step = size * directions[k]
 
         def g(t, step=step):
-            value = evaluate(root, env, dict(frozen, **{name: x0 + t * step}))
+            value = evaluate(root, env, dict(frozen, **{name: x0 + t * step}),
+                             merge=True)
             return float(np.vdot(v, np.broadcast_to(value, v.shape))), rounding
 
         d, e, rung = _ladder(g, rungs)    # d/dt vᵀf = size·Uₖ·(vᵀJ)

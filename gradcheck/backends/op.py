@@ -158,24 +158,53 @@ class Runner:
         self.case, self.kind, self.dtype, self.device = case, kind, dtype, device
 
     def leaves(self, point: dict[str, np.ndarray]) -> dict:
+        """The case's inputs as tensors of the op's kind, in the run's dtype (an integer
+        or boolean input in its own dtype, never requiring grad)."""
         if self.kind.engine:
             from ..engine import Tensor
 
-            return {s.name: Tensor(np.asarray(point[s.name], dtype=self.dtype),
+            return {s.name: Tensor(np.asarray(point[s.name], dtype=s.dtype or self.dtype),
                                    requires_grad=s.requires_grad)
                     for s in self.case.inputs}
         import torch
 
         # the point is already rounded to the dtype: the leaves hold it exactly
-        return {s.name: torch.tensor(point[s.name], dtype=torch_dtype(self.dtype),
-                                     device=self.device, requires_grad=s.requires_grad)
+        return {s.name: torch.tensor(point[s.name], device=self.device,
+                                     dtype=getattr(torch, s.dtype) if s.dtype
+                                     else torch_dtype(self.dtype),
+                                     requires_grad=s.requires_grad)
                 for s in self.case.inputs}
+
+    def arguments(self) -> tuple[list, list]:
+        """What the op is called with, as (positional, keywords): each an
+        :class:`~gradcheck.cases.model.OpArgument` (an input's name or a plain value).
+        Without ``call``: the inputs in order, then ``args`` (and ``kwargs``)."""
+        from ..cases.model import OpArgument
+
+        case = self.case
+        if case.call is not None:
+            return list(case.call[0]), list(case.call[1])
+        return ([OpArgument(input=s.name) for s in case.inputs]
+                + [OpArgument(value=a) for a in case.args],
+                [(k, OpArgument(value=v)) for k, v in case.kwargs.items()])
 
     def forward(self, leaves: dict) -> tuple:
         """The op's outputs, always as a tuple."""
-        out = self.kind(*[leaves[s.name] for s in self.case.inputs], *self.case.args,
-                        **self.case.kwargs)
+        positional, keywords = self.arguments()
+
+        def given(a):
+            return leaves[a.input] if a.input is not None else a.value
+
+        out = self.kind(*[given(a) for a in positional],
+                        **{k: given(a) for k, a in keywords})
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    @property
+    def wanted(self) -> list[str]:
+        """The inputs whose gradients the op is checked for: those it is given that
+        require grad (a reference-only input is none of the op's business)."""
+        passed = set(self.case.passed)
+        return [s.name for s in self.case.inputs if s.requires_grad and s.name in passed]
 
     def tensor(self, array: np.ndarray):
         if self.kind.engine:
@@ -194,7 +223,7 @@ class Runner:
         ``tensors``: the cotangents as tensors already made (to see whether backward
         modifies them, or to differentiate with respect to them); else made from ``vs``.
         """
-        wanted = [s.name for s in self.case.inputs if s.requires_grad]
+        wanted = self.wanted
         tensors = [self.tensor(v) for v in vs] if tensors is None else tensors
         if self.kind.engine:
             for leaf in leaves.values():

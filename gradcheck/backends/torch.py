@@ -9,6 +9,7 @@ import torch
 
 from ..dtypes import to_numpy, torch_dtype
 from ..evaluation import Evaluation
+from ..tree import float_operands
 from .drive import drive
 
 
@@ -18,14 +19,26 @@ def _apply(node, args, dtype, device):
     if not node.rule.numbers:
         args = [a if isinstance(a, torch.Tensor) else
                 torch.tensor(a, dtype=dtype, device=device) for a in args]
+    # an integer or boolean tensor in float arithmetic: the run's float dtype (torch
+    # promotes x * idx so; sin(idx) alone would take torch's default dtype instead)
+    args = [a.to(dtype) if promote and isinstance(a, torch.Tensor)
+            and not a.is_floating_point() else a
+            for a, promote in zip(args, float_operands(node))]
     return node.call("torch", args)
 
 
+def input_dtype(spec, dtype: str):
+    """The torch dtype of input ``spec`` in a run in ``dtype``: its own integer or
+    boolean dtype, else the run's."""
+    return getattr(torch, spec.dtype) if spec.dtype is not None else torch_dtype(dtype)
+
+
 def leaves(case, point: dict[str, np.ndarray], dtype: str) -> dict:
-    """The case's inputs as torch leaves in ``dtype`` on the case's device."""
-    tdtype = torch_dtype(dtype)
-    return {s.name: torch.tensor(point[s.name], dtype=tdtype, device=case.device,
-                                 requires_grad=s.requires_grad) for s in case.inputs}
+    """The case's inputs as torch leaves in ``dtype`` on the case's device (integer and
+    boolean inputs in their own dtype, never requiring grad)."""
+    return {s.name: torch.tensor(point[s.name], dtype=input_dtype(s, dtype),
+                                 device=case.device, requires_grad=s.requires_grad)
+            for s in case.inputs}
 
 
 def applier(case, dtype: str):

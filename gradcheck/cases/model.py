@@ -5,7 +5,7 @@ DAG as a flat table)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -26,15 +26,43 @@ MAX_POINTS = 1000
 EXTREME_POINTS = 2   # points at large and small magnitudes, after the bulk (sampling.py)
 
 
+#: dtypes an input may declare besides the case's float dtype: integer and boolean
+#: inputs are exact constants of the formula (never differentiated, never perturbed)
+INPUT_DTYPES = ("int64", "int32", "bool")
+
+
 @dataclass(frozen=True)
 class InputSpec:
-    """One declared input: its shape, where it is sampled, and an optional pinned value."""
+    """One declared input: its shape, where it is sampled, and an optional pinned value.
+
+    ``dtype`` None is the run's float dtype; ``"int64"``, ``"int32"`` or ``"bool"`` make
+    it an integer or boolean input: sampled uniformly in ``domain`` ``(lo, hi)`` with
+    ``hi`` exclusive (booleans: at random), requiring no grad, held exactly."""
 
     name: str
     shape: tuple[int, ...]
     domain: str | tuple[float, float] = "real"
     value: np.ndarray | None = field(default=None, compare=False)
     requires_grad: bool = True
+    dtype: str | None = None
+
+    @property
+    def integer(self) -> bool:
+        """An integer or boolean input (an exact constant of the formula)."""
+        return self.dtype is not None
+
+
+@dataclass(frozen=True)
+class OpArgument:
+    """One argument of the op's call: an input's tensor (``input``, its name) or a plain
+    value written in the case file (``value``: a number, a list of numbers, True, False,
+    None or a string)."""
+
+    input: str | None = None
+    value: Any = None
+
+    def __repr__(self) -> str:
+        return self.input if self.input is not None else repr(self.value)
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +90,13 @@ class Case:
     description: str = ""
     op: str | None = None                      # "module:attr" of a custom op
     outputs: tuple[Node, ...] = ()             # the reference, one node per op output
+    # a surrogate's forward: what the op's outputs must equal (one node per output),
+    # when it is not the reference, whose vᵀJ the op's backward must be; () otherwise
+    forward: tuple[Node, ...] = ()
+    forward_expr: str = ""
+    # call = "op(x, w, eps=1e-6)": exactly what the op receives, positional then
+    # keywords; None: the inputs in order, then args/kwargs
+    call: tuple[tuple[OpArgument, ...], tuple[tuple[str, OpArgument], ...]] | None = None
     args: tuple = ()                           # extra positional arguments of the op
     kwargs: dict = field(default_factory=dict)  # keyword arguments of the op
     order: int = 1
@@ -82,12 +117,46 @@ class Case:
         return {spec.name: spec for spec in self.inputs}
 
     @property
+    def surrogate(self) -> bool:
+        """The op's forward is checked against ``forward``, its gradients against the
+        reference (a straight-through estimator, a gradient reversal)."""
+        return bool(self.forward)
+
+    @property
+    def values(self) -> tuple[Node, ...]:
+        """The formulas the op's outputs must equal: ``forward``, else the reference."""
+        return self.forward or self.outputs
+
+    @property
+    def passed(self) -> tuple[str, ...]:
+        """The inputs the op receives, in the case's order (all of them without
+        ``call``); the others are reference-only."""
+        if self.call is None:
+            return tuple(s.name for s in self.inputs)
+        given = {a.input for a in self.call[0]} | {a.input for _, a in self.call[1]}
+        return tuple(s.name for s in self.inputs if s.name in given)
+
+    @property
+    def reference_only(self) -> tuple[str, ...]:
+        """Inputs the op is not given: they get gradients in the reference, and the op's
+        are not checked for them."""
+        passed = set(self.passed)
+        return tuple(s.name for s in self.inputs if s.name not in passed)
+
+    @property
     def where(self) -> str:
         return f"{self.file}:{self.line}" if self.line else self.file
 
 
-def in_domain(value: np.ndarray, domain: str | tuple[float, float]) -> np.ndarray:
-    """Elementwise: does ``value`` lie in ``domain``?"""
+def in_domain(value: np.ndarray, domain: str | tuple[float, float],
+              integer: bool = False) -> np.ndarray:
+    """Elementwise: does ``value`` lie in ``domain``? ``integer``: the domain of an
+    integer input, ``[lo, hi)`` (its upper bound exclusive, as ``range``'s)."""
+    if integer:
+        value = np.asarray(value)
+        if value.dtype == bool or not isinstance(domain, tuple):
+            return np.ones(value.shape, dtype=bool)
+        return (domain[0] <= value) & (value < domain[1])
     if isinstance(domain, tuple):
         return (domain[0] <= value) & (value <= domain[1])
     return {"real": lambda v: np.isfinite(v), "positive": lambda v: v > 0,
@@ -127,10 +196,12 @@ def nodes_from_table(names: tuple[str, ...], rows: list[tuple]) -> list[Node]:
 
 def _case_state(case: "Case") -> tuple:
     state = {f.name: getattr(case, f.name) for f in fields(case) if f.init}
-    rows, row_of = node_table([*case.nodes.values(), case.output, *case.outputs])
+    rows, row_of = node_table([*case.nodes.values(), case.output, *case.outputs,
+                               *case.forward])
     state["nodes"] = {name: row_of[id(n)] for name, n in case.nodes.items()}
     state["output"] = row_of[id(case.output)]
     state["outputs"] = tuple(row_of[id(n)] for n in case.outputs)
+    state["forward"] = tuple(row_of[id(n)] for n in case.forward)
     return _NODE_FIELDS, rows, state
 
 
@@ -138,5 +209,6 @@ def _rebuild_case(names: tuple[str, ...], rows: list[tuple], state: dict) -> "Ca
     built = nodes_from_table(names, rows)
     state = dict(state, nodes={name: built[i] for name, i in state["nodes"].items()},
                  output=built[state["output"]],
-                 outputs=tuple(built[i] for i in state["outputs"]))
+                 outputs=tuple(built[i] for i in state["outputs"]),
+                 forward=tuple(built[i] for i in state["forward"]))
     return Case(**state)

@@ -11,19 +11,20 @@ from typing import Any
 import numpy as np
 
 from ..errors import CaseFileError
-from ..expr import CONSTANTS, MAX_ELEMENTS, parse
+from ..expr import CONSTANTS, parse
 from ..rules import FUNCTIONS
 from ..tree import Node, differentiable_names
 from ..witnesses import OP, REFERENCE, case_names, formula_names
+from .call import parse_call
 from .files import Lines
-from .model import (DEVICES, DOMAINS, DTYPES, EXTREME_POINTS, GRADIENTS, MAX_POINTS, Case,
-                    InputSpec, in_domain)
+from .inputs import INPUT_KEYS, numbers, read_input
+from .model import DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, MAX_POINTS, Case, InputSpec
 
 DEFAULT_KEYS = {"dtype", "points", "extreme_points", "seed", "atol", "rtol", "witnesses"}
-_OP_KEYS = {"op", "reference", "args", "order", "device", "nondet_tol", "strict_shapes"}
+_OP_KEYS = {"op", "reference", "args", "order", "device", "nondet_tol", "strict_shapes",
+            "forward", "call"}
 _CASE_KEYS = DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
                                         "gradient", "retain_grad", "expect"}
-_INPUT_KEYS = {"shape", "domain", "value", "requires_grad"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -47,17 +48,19 @@ class CaseReader:
         name = self.read_name()
         _unknown(raw, _CASE_KEYS, "case", self.fail)
         inputs = self.read_inputs()
-        nodes: dict[str, Node] = {spec.name: Node("input", shape=spec.shape, name=spec.name)
-                                  for spec in inputs}
+        nodes: dict[str, Node] = {spec.name: Node("input", shape=spec.shape, name=spec.name,
+                                                  dtype=spec.dtype) for spec in inputs}
         lets = self.read_lets(nodes)
         op = self.read_op()
         texts, outputs = self.read_formulas(nodes, op)
+        forward, forward_texts = self.read_forward(nodes, outputs)
         output = outputs[0]
         retain = self.read_retain(nodes)
         self.check_reach(inputs, nodes, output, retain)
         if op and len(outputs) > 1 and not isinstance(raw.get("gradient", "random"), str):
             raise self.fail("an op with several outputs takes gradient = \"random\" or "
                             "\"ones\"", "gradient")
+        call = self.read_call(inputs) if op else None
         args, kwargs = self.read_args() if op else ((), {})
         # the keys below are validated in the order they are written: a case with
         # several problems reports the first
@@ -71,7 +74,8 @@ class CaseReader:
             seed=self.read_int("seed", 0, 0, 2**63 - 1), atol=self.read_tol("atol"),
             rtol=self.read_tol("rtol"), witnesses=self.read_witnesses(bool(op)),
             expect=self.read_expect(), description=str(raw.get("description", "")),
-            op=op, outputs=outputs, args=args, kwargs=kwargs,
+            op=op, outputs=outputs, args=args, kwargs=kwargs, forward=forward,
+            forward_expr=forward_texts, call=call,
             order=self.read_int("order", 1, 1, 2), device=self.read_device(),
             nondet_tol=self.read_tol("nondet_tol") or 0.0,
             strict_shapes=self.read_bool("strict_shapes", False),
@@ -104,6 +108,44 @@ class CaseReader:
         outputs = tuple(parse(t, nodes, file=self.file, case=self.name,
                               line=self.lines.text(self.index, key)) for t in texts)
         return texts, outputs
+
+    def read_forward(self, nodes: dict[str, Node], outputs: tuple[Node, ...]
+                     ) -> tuple[tuple[Node, ...], str]:
+        """A surrogate's forward: what the op's outputs must equal (one formula per
+        output), when the reference is the formula whose vᵀJ its backward computes."""
+        if "forward" not in self.raw:
+            return (), ""
+        raw = self.raw["forward"]
+        texts = raw if isinstance(raw, list) else [raw]
+        if len(texts) != len(outputs):
+            raise self.fail(f"forward gives {len(texts)} formula"
+                            f"{'s' if len(texts) != 1 else ''}, reference {len(outputs)}: "
+                            "one per output of the op", "forward")
+        line = self.lines.text(self.index, "forward")
+        forward = tuple(parse(t, nodes, file=self.file, case=self.name, line=line)
+                        for t in texts)
+        for k, (f, r) in enumerate(zip(forward, outputs)):
+            if f.shape != r.shape:
+                raise self.fail(f"forward{f' {k}' if len(texts) > 1 else ''} has shape "
+                                f"{list(f.shape)}, but the reference has shape "
+                                f"{list(r.shape)}", "forward")
+        return forward, " ; ".join(map(str, texts))
+
+    def read_call(self, inputs: tuple[InputSpec, ...]):
+        """``call = "op(x, w, eps=1e-6)"``: exactly what the op receives (None: the
+        inputs in order, then ``args``)."""
+        if "call" not in self.raw:
+            return None
+        if "args" in self.raw:
+            raise self.fail("call says everything the op receives: write its plain "
+                            "arguments there, op(x, 0.5, eps=1e-6), not in args", "args")
+        call = parse_call(self.raw["call"], [s.name for s in inputs], file=self.file,
+                          case=self.name, line=self.lines.text(self.index, "call"))
+        passed = {a.input for a in call[0]} | {a.input for _, a in call[1]}
+        if not any(s.requires_grad and s.name in passed for s in inputs):
+            raise self.fail("call passes the op no input that requires grad, so its "
+                            "backward would not be checked", "call")
+        return call
 
     def check_reach(self, inputs: tuple[InputSpec, ...], nodes: dict[str, Node],
                     output: Node, retain: tuple[str, ...]) -> None:
@@ -164,46 +206,9 @@ class CaseReader:
             spec = {"shape": spec}
         if not isinstance(spec, dict):
             raise self.fail(f"input {name!r} must be a table such as {{ shape = [3] }}", key)
-        _unknown(spec, _INPUT_KEYS, f"input {name!r}",
+        _unknown(spec, INPUT_KEYS, f"input {name!r}",
                  lambda m, k: self.fail(m, f"{key}.{k}"))
-        shape = spec.get("shape", [])
-        if not isinstance(shape, list) or not all(
-                type(n) is int and 0 < n for n in shape) or len(shape) > 8:
-            raise self.fail(f"input {name!r}: shape must be a list of at most 8 positive "
-                            f"integers, got {shape!r}", key)
-        if math.prod(shape) > MAX_ELEMENTS:
-            raise self.fail(f"input {name!r} has {math.prod(shape)} elements; the limit is "
-                            f"{MAX_ELEMENTS}", key)
-        domain = self.read_domain(name, spec.get("domain", "real"), key)
-        requires_grad = spec.get("requires_grad", True)
-        if not isinstance(requires_grad, bool):
-            raise self.fail(f"input {name!r}: requires_grad must be true or false", key)
-        value = None
-        if "value" in spec:
-            value = _numbers(spec["value"], lambda m: self.fail(f"input {name!r}: {m}", key))
-            if value.shape != tuple(shape):
-                if value.ndim != 0:
-                    raise self.fail(f"input {name!r}: value has shape {list(value.shape)} "
-                                    f"but the input's shape is {shape}", key)
-                value = np.full(shape, float(value))
-            if not np.all(in_domain(value, domain)):
-                raise self.fail(f"input {name!r}: value lies outside its domain {domain!r}",
-                                key)
-        return InputSpec(name, tuple(shape), domain, value, requires_grad)
-
-    def read_domain(self, name: str, domain: Any, key: str) -> str | tuple[float, float]:
-        if isinstance(domain, str):
-            if domain not in DOMAINS:
-                raise self.fail(f"input {name!r}: unknown domain {domain!r}; use one of "
-                                f"{', '.join(DOMAINS)} or [lo, hi]", key)
-            return domain
-        if (isinstance(domain, list) and len(domain) == 2
-                and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                        and math.isfinite(v) and abs(v) <= 1e6 for v in domain)
-                and domain[0] < domain[1]):
-            return (float(domain[0]), float(domain[1]))
-        raise self.fail(f"input {name!r}: a domain is a name or [lo, hi] with finite "
-                        f"lo < hi, got {domain!r}", key)
+        return read_input(name, spec, lambda m: self.fail(m, key))
 
     def check_name(self, name: str, key: str) -> None:
         if not isinstance(name, str) or not _IDENT.match(name):
@@ -223,7 +228,9 @@ class CaseReader:
                 raise self.fail(f"let name {name!r} is already an input", key)
             body = parse(text, nodes, file=self.file, case=self.name,
                          line=self.lines.text(self.index, key))
-            nodes[name] = Node("let", (body,), body.shape, name=name, const=body.const)
+            # a let that names an integer input is one too (a mask for where)
+            nodes[name] = Node("let", (body,), body.shape, name=name, const=body.const,
+                               dtype=body.dtype if body.op in ("input", "let") else None)
             out.append((name, text))
         return tuple(out)
 
@@ -253,7 +260,7 @@ class CaseReader:
                                 f"shape {list(output.shape)}; use \"random\", \"ones\" or "
                                 "explicit numbers", "gradient")
             return raw
-        value = _numbers(raw, lambda m: self.fail(f"gradient: {m}", "gradient"))
+        value = numbers(raw, lambda m: self.fail(f"gradient: {m}", "gradient"))
         if value.shape != output.shape:
             raise self.fail(f"gradient has shape {list(value.shape)} but expr has shape "
                             f"{list(output.shape)}", "gradient")
@@ -315,28 +322,3 @@ def _unknown(raw: dict, allowed: set[str], what: str, fail) -> None:
         raise fail(f"unknown key{'s' if len(extra) > 1 else ''} "
                    f"{', '.join(map(str, extra))} in {what} (allowed: "
                    f"{', '.join(sorted(allowed))})", str(extra[0]))
-
-
-def _numbers(raw: Any, fail) -> np.ndarray:
-    """Nested lists of finite numbers -> float64 array (ragged lists are an error)."""
-    def ok(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-    flat, stack = 0, [raw]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            stack.extend(item)
-        elif not ok(item):
-            raise fail(f"expected numbers, found {item!r}")
-        else:
-            flat += 1
-            if flat > MAX_ELEMENTS:
-                raise fail("too many numbers")
-    try:
-        value = np.array(raw, dtype=np.float64)
-    except ValueError:
-        raise fail("nested lists must be rectangular") from None
-    if not np.all(np.isfinite(value)):
-        raise fail("numbers must be finite")
-    return value

@@ -44,7 +44,7 @@ def zero(got: dict, exact_ones: dict, inputs: dict, i: int) -> list[Outcome]:
 
 
 def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
-             tolerances: Callable[[dict, list, list], list]) -> list[Outcome]:
+             tolerances: Callable[[dict, list, list], list], keep=None) -> list[Outcome]:
     """op.jacobian: vᵀJ for every one-hot v (the whole Jacobian), each entry named
     ``d out{k}[idx] / d x``; nothing for outputs of more than JACOBIAN_LIMIT elements.
 
@@ -53,6 +53,8 @@ def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
         tolerances: ``(point, [vs, ...], [exact quantities, ...]) -> [tolerances, ...]``
             for all the one-hot cotangents at once (:meth:`gradcheck.opcheck.tolerances.
             OpTolerance.many`).
+        keep: the inputs whose gradients are checked (None: every one; an input the
+            op is not given is not).
     """
     if sum(int(np.prod(n.shape, dtype=np.int64)) for n in outputs) > JACOBIAN_LIMIT:
         return []
@@ -60,7 +62,7 @@ def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
     if not hots:
         return []
     expected = [grad_quantities(e.grads) for e in
-                exact_rows(refs, point, [vs for _, _, vs in hots])]
+                exact_rows(refs, point, [vs for _, _, vs in hots], keep)]
     allowed = tolerances(point, [vs for _, _, vs in hots], expected)
     out: list[Outcome] = []
     for (k, idx, vs), want, tolerance in zip(hots, expected, allowed):

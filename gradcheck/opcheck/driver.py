@@ -19,7 +19,7 @@ from ..result import FAILED, WitnessResult
 from ..sampling import case_points, case_rng
 from .checks import backward, determinism, forward, inplace, jacobian, zero
 from .double import double
-from .exact import exact_rows, grad_quantities, references
+from .exact import exact_rows, forward_references, forward_values, grad_quantities, references
 from .shapes import shapes
 from .tolerances import OpTolerance
 
@@ -39,8 +39,11 @@ class OpCheck:
     def __init__(self, case, dtype: str, cache: dict):
         self.case, self.dtype = case, dtype
         self.refs = references(case, cache)
+        self.forward_refs = forward_references(case, cache)   # a surrogate's
         self.kind = kind_of(load(case.op, case.file) if isinstance(case.op, str) else case.op)
         self.runner = Runner(case, self.kind, dtype, case.device)
+        # the inputs whose gradients the op is checked for (not the reference-only ones)
+        self.keep = set(self.runner.wanted)
         self.tolerance = OpTolerance(case, dtype)
         self.tallies = {
             c: Tally(f"op.{c}", dtype, *((case.nondet_tol, 0.0) if c in _SELF_CONSISTENCY
@@ -48,6 +51,7 @@ class OpCheck:
             for c in CHECKS}
         # every backward call at every point and v, for the diagnosis
         self.samples: list[Sample] = []
+        self.record("forward", [Finding(note=n) for n in _case_notes(case)])
 
     @property
     def notes(self) -> dict[str, list[str]]:
@@ -79,15 +83,20 @@ class OpCheck:
         # the exact side of v = ones and of the drawn v, then the drawn v's tolerances,
         # each in one pass for all of them
         ones = [np.ones(n.shape) for n in self.case.outputs]
-        exact_ones, *exacts = exact_rows(self.refs, point, [ones] + draws)
+        exact_ones, *exacts = exact_rows(self.refs, point, [ones] + draws, self.keep)
+        # what the outputs must equal: the forward formulas' values for a surrogate,
+        # the reference's otherwise
+        wanted = (forward_values(self.forward_refs, point) if self.forward_refs
+                  else exact_ones.retained)
         tolerances = self.tolerance.many(point, draws, [
-            dict(ex.retained, **grad_quantities(ex.grads)) for ex in exacts])
+            dict(wanted, **grad_quantities(ex.grads)) for ex in exacts])
         values = {f"out{k}": to_numpy(y) for k, y in enumerate(outs)}
         for draw, drawn in enumerate(zip(draws, exacts, tolerances)):
-            self.cotangent(i, draw, point, leaves, outs, values, exact_ones, drawn)
+            self.cotangent(i, draw, point, leaves, outs, values, exact_ones,
+                           (*drawn, wanted))
         self.record("jacobian", jacobian(
             lambda vs: runner.vjp(leaves, outs, vs), self.refs, self.case.outputs, point,
-            i, self.tolerance.many))
+            i, self.tolerance.many, self.keep))
         zeros = [np.zeros(n.shape) for n in self.case.outputs]
         got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, zeros).items()}
         self.record("zero", zero(got, exact_ones.grads, self.case.input, i))
@@ -97,10 +106,10 @@ class OpCheck:
         """The checks at point ``i`` for its ``draw``-th random cotangent (``drawn``: the
         cotangents, their exact evaluation and tolerances); the first draw also runs the
         checks that need one v per point."""
-        runner, (vs, ex, tolerance) = self.runner, drawn
+        runner, (vs, ex, tolerance, wanted) = self.runner, drawn
         expected = grad_quantities(ex.grads)
         if draw == 0:
-            self.record("forward", forward(values, ex.retained, i, tolerance))
+            self.record("forward", forward(values, wanted, i, tolerance))
         got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, vs).items()}
         self.record("backward", backward(got, expected, i, tolerance))
         # Every call after the point's first goes through a graph that has been
@@ -141,6 +150,21 @@ class OpCheck:
                 result = dataclasses.replace(result, diagnosis=self.diagnosis())
             out.append(result)
         return out
+
+
+def _case_notes(case) -> list[str]:
+    """What the report says of how the case checks its op: a surrogate's two formulas,
+    the inputs the op is not given."""
+    notes = []
+    if case.surrogate:
+        notes.append(f"surrogate: op.forward checks the op's outputs against forward = "
+                     f"{case.forward_expr!r}; every gradient check against the vᵀJ of "
+                     f"reference = {case.expr!r}")
+    for name in case.reference_only:
+        graded = case.input[name].requires_grad
+        notes.append(f"reference-only input {name}: the call does not pass it to the op"
+                     + (", so the op's gradient for it is not checked" if graded else ""))
+    return notes
 
 
 def run_op_case(case, dtype: str, cache: dict) -> list[WitnessResult]:

@@ -23,24 +23,48 @@ def references(case, cache: dict) -> list:
     return cache[key]
 
 
-def exact(refs, point, vs) -> Evaluation:
-    """Values and Σ_k v_kᵀ J_k of all outputs."""
-    return _combined([r.evaluate(point, v) for r, v in zip(refs, vs)])
+def forward_references(case, cache: dict) -> list | None:
+    """A surrogate's forward formulas, one compiled reference each (their values are
+    what the op's outputs must equal); None for a case without ``forward``."""
+    from ..reference import Reference
+
+    if not case.forward:
+        return None
+    key = ("op forward", id(case))
+    if key not in cache:
+        cache[key] = [Reference(dataclasses.replace(case, output=node, retain_grad=(),
+                                                    outputs=(node,), forward=()))
+                      for node in case.forward]
+    return cache[key]
 
 
-def exact_rows(refs, point, rows: list[list]) -> list[Evaluation]:
-    """``[exact(refs, point, vs) for vs in rows]``, each reference evaluated for all the
-    rows' cotangents in one :meth:`~gradcheck.reference.Reference.evaluations` call (a
-    small elementwise formula then runs its kernel once, not once per row)."""
+def forward_values(refs, point) -> dict:
+    """``out{k}``: the values of the forward formulas ``refs`` at ``point``."""
+    return {f"out{k}": r.evaluate(point, np.zeros(r.case.output.shape)).value
+            for k, r in enumerate(refs)}
+
+
+def exact(refs, point, vs, keep=None) -> Evaluation:
+    """Values and Σ_k v_kᵀ J_k of all outputs (the gradients of the inputs in ``keep``
+    only, when given)."""
+    return _combined([r.evaluate(point, v) for r, v in zip(refs, vs)], keep)
+
+
+def exact_rows(refs, point, rows: list[list], keep=None) -> list[Evaluation]:
+    """``[exact(refs, point, vs, keep) for vs in rows]``, each reference evaluated for
+    all the rows' cotangents in one :meth:`~gradcheck.reference.Reference.evaluations`
+    call (a small elementwise formula then runs its kernel once, not once per row)."""
     per_ref = [list(r.evaluations([point] * len(rows), [vs[k] for vs in rows]))
                for k, r in enumerate(refs)]
-    return [_combined([evals[j] for evals in per_ref]) for j in range(len(rows))]
+    return [_combined([evals[j] for evals in per_ref], keep) for j in range(len(rows))]
 
 
-def _combined(evals: list) -> Evaluation:
+def _combined(evals: list, keep=None) -> Evaluation:
     grads: dict = {}
     for e in evals:
         for name, g in e.grads.items():
+            if keep is not None and name not in keep:
+                continue   # a reference-only input: the op is not given it
             if g is None:
                 grads.setdefault(name, None)
                 continue

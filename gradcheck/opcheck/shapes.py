@@ -13,6 +13,7 @@ broadcasts to (summed back to it), another dtype (cast)."""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 from ..compare import Finding
@@ -43,20 +44,48 @@ def shapes(runner, case, leaves: dict, outs, vs, exact: dict, dtype: str) -> lis
     if raw is None:
         return []
     contract = _Contract(f"{runner.kind.name}.backward", case.strict_shapes, dtype)
-    raw, found = _count(contract, raw, len(case.inputs), len(case.args))
+    positional, keywords = runner.arguments()
+    given = positional + [a for _, a in keywords]    # one gradient each, in this order
+    raw, found = _count(contract, raw, _argument_count(runner.kind.obj, positional,
+                                                         keywords))
     if raw is None:
         return [Finding(checked=1), *found]
-    found += _non_tensor_arguments(contract, case.args, raw[len(case.inputs):],
-                                   len(case.inputs))
-    for spec, g in zip(case.inputs, raw):
-        found += _input(contract, spec, g, leaves[spec.name], exact)
+    plain = [(k, a.value, g) for k, (a, g) in enumerate(zip(given, raw), 1)
+             if a.input is None]
+    found += _non_tensor_arguments(contract, plain)
+    for a, g in zip(given, raw):
+        if a.input is not None:
+            spec = case.input[a.input]
+            found += _input(contract, spec, g, leaves[spec.name], exact)
     return [Finding(checked=1), *found]
 
 
-def _count(c: _Contract, raw: tuple, tensors: int, args: int):
+def _argument_count(obj, positional: list, keywords: list) -> int:
+    """How many gradients autograd expects of backward: one per argument forward was
+    given, positional and keyword alike; a Function that defines ``setup_context`` has
+    its defaults bound as well (``Function.apply`` binds them first)."""
+    count = len(positional) + len(keywords)
+    setup = getattr(obj, "setup_context", None)
+    try:
+        import torch
+        from torch.autograd.function import _is_setup_context_defined
+    except ImportError:
+        return count
+    if not (isinstance(obj, type) and issubclass(obj, torch.autograd.Function)
+            and _is_setup_context_defined(setup)):
+        return count
+    try:
+        bound = inspect.signature(obj.forward).bind(
+            *range(len(positional)), **{k: None for k, _ in keywords})
+    except (TypeError, ValueError):
+        return count
+    bound.apply_defaults()
+    return len(bound.args) + len(bound.kwargs)
+
+
+def _count(c: _Contract, raw: tuple, count: int):
     """(the gradients autograd goes on with, or None when it rejects their number;
-    the findings about their number)."""
-    count = tensors + args       # forward's arguments after ctx
+    the findings about their number). ``count``: forward's arguments after ctx."""
     found = []
     if len(raw) > count and all(g is None for g in raw[count:]):
         found.append(c.accepted(
@@ -71,10 +100,11 @@ def _count(c: _Contract, raw: tuple, tensors: int, args: int):
     return raw, found
 
 
-def _non_tensor_arguments(c: _Contract, args, grads, first: int) -> list[Finding]:
+def _non_tensor_arguments(c: _Contract, plain: list) -> list[Finding]:
+    """``plain``: (argument number from 1, value, the gradient returned for it)."""
     return [Finding(problem=f"{c.name} returned a gradient for argument {k} ({arg!r}), "
                             "which is not a tensor (autograd rejects this)")
-            for k, (arg, g) in enumerate(zip(args, grads), first + 1) if g is not None]
+            for k, arg, g in plain if g is not None]
 
 
 def _input(c: _Contract, spec, g, x, exact: dict) -> list[Finding]:

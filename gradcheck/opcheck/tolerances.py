@@ -1,7 +1,7 @@
 """The per-element tolerances of an op's values and vᵀJ at one point (the table in
 :mod:`gradcheck.tolerance`): the rounding-error model of the reference formula in the
 op's dtype, or twice what PyTorch's own autograd of that formula errs by (the peer),
-whichever is larger."""
+whichever is larger. A surrogate's values are judged by its forward formula's."""
 
 from __future__ import annotations
 
@@ -72,9 +72,20 @@ class OpTolerance:
 
         bounds = [error_bounds(self.subcases[k], point, v, self.dtype, self.at_point, batch)
                   for k, v in enumerate(vs)]
+        if self.case.forward:   # a surrogate's values are its forward formulas'
+            bounds = [dict(b, value=f) for b, f in zip(bounds, self._forward_bounds(point))]
         # (both elementwise: a row of batched bounds gives that row's tolerances)
         return with_nondeterminism(model_tolerance(sum_outputs(bounds), self.dtype),
                                    self.case.nondet_tol)
+
+    def _forward_bounds(self, point: dict) -> list:
+        """The rounding-error bounds of a surrogate's forward formulas at this point."""
+        from ..rounding import forward_bound
+
+        if "forward" not in self.at_point:
+            self.at_point["forward"] = [forward_bound(node, point, dtype=self.dtype)[1]
+                                        for node in self.case.forward]
+        return self.at_point["forward"]
 
     def _with_peer(self, model: dict, point: dict, vs: list, exact: dict) -> dict:
         return self._peer_rule(model, self.peer(point, vs), exact)
@@ -98,15 +109,18 @@ class OpTolerance:
                 leaves = torch_leaves(self.case, point, self.dtype)
                 apply = applier(self.case, self.dtype)
                 self.at_point["peer"] = leaves, [rebuild(node, leaves, apply)
-                                                 for node in self.case.outputs]
-            leaves, ys = self.at_point["peer"]
-            for y, v in zip(ys, vs):
+                                                 for node in self.case.outputs], [
+                    rebuild(node, leaves, apply) for node in self.case.forward]
+            leaves, ys, forwards = self.at_point["peer"]
+            for k, (y, v) in enumerate(zip(ys, vs)):
                 grads = [None] * len(wanted)
                 if y.requires_grad and wanted:
                     grads = torch.autograd.grad(
                         y, [leaves[n] for n in wanted], _tensor_like(y, v),
                         retain_graph=True, allow_unused=True)
-                per_output.append(dict(value=to_numpy(y), **{
+                # a surrogate's values: torch's of its forward formula
+                value = forwards[k] if forwards else y
+                per_output.append(dict(value=to_numpy(value), **{
                     f"{n}.grad": to_numpy(g) for n, g in zip(wanted, grads)}))
         except Exception:   # no peer: the rounding-error model alone then decides
             return None

@@ -69,8 +69,11 @@ class ElementwiseReference(Reference):
     def _kernel_args(self, point) -> list[np.ndarray]:
         # Every argument at least 1-D and of the body's rank: NumPy then returns arrays
         # (never bare scalars) everywhere, which np.select in Piecewise code requires.
+        # (an integer or boolean input as a float64 number: the kernel's arithmetic is
+        # float, and NumPy refuses an integer to a negative integer power)
         ndim = max(1, len(self.body.shape))
-        return [np.reshape(point[s.name], (1,) * (ndim - len(s.shape)) + s.shape)
+        return [np.reshape(np.asarray(point[s.name], dtype=float),
+                           (1,) * (ndim - len(s.shape)) + s.shape)
                 for s in self.case.inputs]
 
     def _padded(self) -> tuple[int, ...]:

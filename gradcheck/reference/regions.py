@@ -68,7 +68,9 @@ class Kernel:
     def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
         from ..arrays import run_kernel
 
-        return run_kernel(self.fn, args, self.shape)
+        # (an integer or boolean boundary as float64 numbers: the kernel's arithmetic
+        # is float, and NumPy refuses an integer to a negative integer power)
+        return run_kernel(self.fn, [np.asarray(a, dtype=float) for a in args], self.shape)
 
     def shown(self, names: list[tuple[str, bool]]) -> tuple[str, list[str]]:
         """The kernel's value and partials as text, the boundary arguments spelled

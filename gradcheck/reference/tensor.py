@@ -105,7 +105,9 @@ class TensorReference(Reference):
 
     def _evaluate_one(self, point, v) -> Evaluation:
         case = self.case
-        env = {n: np.asarray(a, dtype=float) for n, a in point.items()}
+        # (integer inputs as they are: a row may take them as indices)
+        env = {n: (np.asarray(a) if np.asarray(a).dtype.kind in "biu"
+                   else np.asarray(a, dtype=float)) for n, a in point.items()}
         env[COTANGENT] = np.broadcast_to(np.asarray(v, dtype=float), case.output.shape)
         values = evaluate(self._outputs, env)
         names = list(self.gradients)
