@@ -165,6 +165,10 @@ class _FormulaCheck:
         for i, (point, v, expected) in enumerate(zip(points, vs, expectations)):
             self.notes.extend(point.notes)
             bounds = _bounds_at(case, point.values, v)
+            if any(w not in self.errors and w not in self.skipped for w in self.names):
+                # computed before any witness runs, so that no witness's arrays are
+                # alive beside the bounds' (at a layer's size, the peak of the check)
+                bounds(dtype)
             for w in self.names:
                 if w not in self.errors and w not in self.skipped:
                     self._compare(w, i, point.values, v, expected, bounds, ref)

@@ -24,19 +24,23 @@ def _apply(node: Node, args: list) -> np.ndarray:
 def evaluate(root: Node, env: dict[str, np.ndarray],
              overrides: dict[str, np.ndarray] | None = None,
              on_node: Callable[[Node, list, np.ndarray], None] | None = None,
-             lets: dict[str, np.ndarray] | None = None) -> np.ndarray:
+             lets: dict[str, np.ndarray] | None = None,
+             merge: bool = False) -> np.ndarray:
     """The value of ``root`` with inputs from ``env`` (float64 arrays).
 
     ``overrides`` replaces input or ``let`` values; ``on_node(node, args, value)`` is
     called for every applied primitive (sampling uses it to read hazards); ``lets``, when
-    given, receives the value of every ``let`` evaluated.
+    given, receives the value of every ``let`` evaluated. ``merge``: a computation the
+    formula writes twice is done once (:func:`gradcheck.tree.twins`; the callbacks then
+    see the first node of each pair only).
     """
     on_let = None if lets is None else (lambda node, value: lets.__setitem__(node.name,
                                                                              value))
     with np.errstate(all="ignore"):
         return walk_formula(root, lambda node: env[node.name], _apply,
                             const=lambda node: np.asarray(node.const, dtype=float),
-                            on_let=on_let, on_node=on_node, overrides=overrides)
+                            on_let=on_let, on_node=on_node, overrides=overrides,
+                            merge=merge)
 
 
 def hazard_distances(root: Node, env: dict[str, np.ndarray]) -> list[tuple[Node, np.ndarray]]:
