@@ -15,7 +15,7 @@ from ..forward import evaluate
 from ..lowering import element_symbols, lower
 from .adjoint import Program
 from .base import Reference
-from .derivatives import MODULES, clean, compile
+from .derivatives import MODULES, clean, compile, magnitude
 
 EXPANSION_LIMIT = 4096  # input elements a formula that mixes elements may have
 
@@ -136,12 +136,14 @@ class ExpandedReference(Reference):
     # ------------------------------------------------------------------ double backward
     def _jvp(self, point, u, absolute: bool) -> np.ndarray:
         case = self.case
+        if absolute:   # the size of J u's terms (1 - tanh² as 1 + tanh²)
+            return self._second_values(point, np.zeros(case.output.size), u,
+                                       "jvp size").reshape(case.output.shape)
         rows, cols, names, fn = self._jac
         out = np.zeros(case.output.size)
         if fn is not None:
             with np.errstate(all="ignore"):
                 values = np.asarray(fn(*self._expanded_args(point)), dtype=float).reshape(-1)
-            values = np.abs(values) if absolute else values
             for n in self.wrt:
                 mask = names == n
                 np.add.at(out, rows[mask],
@@ -151,30 +153,43 @@ class ExpandedReference(Reference):
     def _hvp(self, point, v, u, absolute: bool) -> dict[str, np.ndarray]:
         """The Hessian-vector product of an expanded formula: SymPy differentiates
         s = Σ_j u_j ∂(vᵀy)/∂x_j once more, with v and u as symbols, compiled once;
-        ``absolute``: the magnitude of that product at |v|, |u|."""
+        ``absolute``: the same sum with every term by its magnitude, at |v|, |u|."""
         case = self.case
-        if self._second is None:
-            self._second = self._second_program()
-        flat_u = np.concatenate([np.asarray(u[n], dtype=float).reshape(-1) for n in self.wrt]
-                                ) if self.wrt else np.zeros(0)
-        with np.errstate(all="ignore"):
-            values = np.asarray(self._second(*self._expanded_args(point),
-                                             np.broadcast_to(v, case.output.shape).reshape(-1),
-                                             flat_u), dtype=float).reshape(-1)
+        values = self._second_values(point, np.broadcast_to(v, case.output.shape)
+                                     .reshape(-1), u, "hvp size" if absolute else "hvp")
         result, start = {}, 0
         for n in self.wrt:
             shape = case.input[n].shape
             size = int(np.prod(shape, dtype=np.int64))
             result[n] = values[start:start + size].reshape(shape)
             start += size
-        return {n: np.abs(h) for n, h in result.items()} if absolute else result
+        return result
 
-    def _second_program(self):
+    def _second_values(self, point, v_flat, u, which: str) -> np.ndarray:
+        """One of the second-order programs (:meth:`_second_programs`) at ``point``."""
+        if self._second is None:
+            self._second = self._second_programs()
+        if which not in self._second:
+            args, exprs = self._second["args"], self._second["exprs"][which]
+            self._second[which] = compile(args, exprs if "size" not in which
+                                          else [magnitude(e) for e in exprs])
+        flat_u = np.concatenate([np.asarray(u[n], dtype=float).reshape(-1) for n in self.wrt]
+                                ) if self.wrt else np.zeros(0)
+        with np.errstate(all="ignore"):
+            return np.asarray(self._second[which](*self._expanded_args(point), v_flat,
+                                                  flat_u), dtype=float).reshape(-1)
+
+    def _second_programs(self) -> dict:
+        """The second derivatives as SymPy expressions over the element symbols, v and u
+        (compiled on first use, each kind): ∂s/∂x (the Hessian-vector product) and
+        ∂s/∂v (J u), s = Σ_j u_j ∂(vᵀy)/∂x_j."""
         out = lower(self.case.output, self.symbols, False, self.selectors, evaluated=True)
         vsyms = [sympy.Symbol(f"_0v{r}", real=True) for r in range(out.size)]
         xs = [x for n in self.wrt for x in self.symbols[n].flat]
         usyms = [sympy.Symbol(f"_0u{j}", real=True) for j in range(len(xs))]
         total = sympy.Add(*[a * b for a, b in zip(vsyms, out.flat)])
         direction = sympy.Add(*[b * sympy.diff(total, x) for x, b in zip(xs, usyms)])
-        second = [clean(sympy.diff(direction, x)) for x in xs]
-        return compile(self.args + [vsyms, usyms], second)
+        hvp = [clean(sympy.diff(direction, x)) for x in xs]
+        jvp = [clean(sympy.diff(direction, w)) for w in vsyms]
+        return {"args": self.args + [vsyms, usyms],
+                "exprs": {"hvp": hvp, "hvp size": hvp, "jvp size": jvp}}

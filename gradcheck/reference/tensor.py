@@ -7,8 +7,9 @@ evaluated in float64 at the cost of a forward and a backward. Each gradient is a
 formula (:meth:`TensorReference.formulas`), never a sum over Jacobian entries.
 
 Its Jacobian is never formed, so it has no sparsity pattern (the numeric witness then
-measures directional derivatives). Double backward (``hvp``, ``jvp``) is taken from the
-element-expanded reference, built on first use, within its size limit.
+measures directional derivatives). Double backward (``hvp``, ``jvp``) is reverse mode
+over the gradients' own tensor program (:mod:`.second`), or, where that has no adjoint
+for an operation, the element-expanded reference's, within its size limit.
 """
 
 from __future__ import annotations
@@ -117,20 +118,55 @@ class TensorReference(Reference):
 
     # ------------------------------------------------------------------ double backward
     def _second(self):
+        """What double backward is evaluated with: the tensor-level second order
+        (:class:`~gradcheck.reference.second.Hessian`), else (an operation it has no
+        adjoint for) the element-expanded reference, built on first use."""
         if self._expanded is None:
-            try:   # the kind registered as "expanded" (importing it here is a cycle)
-                self._expanded = Reference.kinds["expanded"](self.case)
-            except UnsupportedOpError as exc:
-                raise UnsupportedOpError(
-                    "double backward (order = 2) of a formula that mixes elements is "
-                    f"checked against the element-expanded reference: {exc}") from None
+            from .second import Hessian
+
+            try:
+                self._expanded = Hessian(self, COTANGENT)
+            except UnsupportedOpError:
+                self._expanded = self._expanded_reference()
         return self._expanded
 
+    def _expanded_reference(self):
+        try:   # the kind registered as "expanded" (importing it here is a cycle)
+            return Reference.kinds["expanded"](self.case)
+        except UnsupportedOpError as exc:
+            raise UnsupportedOpError(
+                "double backward (order = 2) of this formula is checked against the "
+                f"element-expanded reference: {exc}") from None
+
+    def _env(self, point, v, u) -> dict:
+        from .second import DIRECTION
+
+        env = {n: np.asarray(a, dtype=float) for n, a in point.items()}
+        env[COTANGENT] = np.broadcast_to(np.asarray(v, dtype=float), self.case.output.shape)
+        env.update({DIRECTION + n: np.asarray(u[n], dtype=float) for n in self.wrt})
+        return env
+
     def _hvp(self, point, v, u, absolute: bool) -> dict[str, np.ndarray]:
-        return self._second()._hvp(point, v, u, absolute)
+        from .second import Hessian, evaluate_sizes
+
+        second = self._second()
+        if not isinstance(second, Hessian):
+            return second._hvp(point, v, u, absolute)
+
+        run = evaluate_sizes if absolute else evaluate
+        outs = run([second.hvp[n] for n in self.wrt], self._env(point, v, u))
+        return dict(zip(self.wrt, outs))
 
     def _jvp(self, point, u, absolute: bool) -> np.ndarray:
-        return self._second()._jvp(point, u, absolute)
+        from .second import Hessian, evaluate_sizes
+
+        second = self._second()
+        if not isinstance(second, Hessian):
+            return second._jvp(point, u, absolute)
+
+        run = evaluate_sizes if absolute else evaluate
+        v = np.zeros(self.case.output.shape)   # J u does not depend on ḡ
+        return run([second.jvp], self._env(point, v, u))[0]
 
 
 def _available_memory() -> int | None:

@@ -1,0 +1,271 @@
+"""Second order at tensor level: the exact Hessian-vector product and Jacobian-vector
+product of a formula that mixes elements, for ``order = 2``, at any size the tensor
+reference handles (no element-by-element expansion).
+
+The tensor reference's gradients are themselves a program of tensors over the inputs
+and the cotangent leaf ḡ. Reverse mode over that program (reverse over reverse, as
+double backward does) from s = Σₓ ⟨uₓ, x.grad⟩ gives ∂s/∂x = Σⱼ uⱼ ∂²(ḡᵀy)/∂xⱼ∂x, the
+Hessian-vector product, and ∂s/∂ḡ = J u. Each operation of the gradient program has its
+adjoint here: products and sums, reshapes and broadcasts (sums back), the rows' own
+tensor columns (a matmul's adjoint is a matmul again), a fused kernel's value through
+its partials and a kernel's partial through its second partials (SymPy differentiates
+the region's expression once more, compiled like the kernel itself), an elementwise row
+a tensor column used (logsumexp's softmax) through a kernel of its own. A selection
+(max, min) is constant where the pick is. What has no adjoint here (the product of the
+others, prod's) raises :class:`~gradcheck.errors.UnsupportedOpError`: the caller then
+uses the element-expanded reference.
+
+:func:`evaluate_sizes` evaluates such a program with every term by its magnitude (a
+kernel's outputs by :func:`~gradcheck.reference.derivatives.magnitude`, a product of
+magnitudes, a sum of them, a structural row applied to them), the size the rounding
+errors of a double backward scale with (1 - tanh² counts as 1 + tanh²).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from ..errors import UnsupportedOpError
+from ..rules import ELEMENTWISE, RULES
+from ..tree import Node
+from .adjoint import Program, inline
+from .derivatives import MODULES, clean, compile, magnitude
+from .texpr import T, _apply, _schedule, leaf, order
+
+DIRECTION = "u:"     # the leaf of input x's direction is "u:x"
+
+
+class SecondKernel:
+    """The second partial derivatives of a fused kernel's partials: ``pairs[(p, k)]`` is
+    the index in :attr:`outputs` (or the number) of ∂(output p)/∂(boundary k), for each
+    partial output p of the kernel that depends on boundary argument k."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.pairs: dict[tuple[int, int], int | float] = {}
+        self.outputs: list = []
+        program = kernel.program
+        for p, expr in enumerate(kernel.outputs):
+            if p == 0:
+                continue
+            full = inline(program, sympy.sympify(expr))
+            grads = program.gradient(full, kernel.symbols)
+            for k, s in enumerate(kernel.symbols):
+                d = grads.get(s)
+                if d is None:
+                    continue
+                if not sympy.sympify(d).free_symbols:
+                    self.pairs[p, k] = float(d)
+                else:
+                    self.pairs[p, k] = len(self.outputs)
+                    self.outputs.append(d)
+        self.fn = (program.lambdify(kernel.symbols, self.outputs, modules=MODULES)
+                   if self.outputs else None)
+        self._sizes = None
+
+    def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
+        from ..arrays import run_kernel
+
+        return run_kernel(self.fn, [np.asarray(a, dtype=float) for a in args],
+                          self.kernel.shape)
+
+    def sizes(self, args: list[np.ndarray]) -> list[np.ndarray]:
+        """Each output with every term by its magnitude (compiled on first use)."""
+        if self._sizes is None:
+            program = self.kernel.program
+            self._sizes = compile(self.kernel.symbols, [
+                magnitude(inline(program, sympy.sympify(e))) for e in self.outputs])
+        from ..arrays import run_kernel
+
+        return run_kernel(self._sizes, [np.asarray(a, dtype=float) for a in args],
+                          self.kernel.shape)
+
+
+def _kernel_sizes(kernel):
+    """A fused kernel's value and partials with every term by its magnitude."""
+    if getattr(kernel, "_second_sizes", None) is None:
+        kernel._second_sizes = compile(kernel.symbols, [
+            magnitude(inline(kernel.program, sympy.sympify(e))) for e in kernel.outputs])
+    return kernel._second_sizes
+
+
+class Hessian:
+    """The Hessian-vector and Jacobian-vector products of a
+    :class:`~gradcheck.reference.tensor.TensorReference` as tensor programs:
+    ``hvp[x]`` (one per input of ``wrt``) and ``jvp``, over the inputs, ḡ and the
+    direction leaves ``u:x``.
+
+    Raises:
+        UnsupportedOpError: an operation of the gradient program has no adjoint here.
+    """
+
+    def __init__(self, ref, cotangent: str):
+        self.ref = ref
+        self.b = ref.forward.builder
+        self._seconds: dict[int, T] = {}      # a kernel's second-partials kernel
+        forward = ref.forward
+        g = leaf(cotangent, ref.case.output.shape)
+        self.cotangent = g
+        seeds = {id(ref.gradients[n]): [leaf(DIRECTION + n, ref.gradients[n].shape)]
+                 for n in ref.wrt}
+        roots = [ref.gradients[n] for n in ref.wrt]
+        targets = [forward.inputs[n] for n in ref.wrt]
+        # the gradients' ḡ is the program's own leaf of that name (made by the builder)
+        leaves = {t.data: t for t in order(roots) if t.op == "leaf"}
+        g = leaves.get(cotangent, g)
+        totals = self._reverse(roots, seeds, targets + [g])
+        zero = self.b.const(0.0)
+        self.hvp = {n: totals.get(id(t), self.b.broadcast(zero, t.shape))
+                    for n, t in zip(ref.wrt, targets)}
+        self.jvp = totals.get(id(g), self.b.broadcast(zero, ref.case.output.shape))
+
+    def _reverse(self, roots: list[T], seeds: dict, targets: list[T]) -> dict[int, T]:
+        """Reverse mode over the program below ``roots`` from the cotangents ``seeds``
+        (by node id): the total cotangent of each node that leads to a target."""
+        b = self.b
+        nodes = order(roots)
+        wanted = {id(t) for t in targets}
+        needs: set[int] = set()
+        for node in nodes:
+            if id(node) in wanted or any(id(a) in needs for a in node.args):
+                needs.add(id(node))
+        pending = {k: list(v) for k, v in seeds.items()}
+        totals: dict[int, T] = {}
+        for node in reversed(nodes):
+            parts = pending.pop(id(node), None)
+            if not parts or id(node) not in needs:
+                continue
+            g = totals[id(node)] = b.add(parts)
+            for arg, contribution in self._adjoints(node, g):
+                if id(arg) in needs:
+                    pending.setdefault(id(arg), []).append(b.sum_to(contribution, arg.shape))
+        return totals
+
+    # long: one adjoint per operation of the tensor program, a table read top to bottom
+    def _adjoints(self, node: T, g: T):
+        """(argument, its cotangent contribution) for each argument of ``node``."""
+        b, op = self.b, node.op
+        if op == "mul":
+            x, y = node.args
+            yield x, b.mul(g, y)
+            yield y, b.mul(g, x)
+        elif op == "add":
+            for a in node.args:
+                yield a, g
+        elif op == "reshape":
+            yield node.args[0], b.reshape(g, node.args[0].shape)
+        elif op == "broadcast":
+            yield node.args[0], g            # summed back to its shape by the caller
+        elif op == "sum_to":
+            yield node.args[0], b.broadcast(g, node.args[0].shape)
+        elif op == "part":
+            yield from self._part(node, g)
+        elif op == "row":
+            yield from self._row(node, g)
+        elif op in ("select", "const", "leaf", "kernel"):
+            return                           # constant where the pick is; no operands
+        else:
+            raise UnsupportedOpError(
+                f"double backward at tensor level has no adjoint for {op!r} (prod's "
+                "product of the others)")
+
+    def _part(self, node: T, g: T):
+        """A kernel's output: its value through the partials, a partial through the
+        second partials."""
+        b = self.b
+        kernel = node.args[0]
+        fused = kernel.data
+        if node.data == 0:
+            for j, (i, _, _) in enumerate(fused.partials):
+                yield kernel.args[i], b.mul(g, self.ref.forward.partial(kernel, j))
+            return
+        second = self._second(kernel)
+        for (p, k), where in second.data.pairs.items():
+            if p != node.data:
+                continue
+            d = b.const(where) if isinstance(where, float) else b.make(
+                "part", (second,), kernel.shape, where)
+            yield kernel.args[k], b.mul(g, d)
+
+    def _second(self, kernel: T) -> T:
+        if id(kernel) not in self._seconds:
+            self._seconds[id(kernel)] = self.b.make(
+                "kernel", kernel.args, kernel.shape, SecondKernel(kernel.data))
+        return self._seconds[id(kernel)]
+
+    def _row(self, node: T, g: T):
+        b = self.b
+        name, params = node.data
+        rule = RULES[name]
+        if rule.kind == ELEMENTWISE or rule.tensor is None:
+            if rule.kind != ELEMENTWISE:
+                raise UnsupportedOpError(f"{name} has no tensor column")
+            yield from self._elementwise_row(node, g)
+            return
+        for k, arg in enumerate(node.args):
+            if rule.tensor.vjps[k] is not None:
+                yield arg, rule.tensor_vjp(k, b, g, node, node.args, params)
+
+    def _elementwise_row(self, node: T, g: T):
+        """An elementwise row inside a tensor column (logsumexp's exp(x - lse)): its
+        partials from a kernel of its own, SymPy's derivative of the row's meaning."""
+        from .regions import Kernel
+
+        name, params = node.data
+        cuts = [Node("input", shape=a.shape, name=f"a{k}") for k, a in enumerate(node.args)]
+        root = Node(name, tuple(cuts), node.shape, params=params)
+        kernel = self.b.make("kernel", node.args, node.shape, Kernel(root, cuts, node.shape))
+        for j, (i, _, _) in enumerate(kernel.data.partials):
+            yield node.args[i], self.b.mul(g, self.ref.forward.partial(kernel, j))
+
+
+# ---------------------------------------------------------------------- sizes
+def _size(node: T, args: list, sizes: list, env: dict):
+    """The magnitude of ``node``'s value from its arguments' values and magnitudes."""
+    op = node.op
+    if op == "leaf":
+        return np.abs(env[node.data])
+    if op == "const":
+        return np.float64(abs(node.data))
+    if op == "kernel":
+        fused = node.data
+        if isinstance(fused, SecondKernel):
+            return fused.sizes(args)
+        from ..arrays import run_kernel
+
+        return run_kernel(_kernel_sizes(fused), [np.asarray(a, dtype=float) for a in args],
+                          fused.shape)
+    if op == "part":
+        return sizes[0][node.data]
+    if op == "row":
+        name, params = node.data
+        if RULES[name].kind == ELEMENTWISE:   # a function's value: its own size
+            return np.abs(_apply(node, args, env))
+        # a structural row (sum, matmul, max, logsumexp...) on magnitudes bounds the
+        # magnitude of its terms
+        return np.asarray(RULES[name].call("numpy", sizes, params), dtype=float)
+    if op in ("select", "others"):
+        return np.abs(_apply(node, args, env))
+    if op == "mul":
+        return sizes[0] * sizes[1]
+    if op == "add":
+        total = sizes[0]
+        for s in sizes[1:]:
+            total = total + s
+        return total
+    return _apply(node, sizes, env)      # reshape, broadcast, sum_to: as the values
+
+
+def evaluate_sizes(outputs: list[T], env: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The magnitudes of ``outputs`` (see the module docstring) with the leaves from
+    ``env``: each node's value and magnitude computed once, dropped after last use."""
+    values: dict[int, object] = {}
+    sizes: dict[int, object] = {}
+    for node, done in _schedule(outputs):
+        args = [values[id(a)] for a in node.args]
+        values[id(node)] = _apply(node, args, env)
+        sizes[id(node)] = _size(node, args, [sizes[id(a)] for a in node.args], env)
+        for a in done:
+            del values[id(a)], sizes[id(a)]
+    return [np.array(np.broadcast_to(sizes[id(o)], o.shape), dtype=float) for o in outputs]
