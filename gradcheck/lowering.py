@@ -44,9 +44,9 @@ def visit(node: Node, args: list, symbols: dict, scalar: bool, selectors: dict |
     if scalar:
         return node.call("sympy", args)
     if rule.selector is not None:
-        if id(node) not in selectors:
-            selectors[id(node)] = (node, element_symbols(f"{len(selectors)}pick",
-                                                         node.args[0].shape))
+        if id(node) not in selectors:   # one symbol per element of the selector's mask
+            shape = np.shape(node.call("selector", [np.zeros(node.args[0].shape)]))
+            selectors[id(node)] = (node, element_symbols(f"{len(selectors)}pick", shape))
         onehot = selectors[id(node)][1]
         return np.asarray(node.call("sympy", args, onehot), dtype=object)
     if rule.kind in (ELEMENTWISE, COMPARISON):   # the scalar meaning, element by element

@@ -13,10 +13,11 @@ For every computed quantity q (a node's value, a VJP, an accumulated cotangent) 
 E(q) >= |fl(q) - q|:
 
 - a primitive t = f(a₁, ..., aₙ): E(t) = Σₖ |∂f/∂aₖ|·E(aₖ) + ρ_f·u·|t|, with ρ_f the
-  primitive's own rounding (the rule table's ``rounding`` column); a sum or contraction over n terms adds
-  γ(n)·u_acc·Σ|terms| instead (:func:`accumulation`), the bound for blocked pairwise
-  summation, at the unit roundoff of the accumulator (float32 at least, as PyTorch's CPU
-  kernels accumulate half precision in float32);
+  primitive's own rounding (the rule table's ``rounding`` column, relative to the terms
+  its formula adds where they cancel: :mod:`gradcheck.rules.terms`); a sum or
+  contraction over n terms adds γ(n)·u_acc·Σ|terms| instead (:func:`accumulation`), the
+  bound for blocked pairwise summation, at the unit roundoff of the accumulator (float32
+  at least, as PyTorch's CPU kernels accumulate half precision in float32);
 - a VJP c = vjp(ḡ, t, a...): E(c) = |vjp|(E(ḡ)) (the cotangent's own error, through
   |J|) + the change of c when t and each aⱼ move by their errors E(t), E(aⱼ) plus one
   more u·|t|, u·|aⱼ| for the rounding where the formula uses them (x*x inside
@@ -43,24 +44,16 @@ from typing import Any
 import numpy as np
 
 from .dtypes import round_to, smallest_normal, unit_roundoff
-from .rules import AXIS, COMPARISON, LINALG, REDUCTION, RULES
+from .rules import AXIS, COMPARISON, LINALG, REDUCTION, RULES, STRUCTURE
+from .rules.terms import rho, value_size, vjp_size
+from .pooling_bounds import pool_cotangent, pool_value
+from .rules.conv import CONVOLUTIONS, POOLS
+from .summation import BLOCK, accumulation, terms as sum_terms   # noqa: F401 (BLOCK: API)
 from .arrays import unbroadcast
+from .structure_bounds import structure_cotangent, structure_value
 from .tree import twins, Node, walk
 
-BLOCK = 32                  # length of the sequential base case of blocked summation
 PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
-
-
-def accumulation(n: int) -> float:
-    """γ(n): units of u_acc·Σ|terms| a sum of ``n`` terms can err by. Blocked pairwise
-    summation (NumPy, PyTorch's cascade sum, BLAS's blocked dot products) runs a
-    sequential base case of at most :data:`BLOCK` terms, then ⌈log₂(n/BLOCK)⌉ levels of
-    pairwise additions (Higham, §4.2)."""
-    if n <= 1:
-        return 0.0
-    if n <= BLOCK:
-        return float(n - 1)
-    return float(BLOCK - 1 + math.ceil(math.log2(n / BLOCK)))
 
 
 def _units(dtype: str) -> tuple[float, float]:
@@ -163,15 +156,6 @@ def _plus(a: np.ndarray, b) -> np.ndarray:
     return a + b
 
 
-def _contraction(other: tuple[int, ...], k: int) -> int:
-    """The length of the sum in matmul's cotangent into argument ``k``, from the other
-    operand's shape: Ā = Ḡ Bᵀ sums over B's last axis, B̄ = Aᵀ Ḡ over A's rows (axis
-    -2, after any batch axes). A vector's own length is kept: an over-count."""
-    if not other:
-        return 1
-    return other[-1] if k == 0 else other[-2 if len(other) > 1 else 0]
-
-
 class _Bounds:
     """One evaluation of the bounds of one formula at one point."""
 
@@ -230,7 +214,7 @@ class _Bounds:
             partial = np.abs(_arr(rule.vjp(0, ones, t, [x], node.params)))
             propagated = np.sum(partial * ex, axis=node.axis, keepdims=node.keepdims)
             n = math.prod(x.shape[d] for d in node.axis)
-            own = rule.rounding * u * np.abs(t)
+            own = rho(rule) * u * np.abs(t)
             if node.op in ("sum", "mean"):
                 terms = np.sum(np.abs(x), axis=node.axis, keepdims=node.keepdims)
                 own = own + accumulation(n) * u_acc * terms / (n if node.op == "mean" else 1)
@@ -240,15 +224,9 @@ class _Bounds:
                 own = own + (accumulation(n) + 1) * u
             return t, propagated + own + self.eta
         if rule.kind == LINALG:
-            if node.op == "transpose":
-                return np.swapaxes(args[0], -1, -2), np.swapaxes(errs[0], -1, -2)
-            a, b = _arr(args[0]), _arr(args[1])
-            f = rule.numpy   # matmul, dot: bilinear, no parameters
-            t = _arr(f(a, b))
-            k = a.shape[-1]
-            propagated = _arr(f(np.abs(a), errs[1])) + _arr(f(errs[0], np.abs(b)))
-            own = accumulation(k) * u_acc * _arr(f(np.abs(a), np.abs(b))) + u * np.abs(t)
-            return t, propagated + own + self.eta
+            return self._linalg(node, rule, args, errs)
+        if rule.kind == STRUCTURE:   # exact linear maps: the bound goes through the map
+            return structure_value(self, node, args, errs)
         # elementwise (where included): |∂f/∂aₖ|·E(aₖ) from the VJP with ḡ = 1
         t = _arr(node.call("numpy", args))
         ones = np.ones(np.shape(t))
@@ -260,8 +238,25 @@ class _Bounds:
             partial = _finite(np.abs(_arr(rule.vjp(k, ones, t, args, node.params))),
                               posinf=None)
             propagated = propagated + partial * e   # (partial has t's shape: ḡ has)
-        rho = rule.rounding
-        return t, propagated + rho * u * np.abs(t) + (self.eta if rho else 0.0)
+        own = rho(rule)   # ρ·u of |t|, or of the terms the row's formula adds
+        return t, propagated + own * u * value_size(rule, t, args, node.params) + (
+            self.eta if own else 0.0)
+
+    def _linalg(self, node, rule, args, errs):
+        """A pooling, or a bilinear row (matmul, dot, a convolution):
+        E(a ∘ b) = |a| ∘ E(b) + E(a) ∘ |b| + γ(n)·u_acc·(|a| ∘ |b|) + u·|t|."""
+        if node.op in POOLS:
+            return pool_value(self, node, rule, _arr(args[0]), errs[0])
+        a, b = _arr(args[0]), _arr(args[1])
+
+        def f(p, q):
+            return _arr(node.call("numpy", [p, q]))
+
+        t = f(a, b)
+        propagated = f(np.abs(a), errs[1]) + f(errs[0], np.abs(b))
+        own = accumulation(sum_terms(node, None)) * self.u_acc * f(np.abs(a), np.abs(b)) \
+            + self.u * np.abs(t)
+        return t, propagated + own + self.eta
 
     # ------------------------------------------------------------------ backward
     def backward(self, root: Node, v: np.ndarray, batch: bool = False,
@@ -288,9 +283,8 @@ class _Bounds:
             rule = RULES[node.op]
             if rule.kind == COMPARISON:
                 continue
-            for k, vjp in enumerate(rule.engine.vjps):
-                arg = node.args[k]
-                if vjp is None or arg.op == "const":
+            for k, arg in enumerate(node.args):   # (a variadic row: one VJP for all)
+                if rule.engine_vjp(k) is None or arg.op == "const":
                     continue
                 c, ce = self._vjp(node, rule, k, g, ge)
                 self._accumulate(grad, gerr, arg, c, ce)
@@ -300,6 +294,9 @@ class _Bounds:
         return grad, gerr
 
     def _call(self, node, rule, k, g, t, args):
+        if self.lead and (node.op in CONVOLUTIONS | POOLS or rule.kind == STRUCTURE):
+            # one cotangent at a time (their parameters name axes from the left)
+            return np.stack([_arr(rule.vjp(k, gi, t, args, node.params)) for gi in g])
         if self.lead:
             g, t, args, params = _batched(node, rule, g, t, args, self.lead)
             return _arr(rule.vjp(k, g, t, args, params))
@@ -312,6 +309,10 @@ class _Bounds:
         errs = [self.err[id(a)] for a in node.args]
         c = self._call(node, rule, k, g, t, args)
         u, u_acc = self.u, self.u_acc
+        if node.op in POOLS:
+            return c, pool_cotangent(self, node, rule, k, g, ge, t, args)
+        if rule.kind == STRUCTURE:
+            return c, structure_cotangent(self, node, rule, k, g, ge, t, args)
         if rule.kind == LINALG:
             absargs = [np.abs(_arr(a)) for a in args]
             through_g = np.abs(self._call(node, rule, k, ge, np.abs(t), absargs))
@@ -321,8 +322,7 @@ class _Bounds:
                 through_args = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t),
                                                  other))
                 full = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t), absargs))
-                n = _contraction(np.shape(args[1 - k]), k)
-                own = accumulation(int(n)) * u_acc * full + u * np.abs(c) + self.eta
+                own = accumulation(sum_terms(node, k)) * u_acc * full + u * np.abs(c) + self.eta
             else:                 # transpose: exact
                 through_args, own = 0.0, 0.0
             return c, through_g + through_args + own
@@ -330,10 +330,12 @@ class _Bounds:
         # in ḡ: the cotangent's error goes through |factor|.
         through_g = np.abs(self._call(node, rule, k, ge, t, args))
         through_fwd = self._through_forward(node, rule, k, g, t, args, errs, c)
-        own = np.abs(c)
+        # |c|, or the size of the terms the VJP's formula adds (the row's Terms)
+        own = vjp_size(rule, k, *(_batched(node, rule, g, t, args, self.lead) if self.lead
+                                  else (g, t, args, node.params)), c)
         own *= u
         own += self.eta
-        own *= 2 * rule.rounding + 1          # (2ρ + 1)·(u·|c| + η)
+        own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η)
         return c, _plus(_plus(through_g, through_fwd), own)
 
     def _through_forward(self, node, rule, k, g, t, args, errs, c):

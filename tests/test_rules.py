@@ -67,6 +67,39 @@ ROW_CASES = {
     "matmul": ("x @ W", {"x": M, "W": [3, 2]}),
     "dot": ("dot(a, b)", {"a": V, "b": V}),
     "transpose": ("transpose(x) @ x", {"x": M}),
+    # convolutions and pooling (NCHW): batched and unbatched, every parameter
+    "conv1d": ("conv1d(s, w, stride=2, padding=1, dilation=2, groups=2) + conv1d(t, k)",
+               {"s": [2, 4, 7], "w": [4, 2, 2], "t": [4, 6], "k": [4, 4, 3]}),
+    "conv2d": ("conv2d(x, w, stride=[1, 2], padding=1) + conv2d(x, g, padding=[1, 0], "
+               "dilation=[1, 2], groups=2)", {"x": [2, 2, 4, 5], "w": [2, 2, 3, 3],
+                                             "g": [2, 1, 3, 2]}),
+    "avg_pool2d": ("avg_pool2d(x, 2) + avg_pool2d(y, [2, 3], stride=[2, 1])",
+                   {"x": [2, 3, 4, 4], "y": [3, 4, 4]}),
+    "max_pool2d": ("max_pool2d(x, 2, stride=1) + max_pool2d(y, [1, 3])",
+                   {"x": [2, 2, 3, 4], "y": [2, 2, 5]}),
+    # elementwise functions, activations and steps (gradcheck/rules/activations.py)
+    "hypot": ("hypot(x, y) + hypot(x, 2)", {"x": M, "y": V}),
+    "logaddexp": ("logaddexp(x * 3, y) + logaddexp(x, 0.5)", {"x": M, "y": V}),
+    "xlogy": ("xlogy(x, y) + xlogy(2, y)", {"x": M, "y": {"shape": V, "domain": "positive"}}),
+    "square": ("square(x) * y", {"x": M, "y": V}),
+    "rsqrt": ("rsqrt(x)", {"x": {"shape": M, "domain": "positive"}}),
+    "reciprocal": ("reciprocal(x)", {"x": {"shape": M, "domain": "nonzero"}}),
+    "floor": ("floor(x * 3) * y + x", {"x": M, "y": V}),
+    "ceil": ("ceil(x * 3) * y + x", {"x": M, "y": V}),
+    "round": ("round(x * 3) * y + x", {"x": M, "y": V}),
+    "trunc": ("trunc(x * 3) * y + x", {"x": M, "y": V}),
+    "gelu": ('gelu(x * 3) + gelu(x * 3, approximate="tanh")', {"x": M}),
+    "silu": ("silu(x * 4)", {"x": M}),
+    "mish": ("mish(x * 4)", {"x": M}),
+    "elu": ("elu(x * 2) + elu(x, 0.5)", {"x": M}),
+    "leaky_relu": ("leaky_relu(x) + leaky_relu(x * y, slope=0.2)", {"x": M, "y": V}),
+    "hardtanh": ("hardtanh(x * 2) + hardtanh(x, lo=-0.5, hi=0.25)", {"x": M}),
+    # equality holds on regions of round's results (sampling waives its hazard there)
+    "eq": ("where(round(x) == 0, x ** 2, 2 * x) + where(x == y, x, y)", {"x": M, "y": V}),
+    "ne": ("where(round(x * 2) != round(y), sin(x), x * y)", {"x": M, "y": V}),
+    "logical_and": ("where((x > 0) & (y < 0.5), x * y, exp(x))", {"x": M, "y": V}),
+    "logical_or": ("where((x < -0.5) | (x > y), x ** 2, y)", {"x": M, "y": V}),
+    "logical_not": ("where(~(x > y), cos(x), x * y)", {"x": M, "y": V}),
 }
 
 REDUCTIONS_WHOLE = ["sum", "mean", "prod", "max", "min", "logsumexp"]

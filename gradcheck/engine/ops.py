@@ -18,10 +18,11 @@ import numbers
 
 import numpy as np
 
-from ..arrays import unbroadcast
-from ..rules import COMPARISON, ELEMENTWISE, REDUCTION, RULES
+from ..rules import COMPARISON, ELEMENTWISE, REDUCTION, RULES, STRUCTURE
 from .graph import grad_mode, record
+from . import structure
 from .tensor import Tensor
+from .views import _contiguous, _data, _expand, _reshape, _squeeze, _strides, _view
 
 
 def apply(op: str, *args, params=(), grad_fn: str | None = None) -> Tensor:
@@ -38,13 +39,13 @@ def apply(op: str, *args, params=(), grad_fn: str | None = None) -> Tensor:
         _promote_as_torch(out, tensors)
     if rule.kind in (ELEMENTWISE, COMPARISON):
         out.data = _torch_layout(out.data, [a for a in raw if isinstance(a, np.ndarray)])
-    elif op != "transpose":     # reductions and products: fresh row-major results
-        out.data = np.asarray(out.data, order="C")
+    elif rule.kind != STRUCTURE:   # reductions and products: fresh row-major results
+        out.data = np.asarray(out.data, order="C")   # (views keep NumPy's strides: torch's)
     if (rule.engine.grad_fn is not None and grad_mode.enabled
             and any(t._requires_grad for t in tensors)):
         values = tuple(v for _, v in params)
         vjps = tuple(None if f is None else _with_params(f, values)
-                     for f in rule.engine.vjps)
+                     for f in map(rule.engine_vjp, range(len(args))))
         record(out, grad_fn or rule.grad_fn_name(args, params), args, raw, vjps,
                rule.engine.saves)
     return out
@@ -119,24 +120,43 @@ def _op(rule):
     keyword, with the row's defaults), as the expression language and NumPy call it."""
 
     def fn(*args, **given):
-        arity = rule.arity
-        if len(args) > arity + len(rule.params):
-            raise TypeError(f"{rule.name}() takes {arity} arguments and "
+        operands, rest = _operands(rule, args)
+        if len(rest) > len(rule.params):
+            raise TypeError(f"{rule.name}() takes {rule.arity} arguments and "
                             f"{len(rule.params)} parameters, got {len(args)}")
-        given.update(zip((p.name for p in rule.params), args[arity:]))
-        operands = args[:arity]
+        given.update(zip((p.name for p in rule.params), rest))
         params = RULES[rule.name].bind([np.shape(_data(a)) for a in operands], given)
         return apply(rule.name, *operands, params=params)
 
     fn.__name__ = fn.__qualname__ = rule.name
     fn.__doc__ = (f"The rule table's ``{rule.name}``"
                   + (f" ({rule.doc})" if rule.doc else "") + ".")
+    first = [inspect.Parameter("tensors", inspect.Parameter.POSITIONAL_ONLY)] if \
+        rule.variadic == "list" else [inspect.Parameter(
+            f"a{i}" if rule.arity > 1 else "x", inspect.Parameter.POSITIONAL_ONLY)
+            for i in range(rule.arity)]
     fn.__signature__ = inspect.Signature(
-        [inspect.Parameter(f"a{i}" if rule.arity > 1 else "x",
-                           inspect.Parameter.POSITIONAL_ONLY) for i in range(rule.arity)]
+        first
         + [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                              default=p.default) for p in rule.params])
     return fn
+
+
+def _operands(rule, args) -> tuple[list, tuple]:
+    """A call's (operands, parameters given positionally): the row's ``arity`` operands;
+    a list row's in its first argument (``concat([a, b], 0)``), or, as the witnesses
+    apply a node, every leading tensor (``concat(a, b, axis=0)``); a star row's after its
+    leading strings (``einsum("ij,jk->ik", a, b)``)."""
+    if rule.variadic == "star":
+        n = next((i for i, a in enumerate(args) if not isinstance(a, str)), len(args))
+        return list(args[n:]), args[:n]
+    if rule.variadic != "list":
+        return list(args[:rule.arity]), args[rule.arity:]
+    if args and isinstance(args[0], (list, tuple)):
+        return list(args[0]), args[1:]
+    n = next((i for i, a in enumerate(args) if not isinstance(a, (Tensor, np.ndarray))),
+             len(args))
+    return list(args[:n]), args[n:]
 
 
 def _tensor_first(a, b):
@@ -186,124 +206,8 @@ def prod(x, axis=None, keepdims: bool = False):
 # zero strides, a reshape a view exactly where torch's is, elementwise results in
 # their operand's layout).
 
-def _derive(x, data, name: str, vjp):
-    """``data``, computed from ``x`` without arithmetic (a view, an expand or a copy),
-    recorded as PyTorch's node ``name`` with the one VJP ``vjp(g, ans, x)``. Views and
-    copies save no tensors, so a second backward through them needs no retain_graph."""
-    if not isinstance(x, Tensor):
-        return data
-    out = Tensor(data)
-    if x._requires_grad and grad_mode.enabled:
-        record(out, name, (x,), (x.data,), (vjp,), saves=False)
-    return out
-
-
-def _data(x) -> np.ndarray:
-    return x.data if isinstance(x, Tensor) else np.asarray(x)
-
-
 def _ndim(x) -> int:
     return _data(x).ndim
-
-
-def _strides(a: np.ndarray) -> tuple[int, ...]:
-    """Strides in elements, as torch counts them."""
-    return tuple(s // a.itemsize for s in a.strides)
-
-
-def _reshape_grad(g, ans, a):
-    return np.reshape(g, np.shape(a))
-
-
-def _view(x, shape, name: str):
-    """A reshape of contiguous data recorded as the view node ``name`` (it moves no
-    values): torch's unsqueeze, squeeze and _unsafe_view."""
-    return _derive(x, np.reshape(_data(x), shape), name, _reshape_grad)
-
-
-def _view_strides(shape, strides, new) -> tuple[int, ...] | None:
-    """The strides of a view of ``shape``/``strides`` as ``new``, or None where no view
-    exists and reshape must copy: torch's computeStride (aten/src/ATen/TensorUtils.cpp).
-    Walking the old dimensions from the last, a "chunk" is a run whose strides nest
-    (stride[d-1] == size[d] * stride[d]; dimensions of size 1 never break a run); a
-    view exists iff the new dimensions split into consecutive groups, each of exactly
-    one chunk's element count."""
-    if not shape:
-        return (1,) * len(new)
-    if math.prod(shape) == 0:   # any strides will do; torch's are those of a fresh tensor
-        return _contiguous_strides(new)
-    out = [0] * len(new)
-    view_d = len(new) - 1
-    base, tensor_numel, view_numel = strides[-1], 1, 1
-    for d in range(len(shape) - 1, -1, -1):
-        tensor_numel *= shape[d]
-        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * base):
-            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
-                out[view_d] = view_numel * base
-                view_numel *= new[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if d > 0:
-                base, tensor_numel, view_numel = strides[d - 1], 1, 1
-    return tuple(out) if view_d == -1 else None
-
-
-def _contiguous_strides(shape) -> tuple[int, ...]:
-    out, step = [], 1
-    for n in reversed(shape):
-        out.append(step)
-        step *= n if n else 1   # (the reduction max shadows the builtin here)
-    return tuple(reversed(out))
-
-
-def _is_contiguous(a: np.ndarray) -> bool:
-    """torch's is_contiguous: row-major strides, ignoring dimensions of size 1."""
-    if a.size == 0:
-        return True
-    expected = _contiguous_strides(a.shape)
-    return all(n == 1 or s == e for n, s, e in zip(a.shape, _strides(a), expected))
-
-
-def _clone(x):
-    """torch's clone(memory_format=contiguous): a row-major copy (CloneBackward0)."""
-    return _derive(x, np.array(_data(x), order="C"), "CloneBackward0", _grad_through)
-
-
-def _grad_through(g, ans, a):
-    return g
-
-
-def _contiguous(x):
-    """torch's Tensor.contiguous(): the tensor itself when contiguous, else a clone."""
-    return x if _is_contiguous(_data(x)) else _clone(x)
-
-
-def _reshape(x, shape):
-    """torch's reshape (reshape_symint in aten/src/ATen/native/TensorShape.cpp): a view
-    of a contiguous tensor (ViewBackward0); else an alias with the strides computeStride
-    finds (ReshapeAliasBackward0); else a contiguous clone viewed as ``shape``
-    (CloneBackward0, then UnsafeViewBackward0)."""
-    a = _data(x)
-    if _is_contiguous(a):
-        return _view(x, shape, "ViewBackward0")
-    strides = _view_strides(a.shape, _strides(a), tuple(shape))
-    if strides is None:
-        return _view(_clone(x), shape, "UnsafeViewBackward0")
-    view = np.lib.stride_tricks.as_strided(a, shape, [s * a.itemsize for s in strides])
-    return _derive(x, view, "ReshapeAliasBackward0", _reshape_grad)
-
-
-def _expand(x, shape):
-    """torch's expand (ExpandBackward0, recorded even when nothing is expanded): the
-    expanded axes get stride 0; the gradient is summed back over them."""
-    return _derive(x, np.broadcast_to(_data(x), shape), "ExpandBackward0",
-                   lambda g, ans, a: unbroadcast(g, np.shape(a)))
-
-
-def _squeeze(x, dim: int):
-    """torch's squeeze(dim) (SqueezeBackward1)."""
-    return _derive(x, np.squeeze(_data(x), dim), "SqueezeBackward1", _reshape_grad)
 
 
 def _mT(x, name: str = "TransposeBackward0"):
@@ -384,11 +288,37 @@ def matmul(a, b):
     return _view(out, out_shape, "UnsafeViewBackward0")
 
 
+# --------------------------------------------------------------------------- convolution
+# torch's convolution records one ConvolutionBackward0 whose next_functions hold an edge
+# for the bias too (None without one); an unbatched input (C, *spatial) is unsqueezed to
+# a batch of one first and the result squeezed back, each a node of its own.
+
+def _convolution(rule):
+    plain = _op(rule)
+
+    def fn(x, w, *args, **given):
+        unbatched = _ndim(x) == _ndim(w) - 1      # (C, *spatial): one axis fewer than w
+        if unbatched:
+            x = _view(x, (1,) + np.shape(_data(x)), "UnsqueezeBackward0")
+        out = plain(x, w, *args, **given)
+        node = out.grad_fn
+        if node is not None and type(node).__name__ == "ConvolutionBackward0":
+            node.next_functions += ((None, 0),)     # the bias's edge: no bias
+            node._meta, node._slots = node._meta + (None,), node._slots + (None,)
+        return _squeeze(out, 0) if unbatched else out
+
+    fn.__name__ = fn.__qualname__ = rule.name
+    fn.__doc__, fn.__signature__ = plain.__doc__, plain.__signature__
+    return fn
+
+
 # --------------------------------------------------------------------------- the table's ops
 # One op per row not written by hand above, and the Tensor methods and operators that
 # call them (x.exp(), x.sum(axis=1), x + y, ...).
 
-_BY_HAND = {"add": add, "mul": mul, "div": div, "prod": prod, "matmul": matmul}
+_BY_HAND = {"add": add, "mul": mul, "div": div, "prod": prod, "matmul": matmul,
+            "conv1d": _convolution(RULES["conv1d"]), "conv2d": _convolution(RULES["conv2d"]),
+            **structure.BY_HAND}
 for _rule in RULES.values():
     globals()[_rule.name] = _BY_HAND.get(_rule.name) or _op(_rule)
     if _rule.arity == 1 and _rule.symbol is None and _rule.kind in (ELEMENTWISE, REDUCTION):

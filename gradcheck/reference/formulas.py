@@ -9,7 +9,10 @@ broadcasting added (broadcasting's adjoint).
 
 from __future__ import annotations
 
+import inspect
+
 from ..rules import RULES
+from ..rules.keys import text
 from .texpr import T, order
 
 LONGEST = 2000     # characters a formula is cut to
@@ -75,17 +78,36 @@ def _text(node: T, args: list[tuple[str, bool]]) -> tuple[str, bool]:
         return " + ".join(_wrap(a) for a in args), False
     if op in ("reshape", "broadcast", "sum_to"):
         return f"{op}({args[0][0]}, {list(node.shape)})", True
+    if op == "embed":
+        return f"embed({args[0][0]}, {list(node.shape)}, {text(node.data)})", True
     if op == "others":
         return f"prod_others({args[0][0]}, axis={node.data})", True
+    if op == "apply":
+        return _applied(node, args), True
     name, params = node.data
     rule = RULES[name]
     if op == "select":
         return f"{name}_mask({', '.join([args[0][0], *rule.keywords(params)])})", True
-    if name == "transpose":
+    if name == "transpose" and _last_two(params, len(node.shape)):
         return f"{_wrap(args[0])}ᵀ", True
     if rule.symbol is None:
         return rule.spell([a[0] for a in args], rule.keywords(params)), True
     return rule.spell([_wrap(a) for a in args]), False
+
+
+def _applied(node: T, args: list[tuple[str, bool]]) -> str:
+    """A named function's call, with the parameters that differ from its defaults (its
+    result's shape never: that is the node's)."""
+    fn, params = node.data
+    defaults = inspect.signature(fn).parameters
+    shown = [f"{name}={list(v) if isinstance(v, tuple) else v}" for name, v in params
+             if name != "shape" and (name not in defaults or defaults[name].default != v)]
+    return f"{fn.__name__}({', '.join([a[0] for a in args] + shown)})"
+
+
+def _last_two(params, ndim: int) -> bool:
+    """Whether transpose's axes are the last two (written ᵀ)."""
+    return {d % ndim for _, d in params} == {ndim - 2, ndim - 1}
 
 
 def _part(node: T, names: list[tuple[str, bool]]) -> tuple[str, bool]:

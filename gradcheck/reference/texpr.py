@@ -5,9 +5,12 @@ adjoints with.
 A :class:`T` is an input (``leaf``), a number (``const``), a fused elementwise kernel
 (``kernel``, whose outputs are its value and its partial derivatives, each a ``part``),
 the float64 forward of a row (``row``: matmul, a reduction, exp...), the selection mask
-of max/min (``select``), the product of the others along axes (``others``), or a
-structural step: ``mul`` (elementwise product), ``add``, ``reshape``, ``broadcast`` and
-``sum_to`` (the sum over broadcast axes, broadcasting's adjoint). :func:`evaluate` runs
+of max/min (``select``), the product of the others along axes (``others``), a named
+NumPy function of tensors (``apply``: an exact adjoint no row computes, a convolution's
+in its input), or a
+structural step: ``mul`` (elementwise product), ``add``, ``reshape``, ``broadcast``,
+``sum_to`` (the sum over broadcast axes, broadcasting's adjoint) and ``embed`` (zeros with
+a tensor written where a subscript took its elements, indexing's adjoint). :func:`evaluate` runs
 a set of them on NumPy arrays, each node once, dropping a value after its last use;
 :func:`show` prints them as formulas.
 """
@@ -21,6 +24,7 @@ import numpy as np
 
 from ..arrays import unbroadcast
 from ..rules import RULES
+from ..rules.keys import numpy_key
 from ..rules.vjps import others_product
 
 
@@ -32,7 +36,8 @@ class T:
     args: tuple["T", ...] = ()
     shape: tuple[int, ...] = ()
     data: Any = None        # leaf: name; const: float; part: index; row/select: (name,
-                            # params); others: axes; kernel: the Kernel
+                            # params); others: axes; kernel: the Kernel; embed: the key; apply: (the
+                            # function, its parameters as sorted (name, value) pairs)
 
     @property
     def size(self) -> int:
@@ -96,17 +101,30 @@ class Builder:
 
     def row(self, name: str, *args: T, **given) -> T:
         """A row's float64 forward (its ``numpy`` column) on tensors."""
-        if name == "transpose" and args[0].op == "row" and args[0].data[0] == name:
-            return args[0].args[0]          # (xᵀ)ᵀ = x
         rule = RULES[name]
         shapes = [a.shape for a in args]
         params = rule.bind(shapes, given)
+        if name == "transpose" and args[0].op == "row" and args[0].data == (name, params):
+            return args[0].args[0]          # (xᵀ)ᵀ = x: a swap of the same two axes
         return self.make("row", args, rule.result_shape(shapes, params), (name, params))
+
+    def embed(self, x: T, shape, key) -> T:
+        """Zeros of ``shape`` with ``x`` where a tensor of that shape's ``[key]`` takes
+        its elements: the adjoint of basic indexing (which takes each element once)."""
+        return self.make("embed", (x,), tuple(shape), key)
 
     def select(self, name: str, x: T, **given) -> T:
         """The one-hot mask of the element a max/min row picks (its ``selector``)."""
         rule = RULES[name]
         return self.make("select", (x,), x.shape, (name, rule.bind([x.shape], given)))
+
+    def apply(self, fn, *args: T, shape, **params) -> T:
+        """``fn(*args, shape=shape, **params)``, a named module-level NumPy function of
+        the arguments' arrays whose result has ``shape``: an exact adjoint that no row's
+        forward computes (:func:`gradcheck.rules.conv_tensor.conv_input_grad`). The
+        parameters must be hashable (ints, tuples)."""
+        shape = tuple(shape)
+        return self.make("apply", args, shape, (fn, tuple(sorted(params.items()))))
 
     def others_product(self, x: T, axis) -> T:
         return self.make("others", (x,), x.shape, tuple(axis))
@@ -151,6 +169,9 @@ def _apply(node: T, args: list, env: dict):
         return RULES[name].call("selector", args, params)
     if op == "others":
         return others_product(args[0], node.data)
+    if op == "apply":
+        fn, params = node.data
+        return fn(*args, shape=node.shape, **dict(params))
     if op == "mul":
         return args[0] * args[1]
     if op == "add":
@@ -164,6 +185,10 @@ def _apply(node: T, args: list, env: dict):
         return np.broadcast_to(args[0], node.shape)
     if op == "sum_to":
         return unbroadcast(args[0], node.shape)
+    if op == "embed":
+        out = np.zeros(node.shape)
+        out[numpy_key(node.data)] = args[0]
+        return out
     raise ValueError(f"unknown tensor operation {op!r}")
 
 

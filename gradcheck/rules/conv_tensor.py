@@ -1,0 +1,100 @@
+"""The tensor column of the convolution and pooling rows: their exact adjoints, as named
+NumPy functions of tensors the tensor-level reference evaluates in float64 (through the
+builder's ``apply``) and prints by name (``x.grad = conv_input_grad(ḡ, w, padding=1)``).
+
+Each adjoint is the transpose of the forward's own structure: a forward reads the
+padded input through its windows (:func:`.conv_columns.windows`), so its adjoint puts
+each window's cotangent back where the window read it (:func:`.conv_columns.
+scatter_windows`) and drops the padding. The adjoint identity ⟨L x, y⟩ = ⟨x, Lᵀ y⟩ and
+the element-expanded SymPy reference check every one of them in the tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .conv_columns import (_LETTERS, batched, conv_geometry, crop, pad, scatter_windows,
+                           unbatched, windows)
+from .conv_vjps import avg_pool2d_vjp, max_pool2d_vjp
+from .row import TensorRule
+
+
+def _letters(d: int) -> tuple[str, str]:
+    o = _LETTERS[:d]
+    return o, o.upper()
+
+
+def conv_input_grad(g, w, shape=(), stride=1, padding=0, dilation=1, groups=1):
+    """The adjoint of a convolution in its input (of ``shape``): x̄[n, c, j] = Σ ḡ[n, o, i]
+    · w[o, c, k] over the (o, i, k) with i·stride + k·dilation − padding = j: each
+    window's share ḡ·w scattered back, the padding dropped."""
+    kernel, stride, padding, dilation = conv_geometry(np.shape(w), stride, padding, dilation)
+    d = len(kernel)
+    gb, had = batched(g, d)
+    n, c_out, outs = gb.shape[0], gb.shape[1], gb.shape[2:]
+    c = shape[-d - 1]
+    o, k = _letters(d)
+    shares = np.einsum(f"ngp{o},gpc{k}->ngc{o}{k}",
+                       gb.reshape((n, groups, c_out // groups) + outs),
+                       np.reshape(w, (groups, c_out // groups, c // groups) + kernel),
+                       optimize=True).reshape((n, c) + outs + kernel)
+    padded = (n, c) + tuple(m + 2 * p for m, p in zip(shape[-d:], padding))
+    return unbatched(crop(scatter_windows(shares, padded, kernel, stride, dilation), padding),
+                     had)
+
+
+def conv_weight_grad(g, x, shape=(), stride=1, padding=0, dilation=1, groups=1):
+    """The adjoint of a convolution in its weight (of ``shape``): w̄[o, c, k] =
+    Σ_{n, i} ḡ[n, o, i] · x_pad[n, g·C_g + c, i·stride + k·dilation], the cotangent
+    contracted with the input's windows."""
+    kernel, stride, padding, dilation = conv_geometry(shape, stride, padding, dilation)
+    d = len(kernel)
+    gb, xb = batched(g, d)[0], batched(x, d)[0]
+    n, c_out, outs = gb.shape[0], gb.shape[1], gb.shape[2:]
+    c = xb.shape[1]
+    win = windows(pad(xb, padding), kernel, stride, dilation)
+    o, k = _letters(d)
+    grad = np.einsum(f"ngp{o},ngc{o}{k}->gpc{k}",
+                     gb.reshape((n, groups, c_out // groups) + outs),
+                     win.reshape((n, groups, c // groups) + outs + kernel), optimize=True)
+    return grad.reshape(shape)
+
+
+def avg_pool2d_grad(g, shape=(), kernel_size=None, stride=None):
+    """The adjoint of avg_pool2d in its input (of ``shape``): each output's cotangent
+    spread evenly over its window."""
+    return avg_pool2d_vjp(g, None, np.broadcast_to(0.0, shape), kernel_size, stride)
+
+
+def max_pool2d_grad(g, x, shape=(), kernel_size=None, stride=None):
+    """max_pool2d's cotangent: each output's to its window's selected element (exact
+    wherever the pick is locally constant, which sampling keeps to)."""
+    return max_pool2d_vjp(g, None, x, kernel_size, stride)
+
+
+# The tensor column's vjps (see gradcheck.rules.row.TensorRule): ``b.apply(fn, *args,
+# shape=s, **params)`` is the tensor fn(*args, shape=s, **params) of shape s.
+
+def conv_x(b, g, ans, x, w, stride, padding, dilation, groups):
+    return b.apply(conv_input_grad, g, w, shape=x.shape, stride=stride, padding=padding,
+                   dilation=dilation, groups=groups)
+
+
+def conv_w(b, g, ans, x, w, stride, padding, dilation, groups):
+    return b.apply(conv_weight_grad, g, x, shape=w.shape, stride=stride, padding=padding,
+                   dilation=dilation, groups=groups)
+
+
+def avg_pool_x(b, g, ans, x, kernel_size, stride):
+    return b.apply(avg_pool2d_grad, g, shape=x.shape, kernel_size=kernel_size,
+                   stride=stride)
+
+
+def max_pool_x(b, g, ans, x, kernel_size, stride):
+    return b.apply(max_pool2d_grad, g, x, shape=x.shape, kernel_size=kernel_size,
+                   stride=stride)
+
+
+CONV = TensorRule((conv_x, conv_w))
+AVG_POOL = TensorRule((avg_pool_x,))
+MAX_POOL = TensorRule((max_pool_x,))
