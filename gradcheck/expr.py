@@ -13,9 +13,10 @@ import math
 from typing import Mapping
 
 from .errors import CaseFileError
-from .rules import (AXIS, BOOL, CHOICE, COMPARISON, FUNCTIONS, INT, INTS, NUMBER, OPERATORS,
-                    RULES, TEXT)
+from .rules import (AXIS, BOOL, CHOICE, COMPARISON, FUNCTIONS, INT, INTS, KEY, NUMBER,
+                    OPERATORS, RULES, TEXT)
 from .shapes import ShapeError
+from .subscripts import subscript
 from .tree import Node
 
 MAX_CHARS = 20_000        # characters in one expression
@@ -33,7 +34,11 @@ CONSTANTS = {"pi": math.pi, "E": math.e}   # names usable in a formula, and thei
 # Python's operator syntax -> the spelling the rule table's rows carry (Rule.symbol).
 _SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
             ast.MatMult: "@", ast.USub: "-", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
-            ast.GtE: ">="}
+            ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.BitAnd: "&", ast.BitOr: "|",
+            ast.Invert: "~"}
+# Python binds & | ~ tighter than comparisons: x > 0 & y < 1 is x > (0 & y) < 1.
+_PARENTHESISE = ("& | ~ bind tighter than comparisons: parenthesise each comparison, "
+                 "as in (x > 0) & (y < 1) or ~(x > 0)")
 _FLOAT_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b,
               "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
               "pow": lambda a, b: a ** b, "neg": lambda a: -a}
@@ -199,6 +204,9 @@ class _Builder:
         op = OPERATORS.get((_SYMBOLS.get(type(node.op)), 2))
         if op is None:
             raise _Fail(f"operator {_describe(node.op)} is not allowed", node)
+        if RULES[op].kind == COMPARISON:   # & and |
+            raise _Fail(f"{_SYMBOLS[type(node.op)]} combines conditions, only in the "
+                        "condition of where(): where((x > 0) & (y < 1), a, b)", node)
         return self.apply(op, [self.build(node.left), self.build(node.right)], node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Node:
@@ -211,6 +219,9 @@ class _Builder:
                 text = text[1:] if text.startswith("-") else "-" + text
                 return Node("const", exact=text, const=-operand.const)
             return self.apply(OPERATORS["-", 1], [operand], node)
+        if isinstance(node.op, ast.Invert):
+            raise _Fail("~ negates a condition, only in the condition of where(): "
+                        "where(~(x > 0), a, b)", node)
         raise _Fail(f"operator {_describe(node.op)} is not allowed", node)
 
     def visit_Compare(self, node: ast.Compare) -> Node:
@@ -225,21 +236,35 @@ class _Builder:
             if op is None:
                 raise _Fail("an integer mask needs != (where(mask != 0, a, b))", node)
             return self.apply(op, [mask, Node("const", exact="0", const=0.0)], node)
-        if not isinstance(node, ast.Compare):
-            raise _Fail("the first argument of where() must be a comparison such as x > 0",
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+            parts = [self.condition(node.left), self.condition(node.right)]
+            return self.apply(OPERATORS[_SYMBOLS[type(node.op)], 2], parts, node)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+            return self.apply(OPERATORS["~", 1], [self.condition(node.operand)], node)
+        if isinstance(getattr(node, "op", None), (ast.And, ast.Or, ast.Not)):
+            raise _Fail("conditions combine with & | ~, not and/or/not: (x > 0) & (y < 1)",
                         node)
+        if not isinstance(node, ast.Compare):
+            raise _Fail("the first argument of where() must be a comparison such as x > 0, "
+                        "or comparisons combined: (x > 0) & (y < 1)", node)
+        if any(_SYMBOLS.get(type(getattr(p, "op", None))) in ("&", "|", "~")
+               for p in [node.left, *node.comparators]):
+            raise _Fail(_PARENTHESISE, node)
         if len(node.ops) != 1:
-            raise _Fail("chained comparisons are not allowed; use one comparison", node)
+            raise _Fail("chained comparisons are not allowed; write (0 < x) & (x < 1)", node)
         op = OPERATORS.get((_SYMBOLS.get(type(node.ops[0])), 2))
         if op is None or RULES[op].kind != COMPARISON:
-            raise _Fail(f"comparison {_describe(node.ops[0])} is not allowed; use < <= > >=",
-                        node)
+            raise _Fail(f"comparison {_describe(node.ops[0])} is not allowed; use == != < <= "
+                        "> >=", node)
         args = [self.build(node.left), self.build(node.comparators[0])]
         if all(a.const is not None for a in args):
             raise _Fail("the condition compares two constants; it never changes", node)
         return self.apply(op, args, node)
 
-    def visit_Call(self, node: ast.Call) -> Node:
+    def visit_Subscript(self, node: ast.Subscript) -> Node:
+        return subscript(self, node, _Fail)   # x[0, 1:3], split(...)[0]: see .subscripts
+
+    def visit_Call(self, node: ast.Call, piece: dict | None = None) -> Node:
         if not isinstance(node.func, ast.Name):
             raise _Fail(f"only functions of the rule table can be called, not "
                         f"{_describe(node.func)}", node)
@@ -247,6 +272,8 @@ class _Builder:
         if fname not in FUNCTIONS:
             raise _Fail(f"unknown function {fname!r}{suggest(fname)}", node)
         rule = RULES[fname]
+        if piece is None and any(p.kind == KEY for p in rule.params):   # split(...)[0]
+            raise _Fail(f"{fname}() is written with a subscript: {rule.example}", node)
         if any(isinstance(a, ast.Starred) for a in node.args) or any(
                 k.arg is None for k in node.keywords):
             raise _Fail("* and ** arguments are not allowed", node)
@@ -257,7 +284,8 @@ class _Builder:
             args = [self.build(a) for a in operands]
         if any(a.op in RULES and RULES[a.op].kind == COMPARISON for a in args[1:]):
             raise _Fail("a comparison may only be the condition of where()", node)
-        return self.apply(fname, args, node, self.parameters(rule, node, positional))
+        given = self.parameters(rule, node, positional)
+        return self.apply(fname, args, node, {**given, **(piece or {})})
 
     @staticmethod
     def parameters(rule, node: ast.Call, positional: list[ast.AST]) -> dict:
@@ -445,9 +473,14 @@ def _string_literal(node: ast.AST, name: str) -> str:
     raise _Fail(f"{name}= must be a short string literal", node)
 
 
+def _subscript_only(node: ast.AST, name: str):
+    raise _Fail(f"{name} is written as the subscript after the call, not as an argument", node)
+
+
 _LITERALS = {AXIS: _axis_literal, BOOL: _bool_literal, NUMBER: _number_literal,
              INT: _int_literal, INTS: lambda n, name: _int_literal(n, name, True),
-             CHOICE: _string_literal, TEXT: _string_literal}
+             CHOICE: _string_literal, TEXT: _string_literal,
+             KEY: _subscript_only}
 
 
 def _describe(node: ast.AST) -> str:

@@ -85,9 +85,10 @@ class TensorReference(Reference):
         elif node.op == "row":
             name, params = node.data
             rule = RULES[name]
-            for k, arg in enumerate(node.args):
-                if rule.tensor.vjps[k] is not None:
-                    yield arg, rule.tensor_vjp(k, b, g, node, node.args, params)
+            for k, arg in enumerate(node.args):   # (None: no derivative, an index)
+                contribution = rule.tensor_vjp(k, b, g, node, node.args, params)
+                if contribution is not None:
+                    yield arg, contribution
 
     @property
     def sparsity(self) -> None:

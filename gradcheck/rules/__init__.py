@@ -6,9 +6,11 @@ column that needs them is first called, so parsing and listing cases stay instan
 
 from .columns import sympy_scalar_constant
 from .row import (AXIS, BACKENDS, BOOL, CHOICE, COMPARISON, DOMAINS, ELEMENTWISE, INT, INTS,
-                  LINALG, NUMBER, REDUCTION, TEXT, EngineRule, Param, Rule, TensorRule)
+                  KEY, LINALG, NUMBER, REDUCTION, STRUCTURE, TEXT, EngineRule, Param, Rule,
+                  TensorRule)
 from .table import FUNCTIONS, OPERATORS, RULES
 
 __all__ = ["Rule", "EngineRule", "TensorRule", "Param", "RULES", "FUNCTIONS", "OPERATORS", "BACKENDS",
            "DOMAINS", "ELEMENTWISE", "REDUCTION", "LINALG", "COMPARISON", "AXIS", "BOOL",
-           "NUMBER", "INT", "INTS", "CHOICE", "TEXT", "sympy_scalar_constant"]
+           "NUMBER", "INT", "INTS", "CHOICE", "TEXT", "KEY", "STRUCTURE",
+           "sympy_scalar_constant"]

@@ -229,10 +229,6 @@ def torch_softplus(x):
                                         else 20.0)
 
 
-def torch_transpose(x):
-    return _torch().transpose(x, -2, -1)
-
-
 def obj_matmul(a, b):
     out = np.matmul(np.asarray(a, dtype=object), np.asarray(b, dtype=object))
     return np.asarray(out, dtype=object)
@@ -262,12 +258,6 @@ def dot_shape(a, b):
         raise ShapeError(f"dot needs two vectors of one length, got shapes {list(a)} "
                          f"and {list(b)}")
     return ()
-
-
-def transpose_shape(a):
-    if len(a) < 2:
-        raise ShapeError(f"transpose needs at least two dimensions, got shape {list(a)}")
-    return a[:-2] + (a[-1], a[-2])
 
 
 # clamp(x, min=None, max=None) is min(max(x, lo), hi), in that order, as torch.clamp

@@ -10,16 +10,21 @@ or without parameters, is one row.
 
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from ..shapes import ShapeError, broadcast, normalize_axis, reduced
+from . import keys
 
 ELEMENTWISE = "elementwise"
 REDUCTION = "reduction"
 LINALG = "linalg"
 COMPARISON = "comparison"
+# an exact linear map with 0/1 coefficients (reshape, x[...], concat...): no rounding,
+# the error bound goes through the map itself (see gradcheck.rounding)
+STRUCTURE = "structure"
 
 #: Column names every row must fill.
 BACKENDS: tuple[str, ...] = ("sympy", "numpy", "torch", "engine")
@@ -28,7 +33,7 @@ BACKENDS: tuple[str, ...] = ("sympy", "numpy", "torch", "engine")
 DOMAINS: tuple[str, ...] = ("real", "positive", "nonnegative", "nonzero", "unit")
 
 AXIS, BOOL, NUMBER = "axis", "bool", "number"
-INT, INTS, CHOICE, TEXT = "int", "ints", "choice", "text"
+INT, INTS, CHOICE, TEXT, KEY = "int", "ints", "choice", "text", "key"
 
 #: Largest magnitude of an integer parameter, and most integers in one INTS value.
 MAX_INT, MAX_INTS = 1 << 31, 64
@@ -49,7 +54,9 @@ class Param:
     - ``ints``: an integer or a list of integers, or of lists of integers (``pad``'s
       widths), normalised to a tuple (of tuples); at most :data:`MAX_INTS` integers;
     - ``choice``: one of the strings ``choices`` (``gelu``'s ``approximate="tanh"``);
-    - ``text``: a string literal the row's shape rule validates (``einsum``'s subscripts).
+    - ``text``: a string literal the row's shape rule validates (``einsum``'s subscripts);
+    - ``key``: a subscript (:mod:`.keys`), written ``x[0, 1:3]`` after the call or the
+      operand, never as an argument (``index``'s key, ``split``'s piece).
     """
 
     name: str
@@ -64,6 +71,8 @@ class Param:
             if not isinstance(value, bool):
                 raise ShapeError(f"{self.name}= must be True or False")
             return value
+        if self.kind == KEY:
+            return keys.check(value)
         if value is None and self.default is None:
             return None
         if self.kind in (INT, INTS):
@@ -244,13 +253,21 @@ class Rule:
         takes the one-hot mask)."""
         return getattr(self, column)(*args, *_values(params), *extra)
 
+    def engine_vjp(self, k: int):
+        """The engine column's VJP of argument ``k``, ``f(g, ans, *args, *params)`` (or
+        None). A variadic row has one VJP for every operand, taking the operand's
+        position first (``concat``'s k-th cotangent is the k-th piece of ``g``)."""
+        return _at(self.engine.vjps, k, self.variadic)
+
     def vjp(self, k: int, g, ans, args, params=()):
         """The engine column's cotangent of argument ``k``."""
-        return self.engine.vjps[k](g, ans, *args, *_values(params))
+        return self.engine_vjp(k)(g, ans, *args, *_values(params))
 
     def tensor_vjp(self, k: int, b, g, ans, args, params=()):
-        """The tensor column's cotangent of argument ``k`` (built with ``b``)."""
-        return self.tensor.vjps[k](b, g, ans, *args, *_values(params))
+        """The tensor column's cotangent of argument ``k`` (built with ``b``); None where
+        the row has none."""
+        f = _at(self.tensor.vjps, k, self.variadic)
+        return None if f is None else f(b, g, ans, *args, *_values(params))
 
     def grad_fn_name(self, args, params=()) -> str | None:
         """PyTorch's name for the node this row records on ``args``."""
@@ -268,7 +285,9 @@ class Rule:
         out = []
         for name, value in params:
             p = kinds[name]
-            if p.kind == AXIS:
+            if p.kind == KEY:
+                out.append(keys.text(value))
+            elif p.kind == AXIS:
                 out.append(f"{name}={value[0] if len(value) == 1 else value}")
             elif p.kind == TEXT:
                 out.insert(0, _literal(value))
@@ -280,7 +299,16 @@ class Rule:
         """The row applied to operand texts, as a formula is written: by name with the
         ``keywords`` (``sum(x, axis=1)``, a list row's operands in one list,
         ``concat([a, b], axis=0)``), or by its operator (``-a``, ``a + b``); the caller
-        parenthesises operands an operator needs parenthesised."""
+        parenthesises operands an operator needs parenthesised. A ``key`` parameter's
+        subscript follows: ``split(x, [2, 3])[0]``, and for a row of a key alone the
+        operand, parenthesised unless it is a name: ``x[0, 1:3]``, ``(a + b)[0]``."""
+        subscript = "".join(k for k in keywords if k.startswith("["))
+        if subscript:
+            keywords = [k for k in keywords if not k.startswith("[")]
+            if all(p.kind == KEY for p in self.params):
+                base = operands[0]
+                return (base if base.isidentifier() else f"({base})") + subscript
+            return self.spell(operands, keywords) + subscript
         if self.symbol is None:
             texts = [f"[{', '.join(operands)}]"] if self.variadic == "list" else operands
             if self.variadic == "star":
@@ -295,6 +323,14 @@ class Rule:
     def domain_of(self, k: int):
         """The domain of argument ``k`` ("real" when the row does not restrict it)."""
         return self.domain[k] if k < len(self.domain) else "real"
+
+
+def _at(vjps: tuple, k: int, variadic: str | None):
+    """The k-th of a column's VJPs; a variadic row's one VJP with ``k`` bound first."""
+    if not variadic:
+        return vjps[k]
+    f = vjps[min(k, len(vjps) - 1)]
+    return None if f is None else functools.partial(f, k)
 
 
 def _literal(value: Any) -> str:

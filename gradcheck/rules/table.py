@@ -19,13 +19,14 @@ from .columns import (
     np_erf, np_logsumexp, np_matmul, np_reduce, np_sigmoid, obj_dot, obj_matmul, one_hot,
     pow_hazard, sym_clamp, sym_logsumexp, sym_mean, sym_reduction, sym_relu, sym_selected, sym_sigmoid,
     sym_softplus, sym_where, sympy, sympy_fn as s, top_two_gap, torch_clamp, torch_fn as t,
-    torch_reduce, torch_softplus, torch_transpose, transpose_shape)
-from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, LINALG, NUMBER, REDUCTION, Param, Rule
+    torch_reduce, torch_softplus)
+from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, INT, LINALG, NUMBER, REDUCTION, Param, Rule
 from . import tensor as tv
 from .activations import ROWS as ACTIVATION_ROWS
 from .composites import ROWS as COMPOSITE_ROWS
 from .conv import ROWS as CONV_ROWS
-from .structure import ROWS as STRUCTURE_ROWS
+from .structure import ROWS as STRUCTURE_ROWS, structural
+from . import structure_columns as sc, structure_tensor as st, structure_vjps as sv
 from .vjps import (
     SQRT_PI, atan2_recip, clamp_vjp, count, engine_rule as e, identity_vjp, keep, matmul_a, matmul_b, matmul_name,
     others_product, pow_base, pow_exponent, pow_name, reduction_name, share, sub_name,
@@ -49,12 +50,20 @@ def reduction(name, combine, np_fn, torch_fn, hazard=None, **row):
                 params=REDUCE_PARAMS, **row)
 
 
-def comparison(name, sym, op, symbol):
+def comparison(name, sym, op, symbol, example=None):
     return Rule(name, COMPARISON, 2, sym, lambda a, b: op(np.asarray(a), np.asarray(b)), op,
                 hazard=lambda a, b: np.abs(np.asarray(a) - np.asarray(b)),
                 doc="condition of where()", symbol=symbol, numbers=True,
-                example=f"where(x {symbol} y, x, y)",
+                example=example or f"where(x {symbol} y, x, y)",
                 engine=e(None))   # not differentiable
+
+
+def logical(name, sym, np_fn, op, symbol):
+    arity = 1 if symbol == "~" else 2
+    example = ("where(~(x > 0), x, y)" if arity == 1 else
+               f"where((x > 0) {symbol} (y < 1), x, y)")
+    return Rule(name, COMPARISON, arity, sym, np_fn, op, doc="combines conditions of where()",
+                symbol=symbol, example=example, rounding=0, engine=e(None))
 
 
 def _gap(a, b):
@@ -174,6 +183,19 @@ _ROWS: list[Rule] = [
     comparison("le", s("LessThan"), operator.le, "<="),
     comparison("gt", s("StrictGreaterThan"), operator.gt, ">"),
     comparison("ge", s("GreaterThan"), operator.ge, ">="),
+    # Equality of floats holds on a set of measure zero: where(x == 1, ...) at drawn
+    # points is the else branch, and points keep |x - 1| >= MARGIN, like any condition's.
+    # Equality is checked where it can hold: between exact values (integer and boolean
+    # inputs, constants) and between the results of steps (round(x) == 0, sign(x) ==
+    # sign(y)), which are constant on whole regions; sampling waives the hazard of such a
+    # comparison (gradcheck.sampling.steady_nodes), the steps' own keep points off jumps.
+    comparison("eq", s("Eq"), operator.eq, "==", "where(round(x) == 0, x, y)"),
+    comparison("ne", s("Ne"), operator.ne, "!=", "where(sign(x) != sign(y), x, y)"),
+    # conditions combined, as torch combines bool tensors (& | ~); their operands are
+    # conditions, whose own hazards the sampler keeps away from
+    logical("logical_and", s("And"), np.logical_and, operator.and_, "&"),
+    logical("logical_or", s("Or"), np.logical_or, operator.or_, "|"),
+    logical("logical_not", s("Not"), np.logical_not, operator.invert, "~"),
     # reductions, with axis= and keepdims=
     reduction("sum", lambda el: sympy.Add(*el), np_reduce(np.sum), torch_reduce("sum"),
               engine=e(reduction_name("Sum"), lambda g, ans, x, axis, keepdims:
@@ -214,11 +236,11 @@ _ROWS: list[Rule] = [
          shape=dot_shape,
          engine=e("DotBackward0", lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a),
          tensor=tv.tensor_rule(tv.dot_a, tv.dot_b)),
-    Rule("transpose", LINALG, 1, lambda a: np.swapaxes(np.asarray(a, dtype=object), -1, -2),
-         lambda a: np.swapaxes(a, -1, -2), torch_transpose, doc="swap the last two axes", example="transpose(x)",
-         rounding=0, shape=transpose_shape,
-         engine=e("TransposeBackward0", lambda g, ans, x: np.swapaxes(g, -1, -2),
-                  saves=False), tensor=tv.tensor_rule(tv.transpose_vjp)),
+    # (a structural row, older than its family's module: see .structure)
+    structural("transpose", 1, sc.np_transpose, sc.torch_transpose, sc.transpose_shape,
+               (Param("dim0", INT, -2), Param("dim1", INT, -1)), "TransposeBackward0",
+               sv.transpose_vjp, st.transpose_vjp, doc="swap two axes (the last two by default)",
+               example="transpose(x)"),
 ]
 
 # Rows of the families kept in their own modules (each module's ROWS, in table order).

@@ -89,10 +89,5 @@ def dot_b(b, g, ans, x, y):
     return b.mul(b.broadcast(g, x.shape), x)
 
 
-def transpose_vjp(b, g, ans, x):
-    # swapping the last two axes is its own adjoint
-    return b.row("transpose", g)
-
-
 def tensor_rule(*vjps) -> TensorRule:
     return TensorRule(vjps)
