@@ -29,7 +29,8 @@ import numpy as np
 
 from .forward import evaluate, hazard_distances
 from .arrays import unbroadcast
-from .rules import RULES
+from .rules import COMPARISON, ELEMENTWISE, RULES
+from .rules.activations import STEPS
 from .tree import elementwise_split, walk
 
 MARGIN = 0.05      # distance kept from every kink and singularity
@@ -94,6 +95,21 @@ def exact_nodes(root) -> set[int]:
     return exact
 
 
+def steady_nodes(root, exact: set[int] | None = None) -> set[int]:
+    """The ids of the nodes below ``root`` whose value is locally constant in the float
+    inputs: the :func:`exact_nodes`, the results of the step rows (floor, round, sign...:
+    ``rules.activations.STEPS``, kept off their jumps by their own hazards) and what is
+    computed from such alone. A comparison of such values switches only where they
+    jump, so its own hazard is waived: ``round(x) == 0`` holds on a whole interval, and
+    points inside it check equality as it is."""
+    steady = set(exact_nodes(root) if exact is None else exact)
+    for node in walk(root):
+        if node.op in STEPS or (node.op not in ("input", "const") and node.args
+                                and all(id(a) in steady for a in node.args)):
+            steady.add(id(node))
+    return steady
+
+
 def sample(case, dtype: str, index: int) -> Point:
     """Point number ``index`` of ``case`` for a run in ``dtype``."""
     rng = case_rng(case, dtype, index)
@@ -134,9 +150,9 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
             break
         for spec in free:
             mask = np.zeros(spec.shape, dtype=bool)
-            for b, _node, near in bad:
+            for b, node, near in bad:
                 mask |= (_culprits(spec.shape, b.shape, near) if elementwise
-                         else bool(np.any(near)))
+                         else _blamed(spec, node, near))
             mask = mask | outside[spec.name]
             if mask.any():
                 fresh = _draw(spec, rng, spec.shape) if draw is None else draw(spec, round_)
@@ -169,13 +185,32 @@ def _culprits(shape: tuple, body: tuple, near: np.ndarray) -> np.ndarray:
     return unbroadcast(near, shape, np.any)
 
 
+def _blamed(spec, node, near: np.ndarray):
+    """The elements of input ``spec`` behind a hazard ``near`` of ``node`` in a formula
+    that mixes elements: the whole input (True), but for a structural row whose hazard
+    is shaped like its argument (max_pool2d's ties, per element of its input) on an
+    argument elementwise in the inputs, where only the elements it is broadcast from
+    can move it (an image's pixels in the windows near a tie)."""
+    arg = node.args[0] if node.args else None
+    if (arg is None or node.rule.kind in (ELEMENTWISE, COMPARISON) or len(node.args) > 1
+            or np.shape(near) != arg.shape or any(
+                n.op not in ("input", "const", "let") and n.rule.kind not in
+                (ELEMENTWISE, COMPARISON) for n in walk(arg))):
+        return bool(np.any(near))
+    if spec.name not in {n.name for n in walk(arg) if n.op == "input"}:
+        return False
+    return _culprits(spec.shape, arg.shape, near)
+
+
 def _too_close(body, values) -> list:
     """(node, mask) for every hazard closer than MARGIN somewhere (none of a node whose
-    value depends on no float input: :func:`exact_nodes`)."""
+    value depends on no float input, :func:`exact_nodes`, nor of a comparison of
+    locally constant values, :func:`steady_nodes`)."""
     out = []
     exact = exact_nodes(body)
+    steady = steady_nodes(body, exact)
     for node, distance in hazard_distances(body, values):
-        if id(node) in exact and node.rule.hazard is not None:
+        if id(node) in exact or (node.rule.kind == COMPARISON and id(node) in steady):
             continue
         mask = distance < MARGIN
         if mask.any():

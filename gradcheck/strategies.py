@@ -88,7 +88,7 @@ from .expr import CONSTANTS, MAX_ELEMENTS, parse
 from .rules import COMPARISON, FUNCTIONS, RULES
 from .sampling import RANGES, sample, settle
 from .shapes import ShapeError, broadcast
-from .templates import SPECIAL, TEMPLATES, Template, into_domain
+from .templates import SPECIAL, TEMPLATE_INPUTS, TEMPLATES, Template, into_domain
 from .tree import Node
 
 __all__ = ["formulas", "points", "into_domain", "functions_for", "DEFAULT_INPUTS",
@@ -152,12 +152,14 @@ class _Spec:
     grad: tuple[str, ...]            # inputs that require grad (every formula uses one)
     allowed: frozenset[str]
     rows: dict[str, tuple[tuple[Template, ...], ...]]   # by group, by row
+    own: bool = False                # templates may add their own inputs (the defaults)
 
     @property
     def groups(self) -> list[str]:
         # Order matters for shrinking: unary first, so one function of an input is the
         # simplest formula after a bare input.
-        weights = [("unary", 2), ("binary", 2), ("reduce", 1), ("linalg", 1)]
+        weights = [("unary", 2), ("binary", 2), ("reduce", 1), ("linalg", 1),
+                   ("structure", 1)]
         return [g for g, n in weights if self.rows.get(g) for _ in range(n)]
 
 
@@ -190,7 +192,10 @@ def formulas(*, depth: int = 3, functions: Iterable[str] | None = None,
             case each example draws one to three inputs. Not with ``inputs``.
         inputs: the inputs by name: a shape (``{"w": [2, 3]}``) or an input table of the
             case-file keys (``{"w": {"shape": [3], "domain": "positive"}}``), passed on
-            as given. Default :data:`DEFAULT_INPUTS`: x [3], y [2, 3], s [].
+            as given. Default :data:`DEFAULT_INPUTS`: x [3], y [2, 3], s []; with
+            the default, the convolutions and poolings, whose operands have 3 or 4
+            dimensions, may also draw small inputs of their own
+            (:data:`gradcheck.templates.TEMPLATE_INPUTS`: ``img`` [2, 2, 2, 3], ``k``...).
 
     Every row is drawn from the rule table's data: an argument mapped into the row's
     domain (:func:`into_domain`), bounded first when the row grows, reductions over the
@@ -217,7 +222,8 @@ def formulas(*, depth: int = 3, functions: Iterable[str] | None = None,
     fixed = _fixed_inputs(shapes, inputs)
     if fixed is not None:
         _spec(fixed, allowed)  # fail now, not at the first draw
-    return _formulas(depth, allowed, shapes if fixed is None else None, fixed)
+    own = shapes is None and inputs is None
+    return _formulas(depth, allowed, shapes if fixed is None else None, fixed, own)
 
 
 def _fixed_inputs(shapes, inputs) -> dict[str, Any] | None:
@@ -237,16 +243,18 @@ def _fixed_inputs(shapes, inputs) -> dict[str, Any] | None:
 
 
 @st.composite
-def _formulas(draw, depth: int, allowed: frozenset[str], shapes, fixed):
+def _formulas(draw, depth: int, allowed: frozenset[str], shapes, fixed, own=False):
     if fixed is None:  # one to three inputs, shapes drawn
         n = draw(st.integers(1, 3))
         fixed = {}
         for name in _NAMES[:n]:
             fixed[name] = _check_shape(draw(shapes), "a shape drawn from shapes")
-    spec = _spec(fixed, allowed)
+    spec = _spec(fixed, allowed, own)
     e = draw(_expression(spec, depth, True))
     used = {n: (dict(v, shape=list(v.get("shape", []))) if isinstance(v, dict)
                 else list(v)) for n, v in fixed.items() if n in e.used}
+    used.update({n: list(s) for n, s in TEMPLATE_INPUTS.items()
+                 if own and n in e.used and n not in fixed})
     table = {"name": "formula", "expr": e.text, "inputs": used, "points": 1,
              "seed": draw(st.integers(0, 2**32 - 1))}
     # A formula sitting on a kink wherever it is defined (max over a broadcast scalar:
@@ -321,8 +329,11 @@ def _linalg_options(spec: _Spec, template: Template, a: _Expr) -> list[tuple]:
     operands are inputs of a fitting shape."""
     out = []
     slots = template.text.count("{") - 1
-    for names in itertools.product(spec.shapes, repeat=slots):
-        shape = _shape(template.text, (a.shape, *(spec.shapes[n] for n in names)))
+    pool = dict(spec.shapes)
+    if spec.own:   # the template's own inputs, where no drawn input has their name
+        pool.update((n, s) for n, s in template.inputs if n not in spec.shapes)
+    for names in itertools.product(pool, repeat=slots):
+        shape = _shape(template.text, (a.shape, *(pool[n] for n in names)))
         if shape is not None and math.prod(shape) <= MAX_ELEMENTS:
             out.append((template.text.format(f"{a.text}", *names), shape, frozenset(names)))
     return out
@@ -339,13 +350,13 @@ def _summed(e: _Expr) -> _Expr:
     return e if not e.shape else _Expr(f"sum({e.text})", (), e.used)
 
 
-def _spec(fixed: Mapping[str, Any], allowed: frozenset[str]) -> _Spec:
+def _spec(fixed: Mapping[str, Any], allowed: frozenset[str], own: bool = False) -> _Spec:
     shapes = {n: tuple(v["shape"] if isinstance(v, dict) else v) for n, v in fixed.items()}
     grad = tuple(n for n, v in fixed.items()
                  if not (isinstance(v, dict) and v.get("requires_grad") is False))
     if not grad:
         raise InvalidArgument("at least one input must require grad")
-    return _Spec(shapes, grad, allowed, _rows(allowed))
+    return _Spec(shapes, grad, allowed, _rows(allowed), own)
 
 
 _FIRST = ("sin", "tanh")
@@ -379,7 +390,7 @@ def _rows(allowed: frozenset[str]) -> dict[str, tuple[tuple[Template, ...], ...]
     for t in kept:
         out.setdefault(t.group, {}).setdefault(t.row, []).append(t)
     return {g: tuple(tuple(ts) for ts in out[g].values())
-            for g in ("unary", "binary", "reduce", "linalg") if g in out}
+            for g in ("unary", "binary", "reduce", "linalg", "structure") if g in out}
 
 
 def _check_functions(functions: Iterable[str] | None) -> frozenset[str]:

@@ -10,22 +10,28 @@ import itertools
 import math
 from typing import NamedTuple, Sequence
 
-from .rules import AXIS, BOOL, COMPARISON, ELEMENTWISE, REDUCTION, RULES, Rule
+from .rules import (AXIS, BOOL, CHOICE, COMPARISON, ELEMENTWISE, NUMBER, REDUCTION, RULES,
+                    STRUCTURE, Rule)
+from .structure_templates import structural_texts
 
-__all__ = ["Template", "TEMPLATES", "SPECIAL", "into_domain"]
+__all__ = ["Template", "TEMPLATES", "TEMPLATE_INPUTS", "SPECIAL", "into_domain"]
 
 
 class Template(NamedTuple):
     """One way to apply a row: ``text`` with ``{0}``, ``{1}``... for its operands. Group
     ``unary``/``binary``: elementwise, every operand drawn; ``reduce``: one operand;
-    ``linalg``: ``{0}`` is drawn, the others are inputs of a fitting shape. ``needs``:
+    ``linalg`` and ``structure`` (reshape, x[...], concat...): ``{0}`` is drawn, the
+    others are inputs of a fitting shape. ``needs``:
     rows beyond the row itself and the guards (``add``, ``mul``, ``pow``, ``tanh``,
-    ``sigmoid``) that the text applies."""
+    ``sigmoid``) that the text applies. ``inputs``: (name, shape) of small inputs the
+    template's other operands may also be, where the drawn inputs have too few
+    dimensions (a convolution's image and kernel: :data:`TEMPLATE_INPUTS`)."""
 
     row: str
     group: str
     text: str
     needs: frozenset[str] = frozenset()
+    inputs: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 def _num(value: float) -> str:
@@ -93,8 +99,9 @@ def _spell(rule: Rule, operands: Sequence[str], keywords: Sequence[str] = (),
 def _keywords(rule: Rule) -> list[tuple[str, ...]]:
     """Every drawn combination of the row's parameters, as ``name=value`` texts: an axis
     is the last one or (omitted) all, a bool its default or not, a number omitted or a
-    small constant (the i-th number parameter -0.5 + i, so a min stays below a max); at
-    least one number is given (clamp() without min or max is the identity, which torch
+    small constant (the i-th number parameter -0.5 + i, so a min stays below a max), a
+    choice its default or another; at least one number is given where every number's
+    default is None (clamp() without min or max is the identity, which torch
     refuses)."""
     options, numbers = [], []
     for p in rule.params:
@@ -102,15 +109,21 @@ def _keywords(rule: Rule) -> list[tuple[str, ...]]:
             options.append([f"{p.name}=-1", ""])
         elif p.kind == BOOL:
             options.append(["", f"{p.name}={not p.default}"])
+        elif p.kind == CHOICE:   # the default, or each other choice
+            options.append(["", *(f'{p.name}="{c}"' for c in p.choices if c != p.default)])
         else:
             numbers.append(len(options))
             options.append([f"{p.name}={_num(-0.5 + len(numbers) - 1)}", ""])
+    needed = all(p.default is None for p in rule.params if p.kind == NUMBER)
     return [tuple(o for o in combo if o) for combo in itertools.product(*options)
-            if not numbers or any(combo[i] for i in numbers)]
+            if not (numbers and needed) or any(combo[i] for i in numbers)]
 
 
 def _derived(rule: Rule) -> tuple[Template, ...]:
     """The templates of a row from its data: arity, domain, growth, spelling, params."""
+    if rule.kind == STRUCTURE:   # (from its example and its parameters' kinds)
+        return tuple(Template(rule.name, "structure", text)
+                     for text in structural_texts(rule))
     variants = _keywords(rule)
     if rule.kind in (ELEMENTWISE, REDUCTION):
         group = ("reduce" if rule.kind == REDUCTION else
@@ -129,6 +142,29 @@ def _derived(rule: Rule) -> tuple[Template, ...]:
     return tuple(out)
 
 
+# Conditions of where over its operands {0} (a formula of an input) and {1}, beyond one
+# comparison: each comparison has {0} on a side (a comparison of two constants is
+# refused). Equality of floats holds on a set of measure zero (points keep off it): it
+# is also drawn between rounded values, equal on whole regions (sampling.steady_nodes).
+_CONDITIONS = (("(({0}) > ({1})) & (({0}) < 1)", {"gt", "lt", "logical_and"}),
+               ("(({0}) < ({1})) | (({0}) > 1)", {"lt", "gt", "logical_or"}),
+               ("~(({0}) > ({1}))", {"gt", "logical_not"}),
+               ("~((({0}) <= ({1})) & ~(({0}) >= 0.5))", {"le", "ge", "logical_and",
+                                                         "logical_not"}),
+               ("round({0}) == round({1})", {"eq", "round"}),
+               ("round({0}) != round(2 * ({1}))", {"ne", "round"}))
+
+
+def _conditions() -> list[tuple[str, set[str]]]:
+    """where's conditions: each comparison row (gt first: the shrinker's choice), then
+    :data:`_CONDITIONS`."""
+    logical = {"logical_and", "logical_or", "logical_not"}
+    single = [(_spell(c, ["{0}", "{1}"]), {c.name})
+              for c in sorted(RULES.values(), key=lambda c: c.name != "gt")
+              if c.kind == COMPARISON and c.name not in logical]
+    return single + [(text, needs) for text, needs in _CONDITIONS if needs <= set(RULES)]
+
+
 def _special() -> dict[str, tuple[Template, ...]]:
     """Rows whose templates the table's data cannot give (each says why)."""
     return {
@@ -141,20 +177,47 @@ def _special() -> dict[str, tuple[Template, ...]]:
         # sign's derivative is zero wherever it is defined: times its operand, the
         # formula keeps a gradient flowing through the operand (|a|, with sign's node).
         "sign": (Template("sign", "unary", "sign({0}) * ({0})"),),
-        # where's condition is a comparison (each row of the table's comparisons); its
-        # branches are inputs, so that the condition decides between real values.
-        "where": tuple(Template("where", "binary", "where(" + _spell(c, ["{0}", "{1}"])
-                                 + ", {2}, {3})", frozenset({c.name}))
-                       for c in sorted(RULES.values(), key=lambda c: c.name != "gt")
-                       if c.kind == COMPARISON),
+        # where's condition is a comparison (each row of the table's comparisons), or
+        # comparisons combined (_CONDITIONS); its branches are inputs, so that the
+        # condition decides between real values.
+        "where": tuple(Template("where", "binary", f"where({cond}, {{2}}, {{3}})",
+                                frozenset(needs)) for cond, needs in _conditions()),
         # matmul also takes a transposed input (x @ transpose(W), the common layer).
         "matmul": _derived(RULES["matmul"]) + (Template(
             "matmul", "linalg", "({0}) @ transpose({1})", frozenset({"transpose"})),),
     }
 
 
+# The convolutions and poolings need operands of 3 or 4 dimensions, which the drawn
+# inputs rarely have: their templates bring a batch of small signals or images and
+# kernels (N = 2, C = 2), which the drawn operand {0} scales or is (a conv's output
+# is an image too), so that its gradient flows through the input or the weight.
+TEMPLATE_INPUTS: dict[str, tuple[int, ...]] = {
+    "seq": (2, 2, 3), "w1": (2, 2, 3), "wg1": (2, 1, 3),
+    "img": (2, 2, 2, 3), "k": (2, 2, 2, 3), "kg": (2, 1, 2, 2)}
+_WINDOWED = {
+    "conv1d": (["seq", "w1", "wg1"], [
+        "conv1d({0}, {1}, padding=1)", "conv1d({1} * ({0}), {2}, padding=1)",
+        "conv1d({1} * ({0}), {2}, stride=2, padding=2, dilation=2)",
+        "conv1d({1}, {2} * ({0}), padding=1)", "conv1d({1} * ({0}), {2}, padding=1, groups=2)"]),
+    "conv2d": (["img", "k", "kg"], [
+        "conv2d({0}, {1}, padding=1)", "conv2d({1} * ({0}), {2}, padding=1)",
+        "conv2d({1} * ({0}), {2}, stride=[1, 2], padding=[1, 2], dilation=[2, 1])",
+        "conv2d({1}, {2} * ({0}), padding=1)", "conv2d({1} * ({0}), {2}, padding=1, groups=2)"]),
+    **{pool: (["img"], [f"{pool}({{0}}, 2)", f"{pool}({{1}} * ({{0}}), 2, stride=1)",
+                        f"{pool}({{1}} * ({{0}}), [1, 3])"])
+       for pool in ("avg_pool2d", "max_pool2d")},
+}
+
+
+def _windowed() -> dict[str, tuple[Template, ...]]:
+    return {row: tuple(Template(row, "linalg", text, inputs=tuple(
+        (n, TEMPLATE_INPUTS[n]) for n in names)) for text in texts)
+        for row, (names, texts) in _WINDOWED.items() if row in RULES}
+
+
 #: The rows whose templates are written by hand (see _special).
-SPECIAL = _special()
+SPECIAL = {**_special(), **_windowed()}
 #: Every row's templates, in the table's order (comparisons come with where).
 TEMPLATES = {name: SPECIAL.get(name) or _derived(rule) for name, rule in RULES.items()
               if rule.kind != COMPARISON}

@@ -24,6 +24,7 @@ from gradcheck.rules import COMPARISON, RULES
 from gradcheck.runner import run_case
 from gradcheck.sampling import MARGIN
 from gradcheck.strategies import DEFAULT_FUNCTIONS, GUARDS, formulas, functions_for, points
+from gradcheck.templates import TEMPLATE_INPUTS
 from gradcheck.tree import walk
 
 COMPARISONS = {n for n, r in RULES.items() if r.kind == COMPARISON}
@@ -41,7 +42,8 @@ def ops(table) -> set[str]:
 @given(formulas())
 def test_drawn_formulas_parse_and_pass_the_full_check(table):
     assert set(table) == {"name", "expr", "inputs", "points", "seed"}
-    assert table["inputs"] and set(table["inputs"]) <= {"x", "y", "s"}
+    # (a convolution's or pooling's own image and kernel beside the default inputs)
+    assert table["inputs"] and set(table["inputs"]) <= {"x", "y", "s", *TEMPLATE_INPUTS}
     result = check(case_from_dict(table))
     assert result.status == "passed", (table["expr"], result.message, result.notes)
     assert {w.witness for w in result.witnesses} == {"engine", "torch", "numeric"}

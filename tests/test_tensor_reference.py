@@ -125,6 +125,15 @@ LINEAR = [
     ("matmul", [(4,), (4,)], {}),
     ("dot", [(5,), (5,)], {}),
     ("transpose", [(2, 3, 4)], {}),
+    # a convolution is linear in its input and in its weight (conv_input_grad and
+    # conv_weight_grad, each with every parameter); avg_pool2d in its input
+    ("conv2d", [(2, 4, 5, 6), (6, 2, 3, 2)],
+     {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}),
+    ("conv2d", [(3, 4, 4), (2, 3, 2, 2)], {"padding": 3}),
+    ("conv1d", [(2, 3, 9), (4, 3, 3)], {"stride": 2, "padding": 1, "dilation": 2}),
+    ("conv1d", [(4, 7), (4, 2, 2)], {"groups": 2, "stride": 3}),
+    ("avg_pool2d", [(2, 3, 5, 6)], {"kernel_size": 2}),
+    ("avg_pool2d", [(3, 5, 6)], {"kernel_size": (3, 2), "stride": (1, 2)}),
 ]
 
 
