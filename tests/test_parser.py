@@ -203,6 +203,31 @@ def test_where_with_comparisons(names, cond, op):
     assert node.shape == (3,)
 
 
+@pytest.mark.parametrize("cond, op", [("x == 0", "eq"), ("x != y", "ne"), ("0 == x", "eq")])
+def test_where_with_equality(names, cond, op):
+    node = parse(f"where({cond}, x, -x)", names)
+    assert node.args[0].op == op and node.args[0].shape == (3,)
+
+
+@pytest.mark.parametrize("cond, tree", [
+    ("(x > 0) & (y < 1)", ("logical_and", "gt", "lt")),
+    ("(x > 0) | (x == s)", ("logical_or", "gt", "eq")),
+    ("~(x > 0)", ("logical_not", "gt")),
+    ("~((x > 0) & (y != 1)) | (x <= y)", ("logical_or", "logical_not", "le")),
+    ("(x > 0) & (y < 1) & (x > y)", ("logical_and", "logical_and", "gt")),
+])
+def test_where_with_combined_conditions(names, cond, tree):
+    node = parse(f"where({cond}, x, -x)", names)
+    c = node.args[0]
+    assert (c.op, *(a.op for a in c.args)) == tree
+    assert c.shape == (3,) and node.shape == (3,)
+
+
+def test_combined_conditions_broadcast(names):
+    node = parse("where((col > 0) & (x < 1), M, 0)", names)
+    assert node.args[0].op == "logical_and" and node.args[0].shape == (2, 3)
+
+
 def test_where_broadcasts_all_three(names):
     assert parse("where(x > 0, M, 0)", names).shape == (2, 3)
     assert parse("where(col > x, s, 1)", names).shape == (2, 3)
@@ -331,7 +356,7 @@ HOSTILE = [
     ("x if s else y", r"if-expression is not allowed"),
     ("x and y", r"and/or is not allowed"),
     ("not x", r"operator not is not allowed"),
-    ("~x", r"operator ~ is not allowed"),
+    ("~x", r"~ negates a condition, only in the condition of where"),
     ("x % 2", r"operator % is not allowed"),
     ("x // 2", r"operator // is not allowed"),
     ("x << 1", r"operator << is not allowed"),
@@ -463,12 +488,25 @@ def test_unknown_name_with_no_names_declared():
     ("sum(x > 0)", r"comparison may only be the condition of where"),
     ("where(x > 0, x > 1, x)", r"comparison may only be the condition"),
     ("where(x, x, y)", r"first argument of where\(\) must be a comparison"),
-    ("where(0 < x < 1, x, y)", r"chained comparisons are not allowed"),
+    ("where(0 < x < 1, x, y)", r"chained comparisons are not allowed; write \(0 < x\) & "),
     ("0 < x < 1", r"comparison may only be the condition"),
-    ("where(x == 0, x, y)", r"comparison == is not allowed; use < <= > >="),
-    ("where(x != 0, x, y)", r"comparison != is not allowed"),
-    ("where(x in y, x, y)", r"comparison in is not allowed"),
+    ("x == 0", r"comparison may only be the condition of where"),
+    ("where(x == 0, x, y) + (x != y)", r"comparison may only be the condition"),
+    ("where(x in y, x, y)", r"comparison in is not allowed; use == != < <= > >="),
     ("where(x is y, x, y)", r"comparison is is not allowed"),
+    # & | ~ combine conditions, inside where's condition only, each comparison in
+    # parentheses (Python binds & | ~ tighter than comparisons)
+    ("where(x > 0 & y < 1, x, y)", r"bind tighter than comparisons: parenthesise each"),
+    ("where(x > 0 | y, x, y)", r"parenthesise each comparison, as in \(x > 0\) & \(y < 1\)"),
+    ("where(~x > 0, x, y)", r"bind tighter than comparisons"),
+    ("where(x > 0 and y < 1, x, y)", r"conditions combine with & \| ~, not and/or/not"),
+    ("where(not x > 0, x, y)", r"not and/or/not"),
+    ("where((x > 0) & y, x, y)", r"must be a comparison such as x > 0, or comparisons"),
+    ("(x > 0) & (y < 1)", r"& combines conditions, only in the condition of where\(\)"),
+    ("x | y", r"\| combines conditions, only in the condition of where"),
+    ("~x", r"~ negates a condition, only in the condition of where"),
+    ("where(x > 0, (x > 0) & (y > 0), x)", r"& combines conditions, only in the condition"),
+    ("where((x > 0) & (1 > 0), x, y)", r"compares two constants"),
 ])
 def test_comparisons_outside_where(names, text, match):
     fails(text, names, match)

@@ -11,6 +11,7 @@ import pytest
 from gradcheck import rules
 from gradcheck import engine
 from gradcheck.rules import BACKENDS, RULES, EngineRule
+from gradcheck.rules.activations import STEPS
 from conftest import check, make_case
 
 M = [4, 3]
@@ -66,7 +67,30 @@ ROW_CASES = {
     "logsumexp": ("logsumexp(x, axis=1)", {"x": M}),
     "matmul": ("x @ W", {"x": M, "W": [3, 2]}),
     "dot": ("dot(a, b)", {"a": V, "b": V}),
-    "transpose": ("transpose(x) @ x", {"x": M}),
+    "transpose": ("transpose(x) @ x + transpose(z, 0, 2)[0] * 2", {"x": M, "z": [3, 3, 3]}),
+    # structural rows (gradcheck/rules/structure.py): exact linear maps
+    "reshape": ("reshape(x, [2, -1]) * reshape(transpose(x), [2, 12]) "
+                "+ reshape(x[:, ::2], [-1, 6])[0]", {"x": [4, 6]}),
+    "flatten": ("flatten(x) * flatten(transpose(x), 0, 1) + flatten(x, 1, 1)[0, 0]",
+                {"x": M}),
+    "squeeze": ("squeeze(unsqueeze(x, 0), 0) + squeeze(sum(x, axis=0, keepdims=True))",
+                {"x": M}),
+    "unsqueeze": ("unsqueeze(x, 1) * unsqueeze(y, -1)", {"x": M, "y": V}),
+    "permute": ("sum(permute(z, [2, 0, 1]) * x[:, :, None], axis=2) "
+                "+ permute(x, [1, 0])[0][:, None]", {"x": M, "z": [3, 2, 4]}),
+    "expand": ("expand(y, [4, -1]) * x + expand(unsqueeze(y, 0), [2, 4, 3])",
+               {"x": M, "y": V}),
+    "flip": ("flip(x, axis=1) * x + flip(x)", {"x": M}),
+    "roll": ("roll(x, 1, axis=1) * x + roll(x, -2) + roll(x, [1, 2], [0, 1])", {"x": M}),
+    "pad": ("sin(pad(x, [[0, 0], [1, 2]], value=0.5)) + pad(x, [[0, 0], [3, 0]])",
+            {"x": M}),
+    "tril": ("tril(x) + tril(x * x, k=-1)", {"x": [3, 3]}),
+    "triu": ("triu(x, k=1) * x + triu(x)", {"x": M}),
+    "index": ("x[0] + x[-1, ::-1] + x[:, None][:, 0, 0:][0] + sum(x[..., ::2]) "
+              "+ x[1:, :][::-2, None][0, 0] + x[...]", {"x": M}),
+    "concat": ("concat([x, y * y], axis=-1) * concat([y, x], 1)", {"x": M, "y": M}),
+    "stack": ("stack([x, sin(y)], axis=1) * 2 + stack([x], axis=1)", {"x": M, "y": M}),
+    "split": ("split(x, [1, 2], axis=1)[0] * split(x, [1, 2], axis=1)[-1]", {"x": M}),
     # convolutions and pooling (NCHW): batched and unbatched, every parameter
     "conv1d": ("conv1d(s, w, stride=2, padding=1, dilation=2, groups=2) + conv1d(t, k)",
                {"s": [2, 4, 7], "w": [4, 2, 2], "t": [4, 6], "k": [4, 4, 3]}),
@@ -243,9 +267,10 @@ def _scaled_backward(fn, factor=1.01):
     return wrapped
 
 
-# sign's true VJP is zero, so a scaled one is still right; it gets its own bug below.
+# The steps' true VJP is zero (sign, floor, round...), so a scaled one is still right;
+# they get their own bug below.
 DIFFERENTIABLE = sorted(n for n in ROW_CASES
-                        if RULES[n].kind != rules.COMPARISON and n != "sign")
+                        if RULES[n].kind != rules.COMPARISON and n not in STEPS)
 
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)

@@ -4,6 +4,8 @@ derivatives to NumPy."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import sympy
 
@@ -17,9 +19,25 @@ def _select(condlist, choicelist, default=0.0):
     return np.select([np.asarray(c).astype(bool) for c in condlist], choicelist, default)
 
 
+class _Broadcasting:
+    """np.logical_and or np.logical_or whose ``reduce`` over a tuple broadcasts, as SymPy
+    prints And(a, b) (``logical_and.reduce((a, b))``): conditions of where over inputs of
+    different shapes, (x > 0) & (y < 1)."""
+
+    def __init__(self, ufunc):
+        self.ufunc = ufunc
+
+    def __call__(self, *args, **kwargs):
+        return self.ufunc(*args, **kwargs)
+
+    def reduce(self, operands, axis=0):
+        return functools.reduce(self.ufunc, operands)
+
+
 #: lambdify's namespaces for every compiled reference kernel.
 MODULES = [{"sign": np.sign, "Heaviside": lambda x, h=0.5: np.heaviside(x, h),
-            "select": _select}, "scipy", "numpy"]
+            "select": _select, "logical_and": _Broadcasting(np.logical_and),
+            "logical_or": _Broadcasting(np.logical_or)}, "scipy", "numpy"]
 
 
 def _is_step_derivative(e) -> bool:
