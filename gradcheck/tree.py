@@ -110,43 +110,42 @@ def fold(root: Node, visit: Callable[[Node, list], Any],
         overrides = {(id(built[k]) if isinstance(k, int) and k in built else k): v
                      for k, v in overrides.items()}
         return fold(merged, visit, overrides)
-
-    def given(node: Node) -> bool:
-        return id(node) in overrides or (node.op in ("input", "let")
-                                         and node.name in overrides)
-
+    order, counts = _plan(root, frozenset(overrides))
     # A value is dropped once its last parent has used it: a long formula on large
-    # arrays then holds a few arrays at a time, not one per node. (Nothing below an
-    # override is visited: a region of a large DAG costs its own size.)
-    uses: dict[int, int] = {}
-    for node in walk(root, stop=given):
-        if given(node):
-            continue
-        for c in node.args:
-            uses[id(c)] = uses.get(id(c), 0) + 1
+    # arrays then holds a few arrays at a time, not one per node.
+    uses = dict(counts)
     values: dict[int, Any] = {}
-    stack: list[tuple[Node, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
+    for node in order:
         key = id(node)
-        if key in values:
-            continue
         if key in overrides:
             values[key] = overrides[key]
-            continue
-        if node.op in ("input", "let") and node.name in overrides:
+        elif node.op in ("input", "let") and node.name in overrides:
             values[key] = overrides[node.name]
-            continue
-        if not expanded:
-            stack.append((node, True))
-            stack.extend((c, False) for c in reversed(node.args) if id(c) not in values)
-            continue
-        values[key] = visit(node, [values[id(c)] for c in node.args])
-        for c in node.args:
-            uses[id(c)] -= 1
-            if uses[id(c)] == 0 and c is not root:
-                del values[id(c)]
+        else:
+            values[key] = visit(node, [values[id(c)] for c in node.args])
+            for c in node.args:
+                uses[id(c)] -= 1
+                if uses[id(c)] == 0 and c is not root:
+                    del values[id(c)]
     return values[id(root)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(root: Node, given: frozenset) -> tuple[tuple[Node, ...], dict[int, int]]:
+    """What :func:`fold` visits below ``root`` when the names or node ids ``given`` are
+    overridden (nothing below those), children first, and how many parents use each
+    node. Kept per formula and overrides: the numeric witness folds the same formula
+    dozens of times per point."""
+    def stop(node: Node) -> bool:
+        return id(node) in given or (node.op in ("input", "let") and node.name in given)
+
+    order = tuple(walk(root, stop=stop))
+    uses: dict[int, int] = {}
+    for node in order:
+        if not stop(node):
+            for c in node.args:
+                uses[id(c)] = uses.get(id(c), 0) + 1
+    return order, uses
 
 
 def evaluate(root: Node, leaf: Callable[[Node], Any], apply: Callable[[Node, list], Any],
