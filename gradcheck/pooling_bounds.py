@@ -31,10 +31,12 @@ def pool_cotangent(b, node, rule, k: int, g, ge, t, args) -> np.ndarray:
     """The error bound of a pooling's cotangent: linear in ḡ with coefficients ≥ 0 (1/n,
     or 1 at the pick, which the forward's errors do not move: sampling keeps away from
     ties), so ḡ's error passes through the VJP itself; the sums over overlapping
-    windows (and avg_pool2d's division) add their own."""
+    windows (and avg_pool2d's division) add their own, at the unit roundoff of the dtype
+    itself: torch's pooling backward kernels add into the gradient in its own dtype
+    (``grad_input[i] += ...``, bfloat16 in bfloat16)."""
     through_g = np.abs(b._call(node, rule, k, ge, t, args))
     full = np.abs(b._call(node, rule, k, np.abs(g), t, args))
-    own = accumulation(pool_terms(node.op, *(v for _, v in node.params), k)) * b.u_acc * full
+    own = accumulation(pool_terms(node.op, *(v for _, v in node.params), k)) * b.u * full
     if rule.rounding:
         own = own + rule.rounding * b.u * full + b.eta
     return through_g + own

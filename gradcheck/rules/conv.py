@@ -23,10 +23,11 @@ POOL_PARAMS = (Param("kernel_size", INTS, None), Param("stride", INTS, None))
 
 
 def _conv(d: int, example: str) -> Rule:
+    size, kernel = ("L", "k") if d == 1 else ("H, W", "kH, kW")
     return Rule(f"conv{d}d", LINALG, 2, cc.obj_conv, cc.np_conv, cc.torch_conv(d),
                 params=CONV_PARAMS, shape=cc.conv_shape(d), rounding=1, example=example,
-                doc=f"{d}-d convolution (cross-correlation) of x (N, C_in, {'L' if d == 1 else 'H, W'}) "
-                    f"with w (C_out, C_in / groups, {'k' if d == 1 else 'kH, kW'})",
+                doc=f"{d}-d convolution (cross-correlation) of x (N, C_in, {size}) with w "
+                    f"(C_out, C_in / groups, {kernel})",
                 engine=engine_rule("ConvolutionBackward0", conv_input_vjp, conv_weight_vjp),
                 tensor=ct.CONV)
 
