@@ -45,7 +45,7 @@ class _Condition:
     mask: np.ndarray
 
 
-_NEGATION = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_NEGATION = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 
 
 def _symbol(node) -> str | None:
@@ -65,7 +65,10 @@ def _text(node) -> str:
     if node.op == "const":
         return node.exact if node.exact is not None else f"{node.const:g}"
     rule = RULES[node.op]
-    if rule.symbol is None or rule.kind == COMPARISON:   # a condition reads unbracketed
+    # a condition reads unbracketed, but conditions combined (& | ~) bracket theirs
+    plain = rule.kind == COMPARISON and not any(
+        a.op in RULES and RULES[a.op].kind == COMPARISON for a in node.args)
+    if rule.symbol is None or plain:
         return rule.spell([_text(a) for a in node.args], rule.keywords(node.params))
     return rule.spell([operand(a) for a in node.args])
 
@@ -85,7 +88,12 @@ def _conditions(roots, values: dict) -> list[_Condition]:
 
     def on_node(node, args, value) -> None:
         if node.op in RULES and RULES[node.op].kind == COMPARISON:
-            add(node, _text(node.args[0]), _symbol(node), _text(node.args[1]), value)
+            if _symbol(node) in _NEGATION:
+                add(node, _text(node.args[0]), _symbol(node), _text(node.args[1]), value)
+            else:   # conditions combined (& | ~): the whole, and its negation
+                text = _text(node)
+                found.setdefault(node, _Condition(node, text, f"~({text})", np.broadcast_to(
+                    np.asarray(value, dtype=bool), node.shape)))
         elif node.op in ("relu", "abs", "sign"):
             add(node, _text(node.args[0]), ">", "0", np.asarray(args[0]) > 0)
         elif node.op in ("maximum", "minimum"):

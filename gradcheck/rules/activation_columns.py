@@ -20,7 +20,7 @@ import numpy as np
 from ..shapes import ShapeError
 from .columns import _torch, cfunction, sym_sigmoid, sym_softplus, sympy
 
-SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+SQRT_2_OVER_PI = math.sqrt(2) * (2 / math.sqrt(math.pi)) * 0.5   # torch's kBeta, as written
 KAPPA = 0.044715   # the cubic coefficient of gelu's tanh approximation, as torch's double
 
 
