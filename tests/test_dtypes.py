@@ -276,6 +276,13 @@ def _probe(name: str, dt: torch.dtype):
     if rule.kind == REDUCTION:
         x = leaf(3, 4)
         return rule.torch(x, (1,), False), x
+    if rule.kind == LINALG and rule.params:   # a convolution, a pooling: NCHW
+        d = int(name[4]) if name.startswith("conv") else 2     # conv1d: 1, conv2d: 2
+        x = leaf(2, 3, *[5] * d)
+        operands = [x, leaf(4, 3, *[3] * d)] if name.startswith("conv") else [x]
+        given = {} if name.startswith("conv") else {"kernel_size": 2}
+        return rule.call("torch", operands, rule.bind([tuple(a.shape) for a in operands],
+                                                      given)), x
     if rule.kind == LINALG:
         x = leaf(2, 3, 4)
         if name == "transpose":
