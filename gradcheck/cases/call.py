@@ -107,8 +107,9 @@ class _Reader:
             if node.id in self.inputs:
                 return OpArgument(input=node.id)
             known = ", ".join(self.inputs)
-            raise _Fail(f"unknown input {node.id!r} (the inputs: {known})"
-                        f"{suggest(node.id, self.inputs, '')}", node)
+            same = [n for n in self.inputs if n.lower() == node.id.lower()]
+            hint = f"; did you mean {same[0]}?" if same else suggest(node.id, self.inputs, "")
+            raise _Fail(f"unknown input {node.id!r} (the inputs: {known}){hint}", node)
         return OpArgument(value=self.literal(node))
 
     def literal(self, node: ast.AST, depth: int = 0) -> Any:
@@ -130,6 +131,9 @@ class _Reader:
         if isinstance(node, ast.List) and depth < 4:
             if len(node.elts) > MAX_LIST:
                 raise _Fail(f"a list of more than {MAX_LIST} items", node)
+            if any(not isinstance(e, (ast.Constant, ast.UnaryOp, ast.List))
+                   for e in node.elts):
+                raise _Fail("a list may hold numbers (and lists of numbers) only", node)
             items = [self.literal(e, depth + 1) for e in node.elts]
             if not all(isinstance(i, (int, float, list)) and not isinstance(i, bool)
                        for i in items):
@@ -153,4 +157,8 @@ def _what(node: ast.AST) -> str:
         return "arithmetic"
     if isinstance(node, ast.Attribute):
         return "attribute access"
+    if isinstance(node, ast.Tuple):
+        return "a tuple (write a list)"
+    if isinstance(node, ast.Subscript):
+        return "indexing"
     return type(node).__name__
