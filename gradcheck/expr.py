@@ -361,7 +361,7 @@ def _is_literal(node: ast.AST) -> bool:
     if isinstance(node, (ast.List, ast.Tuple)):
         return all(_is_literal(e) for e in node.elts)
     return isinstance(node, ast.Constant) or (isinstance(node, ast.Name)
-                                              and node.id in CONSTANTS)
+                                              and node.id in (*CONSTANTS, "inf"))
 
 
 def _is_string(node: ast.AST) -> bool:
@@ -444,6 +444,8 @@ def _number_literal(node: ast.AST, name: str) -> float | None:
         node = node.operand
     if isinstance(node, ast.Constant) and node.value is None and sign == 1.0:
         return None
+    if isinstance(node, ast.Name) and node.id == "inf":   # a parameter only (norm's ord)
+        return sign * math.inf
     if isinstance(node, ast.Name) and node.id in CONSTANTS:
         return sign * CONSTANTS[node.id]
     if (isinstance(node, ast.Constant) and type(node.value) in (int, float)

@@ -50,6 +50,8 @@ from .pooling_bounds import pool_cotangent, pool_value
 from .rules.conv import CONVOLUTIONS, POOLS
 from .summation import BLOCK, accumulation, terms as sum_terms   # noqa: F401 (BLOCK: API)
 from .arrays import unbroadcast
+from .composite_rounding import composite_cotangent, composite_value
+from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
 from .tree import twins, Node, walk
 
@@ -204,6 +206,8 @@ class _Bounds:
             return args[0], errs[0]
         rule = RULES[node.op]
         u, u_acc = self.u, self.u_acc
+        if isinstance(rule.rounding, Bound):   # a composite row: its own bound
+            return composite_value(self, node, rule, args, errs)
         if rule.kind == COMPARISON:
             t = np.asarray(node.call("numpy", args))
             return t, np.zeros(np.shape(t))
@@ -309,6 +313,8 @@ class _Bounds:
         errs = [self.err[id(a)] for a in node.args]
         c = self._call(node, rule, k, g, t, args)
         u, u_acc = self.u, self.u_acc
+        if isinstance(rule.rounding, Bound):
+            return c, composite_cotangent(self, node, rule, k, g, ge, c, _batched)
         if node.op in POOLS:
             return c, pool_cotangent(self, node, rule, k, g, ge, t, args)
         if rule.kind == STRUCTURE:

@@ -10,7 +10,7 @@ import itertools
 import math
 from typing import NamedTuple, Sequence
 
-from .rules import (AXIS, BOOL, CHOICE, COMPARISON, ELEMENTWISE, NUMBER, REDUCTION, RULES,
+from .rules import (AXIS, BOOL, CHOICE, COMPARISON, ELEMENTWISE, INT, NUMBER, REDUCTION, RULES,
                     STRUCTURE, Rule)
 from .structure_templates import structural_texts
 
@@ -111,6 +111,12 @@ def _keywords(rule: Rule) -> list[tuple[str, ...]]:
             options.append(["", f"{p.name}={not p.default}"])
         elif p.kind == CHOICE:   # the default, or each other choice
             options.append(["", *(f'{p.name}="{c}"' for c in p.choices if c != p.default)])
+        elif p.kind == INT:      # the default, or one more or less (topk's k=2, var's
+            options.append(["", *(f"{p.name}={v}" for v in (p.default + 1, p.default - 1)
+                                  if v >= 0)])      # correction=0)
+        elif p.kind == NUMBER and p.choices:   # the default, or each other value listed
+            options.append(["", *(f"{p.name}={_num(c)}" for c in p.choices
+                                  if c != p.default)])
         else:
             numbers.append(len(options))
             options.append([f"{p.name}={_num(-0.5 + len(numbers) - 1)}", ""])
@@ -165,6 +171,12 @@ def _conditions() -> list[tuple[str, set[str]]]:
     return single + [(text, needs) for text, needs in _CONDITIONS if needs <= set(RULES)]
 
 
+_EINSUMS = (("ij,jk->ik", "{0}, {1}"), ("ij,jk->ik", "{1}, {0}"), ("ij,j->i", "{0}, {1}"),
+            ("i,i->", "{0}, {1}"), ("ij,ij->i", "{0}, {1}"), ("i,j->ij", "{0}, {1}"),
+            ("ij,kj", "{0}, {1}"), ("...j,j->...", "{0}, {1}"), ("bij,bjk->bik", "{0}, {1}"),
+            ("ij->ji", "{0}"), ("ij->j", "{0}"), ("...i->...", "{0}"))
+
+
 def _special() -> dict[str, tuple[Template, ...]]:
     """Rows whose templates the table's data cannot give (each says why)."""
     return {
@@ -182,6 +194,11 @@ def _special() -> dict[str, tuple[Template, ...]]:
         # condition decides between real values.
         "where": tuple(Template("where", "binary", f"where({cond}, {{2}}, {{3}})",
                                 frozenset(needs)) for cond, needs in _conditions()),
+        # einsum's subscripts are text its data cannot draw: the common equations (a
+        # contraction, a product, a sum, a transpose, with ... and implicitly), the
+        # drawn operand {0} on either side.
+        "einsum": tuple(Template("einsum", "linalg", f'einsum("{eq}", {ops})')
+                        for eq, ops in _EINSUMS),
         # matmul also takes a transposed input (x @ transpose(W), the common layer).
         "matmul": _derived(RULES["matmul"]) + (Template(
             "matmul", "linalg", "({0}) @ transpose({1})", frozenset({"transpose"})),),

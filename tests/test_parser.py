@@ -88,9 +88,12 @@ def test_every_function_of_the_rule_table_parses(names, fname):
         text = "dot(x, y)"
     elif fname == "transpose":
         text = "transpose(M)"
-    else:   # a number parameter (clamp's min=, max=) given, the others left to defaults
-        given = [f"{p.name}=0.5" for p in RULES[fname].params if p.kind == "number"]
-        text = f"{fname}({', '.join(['x'] * arity + given)})"
+    else:   # a number parameter without a default (clamp's min=, max=) given, the others
+        # left to defaults; a text parameter (einsum's subscripts) as "...", any shape
+        params = RULES[fname].params
+        given = [f"{p.name}=0.5" for p in params if p.kind == "number" and p.default is None]
+        lead = ['"..."' for p in params if p.kind == "text"]
+        text = f"{fname}({', '.join(lead + ['x'] * arity + given)})"
     node = parse(text, names)
     assert node.op == fname
     assert node.rule.arity == arity

@@ -70,7 +70,7 @@ ROW_CASES = {
     "transpose": ("transpose(x) @ x + transpose(z, 0, 2)[0] * 2", {"x": M, "z": [3, 3, 3]}),
     # structural rows (gradcheck/rules/structure.py): exact linear maps
     "reshape": ("reshape(x, [2, -1]) * reshape(transpose(x), [2, 12]) "
-                "+ reshape(x[:, ::2], [-1, 6])[0]", {"x": [4, 6]}),
+                "+ reshape(x[:, ::2], [-1, 12])[0]", {"x": [4, 6]}),
     "flatten": ("flatten(x) * flatten(transpose(x), 0, 1) + flatten(x, 1, 1)[0, 0]",
                 {"x": M}),
     "squeeze": ("squeeze(unsqueeze(x, 0), 0) + squeeze(sum(x, axis=0, keepdims=True))",
@@ -101,6 +101,21 @@ ROW_CASES = {
                    {"x": [2, 3, 4, 4], "y": [3, 4, 4]}),
     "max_pool2d": ("max_pool2d(x, 2, stride=1) + max_pool2d(y, [1, 3])",
                    {"x": [2, 2, 3, 4], "y": [2, 2, 5]}),
+    # composite reductions, scans and sorts (gradcheck/rules/composites.py)
+    "softmax": ("softmax(x * 3) * y + softmax(x, axis=0)", {"x": M, "y": V}),
+    "log_softmax": ("log_softmax(x * 3) * y + log_softmax(x, 0)", {"x": M, "y": V}),
+    "var": ("var(x, axis=1) + var(x * y, correction=0) + var(x, 1, 2, True)[:, 0]", {"x": M, "y": V}),
+    "std": ("std(x, axis=1) + std(x * y, correction=0) + std(x, 1, keepdims=True)[:, 0]",
+            {"x": M, "y": V}),
+    "norm": ("norm(x) + norm(x, ord=1, axis=1) + norm(x * y, inf, axis=1) "
+             "+ norm(x, 3, axis=0, keepdims=True)[0, 0]", {"x": M, "y": V}),
+    "cumsum": ("cumsum(x, 1) * y + cumsum(x * x, axis=0)", {"x": M, "y": V}),
+    "cumprod": ("cumprod(x, 1) * y + cumprod(x, axis=0)", {"x": M, "y": V}),
+    "sort": ("sort(x) * y + sort(x * y, axis=0, descending=True)", {"x": M, "y": V}),
+    "topk": ("topk(x, 2) * topk(y, 2) + topk(x, 3, axis=0)[0, :2]", {"x": M, "y": V}),
+    "einsum": ('einsum("ij,jk->ik", x, W) + einsum("ij->j", x)[None, :2] '
+               '+ einsum("...j,j", x, y)[:, None] + einsum("ij,ij->ij", x, x)[:, 1:]',
+               {"x": M, "y": V, "W": [3, 2]}),
     # elementwise functions, activations and steps (gradcheck/rules/activations.py)
     "hypot": ("hypot(x, y) + hypot(x, 2)", {"x": M, "y": V}),
     "logaddexp": ("logaddexp(x * 3, y) + logaddexp(x, 0.5)", {"x": M, "y": V}),
@@ -282,7 +297,13 @@ def test_a_one_percent_wrong_vjp_in_any_row_is_caught(monkeypatch, name):
     assert result.witness("numeric").status == "passed", name
 
 
-@pytest.mark.parametrize("name", DIFFERENTIABLE)
+# einsum's engine op records PyTorch's decomposition (permutes, views, sums, one bmm or
+# mul): its gradient goes through those rows' VJPs, each mutated under its own name; the
+# einsum row's own VJP is the rounding model's (tests/test_composites.py mutates it).
+RECORDED_BY_OTHER_ROWS = {"einsum"}
+
+
+@pytest.mark.parametrize("name", sorted(set(DIFFERENTIABLE) - RECORDED_BY_OTHER_ROWS))
 def test_a_one_percent_wrong_engine_vjp_in_any_row_is_caught(monkeypatch, name):
     # every VJP of the row's engine column scaled by 1.01: the engine witness fails,
     # the others (which do not use the column) still pass

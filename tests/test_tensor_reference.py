@@ -19,6 +19,7 @@ from gradcheck.reference import ExpandedReference, Reference, TensorReference, m
 from gradcheck.reference import tensor as tensor_module
 from gradcheck.reference.texpr import Builder, evaluate, leaf
 from gradcheck.rules import COMPARISON, RULES, TensorRule
+from gradcheck.rules.keys import Slice
 from gradcheck.sampling import sample
 from gradcheck.strategies import formulas
 from gradcheck.tree import walk
@@ -62,7 +63,7 @@ def _assert_equal_references(case) -> None:
 
 def test_every_structural_row_has_a_tensor_rule():
     assert STRUCTURAL == sorted(n for n, r in RULES.items()
-                                if r.kind in ("reduction", "linalg"))
+                                if r.kind in ("reduction", "linalg", "structure"))
     for name in STRUCTURAL:
         assert len(RULES[name].tensor.vjps) == RULES[name].arity
 
@@ -89,9 +90,9 @@ def test_the_tensor_reference_equals_the_expanded_one(row):
      {"let": {"h": "tanh(x @ W)"}, "retain_grad": ["h"]}),
     ("mean((out - y)**2)", {"x": [2, 3], "W1": [3, 3], "W2": [3, 2], "y": [2, 2]},
      {"let": {"h": "tanh(x @ W1)", "out": "h @ W2"}, "retain_grad": ["h", "out"]}),
-    ("xc / sqrt(var + 0.00001) * w + b", {"x": [3, 5], "w": [5], "b": [5]},
+    ("xc / sqrt(variance + 0.00001) * w + b", {"x": [3, 5], "w": [5], "b": [5]},
      {"let": {"mu": "mean(x, axis=-1, keepdims=True)", "xc": "x - mu",
-              "var": "mean(xc**2, axis=-1, keepdims=True)"}, "gradient": "random"}),
+              "variance": "mean(xc**2, axis=-1, keepdims=True)"}, "gradient": "random"}),
     ("exp(s - logsumexp(s, axis=-1, keepdims=True)) @ v",
      {"q": [2, 3, 4], "k": [2, 3, 4], "v": [2, 3, 4]},
      {"let": {"s": "q @ transpose(k) / 8"}, "gradient": "random"}),
@@ -125,6 +126,38 @@ LINEAR = [
     ("matmul", [(4,), (4,)], {}),
     ("dot", [(5,), (5,)], {}),
     ("transpose", [(2, 3, 4)], {}),
+    # the structural rows (kind structure): exact linear maps of 0/1 coefficients
+    ("transpose", [(2, 3, 4)], {"dim0": 0, "dim1": 2}),
+    ("reshape", [(3, 4)], {"shape": (2, -1)}),
+    ("flatten", [(2, 3, 4)], {"start": 1}),
+    ("squeeze", [(3, 1, 4)], {"axis": 1}),
+    ("unsqueeze", [(3, 4)], {"axis": -1}),
+    ("permute", [(2, 3, 4)], {"axes": (2, 0, 1)}),
+    ("expand", [(3, 1)], {"shape": (2, 3, 4)}),
+    ("flip", [(3, 4)], {"axis": 1}),
+    ("flip", [(2, 3, 4)], {}),
+    ("roll", [(3, 4)], {"shift": (1, -2), "axis": (0, 1)}),
+    ("roll", [(3, 4)], {"shift": 5}),
+    ("pad", [(3, 4)], {"widths": ((1, 0), (2, 3))}),
+    ("tril", [(2, 3, 4)], {"k": 1}),
+    ("triu", [(4, 3)], {"k": -1}),
+    ("index", [(3, 4, 5)], {"key": (Slice(None, None, -2), None, 1, Slice(1, 4, 2))}),
+    ("index", [(3, 4)], {"key": (Ellipsis, Slice(3, 0, -1))}),
+    ("index", [(3, 4)], {"key": -1}),
+    ("concat", [(3, 4), (3, 2), (3, 1)], {"axis": -1}),
+    ("stack", [(3, 4), (3, 4)], {"axis": 1}),
+    ("split", [(3, 5)], {"sizes": (2, 3), "axis": 1, "piece": 1}),
+    # composite rows that are linear (sort and topk: for the permutation at x)
+    ("cumsum", [(3, 4)], {"axis": 1}),
+    ("cumsum", [(3, 4, 2)], {"axis": 0}),
+    ("sort", [(3, 4)], {"axis": 1, "descending": True}),
+    ("sort", [(4, 3)], {"axis": 0}),
+    ("topk", [(3, 5)], {"k": 2, "axis": 1}),
+    ("einsum", [(2, 3, 4), (2, 4, 5)], {"subscripts": "bij,bjk->bik"}),
+    ("einsum", [(3, 4), (5,)], {"subscripts": "ij,k->ik"}),
+    ("einsum", [(3, 4)], {"subscripts": "ij->j"}),
+    ("einsum", [(2, 3, 4)], {"subscripts": "...ij->...ji"}),
+    ("einsum", [(3, 4), (4,)], {"subscripts": "ij,j"}),
     # a convolution is linear in its input and in its weight (conv_input_grad and
     # conv_weight_grad, each with every parameter); avg_pool2d in its input
     ("conv2d", [(2, 4, 5, 6), (6, 2, 3, 2)],
@@ -192,11 +225,31 @@ def _wrong_sum(b, g, ans, x, axis, keepdims):
     return b.scale(RULES["mean"].tensor.vjps[0](b, g, ans, x, axis, keepdims), 2.0)
 
 
+def _wrong_flip(b, g, ans, x, axis):
+    return g                          # the cotangent not flipped back
+
+
+def _wrong_pad(b, g, ans, x, pad, value):
+    # the slice taken from the wrong side: after the padding, not before
+    key = tuple(Slice(after, after + n) for n, (_, after) in zip(x.shape, pad))
+    return b.row("index", g, key=key)
+
+
 def _wrong_logsumexp(b, g, ans, x, axis, keepdims):
     # exp(x) without the normalisation by exp(logsumexp)
     from gradcheck.rules.tensor import _kept
 
     return b.mul(_kept(b, g, x.shape, axis, keepdims), b.row("exp", x))
+
+
+def _wrong_softmax(b, g, ans, x, axis):
+    # y ⊙ ḡ, without the − Σ y ⊙ ḡ term
+    return b.mul(ans, g)
+
+
+def _wrong_cumsum(b, g, ans, x, axis):
+    # the cumulative sum of ḡ, not reversed
+    return b.row("cumsum", g, axis=axis)
 
 
 MUTANTS = [
@@ -206,6 +259,14 @@ MUTANTS = [
      "sum(x, axis=1) * 2", {"x": [3, 4]}),
     ("logsumexp", TensorRule((_wrong_logsumexp,)), None,
      "sum(logsumexp(x, axis=1))", {"x": [2, 3]}),
+    ("flip", TensorRule((_wrong_flip,)), ("flip", [(3, 4)], {"axis": 1}, 0),
+     "sum(tanh(flip(x, axis=1)) * y)", {"x": [3, 4], "y": [4]}),
+    ("pad", TensorRule((_wrong_pad,)), ("pad", [(3, 4)], {"widths": ((0, 0), (1, 2))}, 0),
+     "sum(sin(pad(x, [[0, 0], [1, 2]])) * y)", {"x": [3, 4], "y": [7]}),
+    ("softmax", TensorRule((_wrong_softmax,)), None,
+     "sum(softmax(x, axis=1) * y)", {"x": [2, 3], "y": [3]}),
+    ("cumsum", TensorRule((_wrong_cumsum,)), ("cumsum", [(3, 4)], {"axis": 1}, 0),
+     "sum(cumsum(x, axis=1) * y)", {"x": [2, 4], "y": [4]}),
 ]
 
 

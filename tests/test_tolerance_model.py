@@ -241,9 +241,9 @@ def test_batched_bounds_cover_every_row():
 
 
 @pytest.mark.parametrize("expr, inputs, lets", [
-    ("xc / sqrt(var + 0.00001) * w + b", {"x": [4, 8], "w": [8], "b": [8]},
+    ("xc / sqrt(variance + 0.00001) * w + b", {"x": [4, 8], "w": [8], "b": [8]},
      {"mu": "mean(x, axis=-1, keepdims=True)", "xc": "x - mu",
-      "var": "mean(xc**2, axis=-1, keepdims=True)"}),
+      "variance": "mean(xc**2, axis=-1, keepdims=True)"}),
     ("sum(transpose(x) @ x - 2 * x @ transpose(x) + sign(x) * x, axis=0)", {"x": [3, 3]}, {}),
     ("exp(x / y) * tanh(x) ** 2 + sqrt(y) - maximum(x, y) * prod(y)", {"x": [4], "y": [4]},
      {}),

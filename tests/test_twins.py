@@ -12,9 +12,9 @@ from gradcheck.forward import evaluate
 from gradcheck.tree import twins, walk
 
 LAYER_NORM = {
-    "name": "ln", "expr": "(x - mu) / sqrt(var + 0.00001) * g + b",
+    "name": "ln", "expr": "(x - mu) / sqrt(variance + 0.00001) * g + b",
     "let": {"mu": "mean(x, axis=-1, keepdims=True)",
-            "var": "mean((x - mu)**2, axis=-1, keepdims=True)"},
+            "variance": "mean((x - mu)**2, axis=-1, keepdims=True)"},
     "inputs": {"x": {"shape": [5, 7]}, "g": {"shape": [7]}, "b": {"shape": [7]}},
 }
 

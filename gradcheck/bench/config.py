@@ -47,8 +47,8 @@ LAYERS = {
         {"real": {n: [16, 256, 64] for n in "qkv"}, "small": {n: [2, 4, 3] for n in "qkv"}}),
     "layer norm with weight and bias": (
         {"let": {"mu": "mean(x, axis=-1, keepdims=True)",
-                 "var": "mean((x - mu)**2, axis=-1, keepdims=True)"},
-         "expr": "(x - mu) / sqrt(var + 0.00001) * gamma + beta", "gradient": "random",
+                 "variance": "mean((x - mu)**2, axis=-1, keepdims=True)"},
+         "expr": "(x - mu) / sqrt(variance + 0.00001) * gamma + beta", "gradient": "random",
          "inputs": {"x": {}, "gamma": {"domain": [0.5, 1.5]}, "beta": {}}},
         {"real": {"x": [4096, 1024], "gamma": [1024], "beta": [1024]},
          "small": {"x": [4, 8], "gamma": [8], "beta": [8]}}),

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..rules import COMPARISON, ELEMENTWISE, REDUCTION, RULES, STRUCTURE
 from .graph import grad_mode, record
+from . import einsum as _einsum
 from . import structure
 from .tensor import Tensor
 from .views import _contiguous, _data, _expand, _reshape, _squeeze, _strides, _view
@@ -312,11 +313,23 @@ def _convolution(rule):
     return fn
 
 
+def einsum(*args, subscripts: str | None = None):
+    """einsum("ij,jk->ik", a, b) (or the operands then ``subscripts=``), recorded as
+    PyTorch decomposes it (:mod:`gradcheck.engine.einsum`)."""
+    if subscripts is None:
+        if not args or not isinstance(args[0], str):
+            raise TypeError('einsum() takes its subscripts first: einsum("ij,jk->ik", a, b)')
+        subscripts, args = args[0], args[1:]
+    RULES["einsum"].bind([np.shape(_data(a)) for a in args], {"subscripts": subscripts})
+    return _einsum.contract(subscripts, args, apply)
+
+
 # --------------------------------------------------------------------------- the table's ops
 # One op per row not written by hand above, and the Tensor methods and operators that
 # call them (x.exp(), x.sum(axis=1), x + y, ...).
 
 _BY_HAND = {"add": add, "mul": mul, "div": div, "prod": prod, "matmul": matmul,
+            "einsum": einsum,
             "conv1d": _convolution(RULES["conv1d"]), "conv2d": _convolution(RULES["conv2d"]),
             **structure.BY_HAND}
 for _rule in RULES.values():

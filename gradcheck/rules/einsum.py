@@ -1,0 +1,199 @@
+"""einsum's subscripts: parsed and validated once, with the messages a user needs, and
+rewritten into the equations its adjoints are (the adjoint of an einsum is an einsum of
+the output's cotangent with the other operands, Laue et al.).
+
+``"bij,bjk->bik"``: one term of labels (letters) per operand, ``->`` and the output's
+labels; without ``->`` the output is every label that appears once, sorted (NumPy's and
+PyTorch's implicit mode); ``...`` stands for the same leading dimensions in each operand
+that has it. Not taken: a label repeated within one operand (a diagonal), ellipsis
+dimensions that differ between operands (broadcasting), more than two operands (PyTorch
+then orders the contractions by opt_einsum's path, which the engine does not follow).
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..shapes import ShapeError
+
+ELLIPSIS = "..."
+MOST_OPERANDS = 2
+LETTERS = string.ascii_uppercase + string.ascii_lowercase   # PyTorch's label order
+
+
+@dataclass(frozen=True)
+class Equation:
+    """A parsed einsum: ``terms`` (per operand, its labels, ``...`` as one item),
+    ``output`` (the same for the result) and ``sizes`` (each label's size; ``...``'s
+    dimensions as ``ellipsis``)."""
+
+    terms: tuple[tuple[str, ...], ...]
+    output: tuple[str, ...]
+    sizes: dict
+    ellipsis: tuple[int, ...]
+
+    def shape(self, labels) -> tuple[int, ...]:
+        out: list[int] = []
+        for label in labels:
+            out.extend(self.ellipsis if label == ELLIPSIS else (self.sizes[label],))
+        return tuple(out)
+
+    def explicit(self) -> "Equation":
+        """The same equation with ``...`` spelled as letters it does not use (the
+        adjoints' equations are then plain)."""
+        used = {l for t in self.terms + (self.output,) for l in t}
+        fresh = tuple(c for c in LETTERS if c not in used)[: len(self.ellipsis)]
+
+        def spelled(term):
+            return tuple(l for x in term for l in (fresh if x == ELLIPSIS else (x,)))
+
+        sizes = dict(self.sizes, **dict(zip(fresh, self.ellipsis)))
+        return Equation(tuple(map(spelled, self.terms)), spelled(self.output), sizes, ())
+
+
+def _labels(term: str, where: str) -> tuple[str, ...]:
+    out: list[str] = []
+    rest = term.replace(" ", "")
+    while rest:
+        if rest.startswith(ELLIPSIS):
+            if ELLIPSIS in out:
+                raise ShapeError(f"{where} has more than one '...'")
+            out.append(ELLIPSIS)
+            rest = rest[3:]
+            continue
+        label, rest = rest[0], rest[1:]
+        if label not in LETTERS:
+            raise ShapeError(f"{label!r} in {where} is not a letter (subscripts "
+                             "are letters, ',' between operands, '->' before the output "
+                             "and '...')")
+        if label in out:
+            raise ShapeError(f"label {label!r} repeats in {where} (a diagonal); "
+                             "each label may appear once per operand")
+        out.append(label)
+    return tuple(out)
+
+
+def parse(subscripts: str, shapes) -> Equation:
+    """The equation ``subscripts`` over operands of ``shapes``, validated.
+
+    Raises:
+        ShapeError: a malformed equation, or one that does not fit the shapes.
+    """
+    shapes = [tuple(s) for s in shapes]
+    if not 1 <= len(shapes) <= MOST_OPERANDS:
+        raise ShapeError(f"takes one or two operands, got {len(shapes)}; write "
+                         "more as nested einsums")
+    lhs, arrow, rhs = subscripts.partition("->")
+    if "->" in rhs or "-" in lhs or ">" in lhs:
+        raise ShapeError(f"{subscripts!r} has a stray '-' or '>'")
+    pieces = lhs.split(",")
+    if len(pieces) != len(shapes):
+        raise ShapeError(f"{subscripts!r} has {len(pieces)} operand term"
+                         f"{'s' if len(pieces) != 1 else ''} for {len(shapes)} operand"
+                         f"{'s' if len(shapes) != 1 else ''}")
+    terms = tuple(_labels(p, f"operand {k}") for k, p in enumerate(pieces))
+    sizes: dict = {}
+    ellipsis = None
+    for k, (term, shape) in enumerate(zip(terms, shapes)):
+        named = [l for l in term if l != ELLIPSIS]
+        if (ELLIPSIS in term and len(named) > len(shape)) or (
+                ELLIPSIS not in term and len(named) != len(shape)):
+            raise ShapeError(f"operand {k} has {len(shape)} dimensions (shape "
+                             f"{list(shape)}) and {len(named)} labels "
+                             f"{''.join(named)!r}{' and ...' if ELLIPSIS in term else ''}")
+        dims = list(shape)
+        if ELLIPSIS in term:
+            at = term.index(ELLIPSIS)
+            span = len(shape) - len(named)
+            own = tuple(dims[at:at + span])
+            if ellipsis is not None and own != ellipsis:
+                raise ShapeError(f"'...' covers {list(ellipsis)} in one operand "
+                                 f"and {list(own)} in operand {k}; they must be equal")
+            ellipsis = own
+            del dims[at:at + span]
+        for label, n in zip(named, dims):
+            if sizes.setdefault(label, n) != n:
+                raise ShapeError(f"label {label!r} has size {sizes[label]} and "
+                                 f"{n} in operand {k}")
+    ellipsis = ellipsis or ()
+    if arrow:
+        output = _labels(rhs, "the output")
+        for label in output:
+            if label != ELLIPSIS and label not in sizes:
+                raise ShapeError(f"output label {label!r} is in no operand")
+    else:
+        counts = [l for t in terms for l in t if l != ELLIPSIS]
+        once = sorted((l for l in set(counts) if counts.count(l) == 1), key=LETTERS.index)
+        output = ((ELLIPSIS,) if any(ELLIPSIS in t for t in terms) else ()) + tuple(once)
+    return Equation(terms, output, sizes, ellipsis)
+
+
+def shape(*args) -> tuple[int, ...]:
+    """The shape rule of the einsum row: ``shape(*operand_shapes, subscripts)``."""
+    *shapes, subscripts = args
+    if subscripts is None:
+        raise ShapeError('takes its subscripts first: einsum("ij,jk->ik", a, b)')
+    eq = parse(subscripts, shapes)
+    return eq.shape(eq.output)
+
+
+def summed(eq: Equation) -> bool:
+    """Whether the equation sums over some label (or the ellipsis' dimensions)."""
+    inside = {l for t in eq.terms for l in t}
+    return bool(inside - set(eq.output) - {ELLIPSIS}) or (
+        ELLIPSIS in inside and ELLIPSIS not in eq.output and bool(eq.ellipsis))
+
+
+def final_node(*args) -> str:
+    """The grad_fn of einsum's result in PyTorch (aten/src/ATen/native/Linear.cpp):
+    one operand, a sum over its summed labels, else its permute; two, the view that
+    drops the summed dimensions after the bmm, else their product."""
+    *operands, subscripts = args
+    eq = parse(subscripts, [np.shape(getattr(a, "data", a)) for a in operands])
+    if len(operands) == 1:
+        return "SumBackward1" if summed(eq) else "PermuteBackward0"
+    return "ViewBackward0" if summed(eq) else "MulBackward0"
+
+
+def text(terms, output) -> str:
+    return ",".join("".join(t) for t in terms) + "->" + "".join(output)
+
+
+def adjoint(subscripts: str, shapes, k: int, batched: bool = False):
+    """Operand ``k``'s adjoint: ``(equation, others, missing)``: the equation of
+    einsum(ḡ, *others) (the other operands in order, ``others`` their indices) giving
+    the cotangent of operand ``k`` over its labels that appear in ḡ or another operand,
+    and ``missing``, the positions of operand ``k``'s labels that appear nowhere else
+    (its cotangent is broadcast along them). ``batched``: ḡ has one more leading axis,
+    which the result keeps."""
+    eq = parse(subscripts, shapes).explicit()
+    others = [j for j in range(len(eq.terms)) if j != k]
+    have = set(eq.output).union(*(eq.terms[j] for j in others))
+    mine = eq.terms[k]
+    kept = tuple(l for l in mine if l in have)
+    missing = tuple(d for d, l in enumerate(mine) if l not in have)
+    lead = ()
+    if batched:
+        used = {l for t in eq.terms + (eq.output,) for l in t}
+        lead = (next(c for c in LETTERS if c not in used),)
+    terms = (lead + eq.output,) + tuple(eq.terms[j] for j in others)
+    return text(terms, lead + kept), others, missing
+
+
+def contracted(subscripts: str, shapes, k: int | None = None) -> int:
+    """The number of terms each element of the result sums (``k`` None: the forward's;
+    else operand ``k``'s adjoint's): the product of the sizes of the labels summed."""
+    eq = parse(subscripts, shapes).explicit()
+    if k is None:
+        inside, result = set().union(*eq.terms), set(eq.output)
+    else:
+        others = [j for j in range(len(eq.terms)) if j != k]
+        inside = set(eq.output).union(*(eq.terms[j] for j in others))
+        result = set(eq.terms[k])
+    n = 1
+    for label in inside - result:
+        n *= eq.sizes[label]
+    return n
