@@ -299,7 +299,8 @@ def test_a_one_percent_wrong_vjp_in_any_row_is_caught(monkeypatch, name):
 
 # einsum's engine op records PyTorch's decomposition (permutes, views, sums, one bmm or
 # mul): its gradient goes through those rows' VJPs, each mutated under its own name; the
-# einsum row's own VJP is the rounding model's (tests/test_composites.py mutates it).
+# einsum row's own VJP is the rounding model's (tests/test_composites.py checks it
+# against torch's gradients).
 RECORDED_BY_OTHER_ROWS = {"einsum"}
 
 

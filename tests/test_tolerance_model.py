@@ -178,6 +178,14 @@ BATCH_CASES = [
     ("clamp(x, min=0.7) ** 2 + sqrt(abs(x) + 1) / y + x ** y", {"x": [2, 3], "y": [3]}, ()),
     ("h * sigmoid(h) + softplus(h) / atan2(h, 2)", {"x": [4, 2]}, ("h",)),
     ("sum(h, axis=1) * s", {"x": [2, 3], "s": []}, ("h",)),
+    # the composite rows' own bounds (rules/composite_bounds.py), axes shifted past the
+    # batch, einsum's cotangent with the batch axis itself
+    ("softmax(x, axis=0) * cumsum(x, axis=1) + log_softmax(x)", {"x": [3, 4]}, ()),
+    ("var(x, axis=1, keepdims=True) + std(x, axis=0) + norm(x, ord=1, axis=1, keepdims=True)"
+     " * norm(x)", {"x": [3, 4]}, ()),
+    ('einsum("ij,jk->ik", x, W) + topk(x, 2, axis=1)[:, :1] * einsum("ij->j", W)[:1]',
+     {"x": [3, 4], "W": [4, 2]}, ()),
+    ("sort(x, axis=0) * cumprod(x, axis=1) + norm(x, inf, axis=0)", {"x": [3, 4]}, ()),
 ]
 
 
