@@ -231,11 +231,8 @@ class _Builder:
         mask = self.names.get(node.id) if isinstance(node, ast.Name) else None
         if mask is not None and mask.dtype is not None:
             # a boolean or integer input (or let) as the mask, nonzero meaning true: the
-            # comparison mask != 0 (mask > 0 for a boolean, before != exists)
-            op = "ne" if "ne" in RULES else "gt" if mask.dtype == "bool" else None
-            if op is None:
-                raise _Fail("an integer mask needs != (where(mask != 0, a, b))", node)
-            return self.apply(op, [mask, Node("const", exact="0", const=0.0)], node)
+            # comparison mask != 0, which torch.where takes (it refuses integer masks)
+            return self.apply("ne", [mask, Node("const", exact="0", const=0.0)], node)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
             parts = [self.condition(node.left), self.condition(node.right)]
             return self.apply(OPERATORS[_SYMBOLS[type(node.op)], 2], parts, node)

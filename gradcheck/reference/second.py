@@ -29,8 +29,8 @@ import sympy
 from ..errors import UnsupportedOpError
 from ..rules import ELEMENTWISE, RULES
 from ..tree import Node
-from .adjoint import Program, inline
-from .derivatives import MODULES, clean, compile, magnitude
+from .adjoint import inline
+from .derivatives import MODULES, compile, magnitude
 from .texpr import T, _apply, _schedule, leaf, order
 
 DIRECTION = "u:"     # the leaf of input x's direction is "u:x"
@@ -163,6 +163,8 @@ class Hessian:
             yield from self._part(node, g)
         elif op == "row":
             yield from self._row(node, g)
+        elif op == "apply":
+            yield from _applied(b, node, g)
         elif op in ("select", "const", "leaf", "kernel"):
             return                           # constant where the pick is; no operands
         else:
@@ -220,6 +222,18 @@ class Hessian:
             yield node.args[i], self.b.mul(g, self.ref.forward.partial(kernel, j))
 
 
+def _applied(b, node: T, g: T):
+    """A named function's adjoints (its ``adjoint``: a convolution's input gradient is
+    bilinear in the cotangent and the weight, its adjoints a convolution and a weight
+    gradient)."""
+    fn, params = node.data
+    adjoint = getattr(fn, "adjoint", None)
+    if adjoint is None:
+        raise UnsupportedOpError(f"double backward at tensor level has no adjoint for "
+                                 f"{fn.__name__}")
+    yield from adjoint(b, g, *node.args, shape=node.shape, **dict(params))
+
+
 # ---------------------------------------------------------------------- sizes
 def _size(node: T, args: list, sizes: list, env: dict):
     """The magnitude of ``node``'s value from its arguments' values and magnitudes."""
@@ -247,6 +261,10 @@ def _size(node: T, args: list, sizes: list, env: dict):
         return np.asarray(RULES[name].call("numpy", sizes, params), dtype=float)
     if op in ("select", "others"):
         return np.abs(_apply(node, args, env))
+    if op == "apply":   # on the magnitudes of what it is linear in, the others' values
+        linear = getattr(node.data[0], "linear_in", range(len(args)))
+        return np.abs(_apply(node, [sizes[i] if i in linear else a
+                                    for i, a in enumerate(args)], env))
     if op == "mul":
         return sizes[0] * sizes[1]
     if op == "add":
