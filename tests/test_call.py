@@ -219,3 +219,25 @@ def test_a_setup_context_function_binds_its_defaults():
     assert result.status == "failed"
     assert "returned 2 gradients; forward was given 3" in result.message \
         or "incorrect number of gradients" in result.message
+
+
+def test_an_engine_function_gets_integer_tensors_and_plain_values_from_the_call():
+    from gradcheck.engine import Function
+
+    class ScaleBy(Function):
+        @staticmethod
+        def forward(ctx, x, k, c):
+            assert k.dtype.kind == "i" and not k.requires_grad
+            ctx.save_for_backward(k)
+            return x.data * k.data * c
+
+        @staticmethod
+        def backward(ctx, g):
+            (k,) = ctx.saved_tensors
+            return g.data * k.data * 2.0, None, None
+
+    inputs = {"x": (4,), "k": {"shape": [4], "dtype": "int64", "domain": [1, 5]}}
+    result = gradcheck.check_op(ScaleBy, "x * k * 2", inputs, call="op(x, k, 2.0)")
+    assert result.status == "passed", result.message
+    wrong = gradcheck.check_op(ScaleBy, "x * k * 3", inputs, call="op(x, k, 3.0)")
+    assert wrong.witness("op.backward").status == "failed"

@@ -158,7 +158,8 @@ def _dtype(c: _Contract, spec, g, x) -> list[Finding]:
 
 
 def _device(c: _Contract, spec, g, x) -> list[Finding]:
-    if getattr(g, "device", None) == getattr(x, "device", None):
+    # (an engine Tensor has no device; a NumPy array's, under NumPy 2, is "cpu")
+    if not hasattr(x, "device") or getattr(g, "device", None) == x.device:
         return []
     message = f"{c.name} returned a gradient on {g.device} for {spec.name} on {x.device}"
     if g.ndim == 0:
