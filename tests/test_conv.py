@@ -181,6 +181,31 @@ def test_a_wrong_tensor_adjoint_is_caught(monkeypatch):
     assert result.witness("torch").worst.quantity == "x.grad"
 
 
+@pytest.mark.parametrize("expr, inputs", [
+    ("sin(conv1d(x, w, stride=2, padding=2, dilation=2, groups=2)) ** 2",
+     {"x": [2, 4, 7], "w": [4, 2, 2]}),
+    ("tanh(avg_pool2d(x * x, 2, stride=1)) + max_pool2d(sin(x), 2, stride=1) ** 2",
+     {"x": [2, 3, 4]}),
+])
+def test_double_backward_at_tensor_level_equals_the_expanded_one(expr, inputs):
+    """The adjoints' own adjoints (a convolution's input gradient is bilinear: its
+    adjoints are the convolution and the weight gradient): the Hessian-vector and
+    Jacobian-vector products equal SymPy's, element by element."""
+    from gradcheck.reference.second import Hessian
+
+    case = make_case(expr, inputs, gradient="random")
+    tensor, expanded = TensorReference(case), ExpandedReference(case)
+    assert isinstance(tensor._second(), Hessian)
+    point = sample(case, "float64", 0).values
+    v = RNG.standard_normal(case.output.shape)
+    u = {n: RNG.standard_normal(s) for n, s in inputs.items()}
+    got, want = tensor.hvp(point, v, u), expanded.hvp(point, v, u)
+    for n in want:
+        np.testing.assert_allclose(got[n], want[n], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(tensor.jvp(point, u), expanded.jvp(point, u), rtol=1e-12,
+                               atol=1e-12)
+
+
 # --------------------------------------------------------------------------- errors
 
 @pytest.mark.parametrize("expr, message", [
@@ -335,6 +360,16 @@ def test_a_conv2d_op_with_a_hand_written_backward_passes_and_its_twin_fails(dtyp
     backward = wrong.witness("op.backward")
     assert backward.status == "failed" and backward.worst.quantity == "w.grad"
     assert wrong.witness("op.forward").status == "passed"
+
+
+def test_the_conv2d_op_passes_double_backward():
+    """torch.nn.grad's gradients are differentiable: order = 2 checks d/dx of ⟨ḡ, grad⟩
+    and d/dḡ against the tensor-level second order."""
+    result = check_op(Conv2d, "conv2d(x, w, stride=1, padding=1)",
+                      {"x": [2, 2, 4, 4], "w": [3, 2, 3, 3]}, args=[1, 1], points=1,
+                      extreme_points=1, order=2)
+    assert result.status == "passed", result.message
+    assert result.witness("op.double").checked > 0
 
 
 def test_the_conv2d_ops_as_cases_of_a_case_file(tmp_path):

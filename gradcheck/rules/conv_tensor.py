@@ -72,6 +72,56 @@ def max_pool2d_grad(g, x, shape=(), kernel_size=None, stride=None):
     return max_pool2d_vjp(g, None, x, kernel_size, stride)
 
 
+def max_pool2d_gather(u, x, shape=(), kernel_size=None, stride=None):
+    """Each window's element of ``u`` (x's shape) at the place max_pool2d picks in
+    ``x``: the adjoint of :func:`max_pool2d_grad` in its cotangent."""
+    from .conv_columns import batched as _b, max_pool2d_pick, pool_windows
+
+    win, had = pool_windows(u, kernel_size, stride)
+    hot = _b(max_pool2d_pick(x, kernel_size, stride), 4)[0]
+    return unbatched(np.sum(win * hot, axis=(-2, -1)), had)
+
+
+# Double backward (gradcheck.reference.second) differentiates the gradients' own
+# program: each function above has an ``adjoint(b, G, *args, shape=, **params)`` that
+# yields (argument, its cotangent) from the cotangent G of its result, and
+# ``linear_in``: the arguments it is linear in, whose magnitudes bound its terms' (the
+# others, max pooling's x, are taken by value: they only pick).
+
+def _conv_row(w_shape) -> str:
+    return f"conv{len(w_shape) - 2}d"
+
+
+def _input_grad_adjoint(b, G, g, w, shape, **p):
+    # x̄ = L(ḡ, w) is bilinear: ⟨G, L(ḡ, w)⟩ = ⟨conv(G, w), ḡ⟩ = ⟨conv_weight_grad(ḡ, G), w⟩
+    yield g, b.row(_conv_row(w.shape), G, w, **p)
+    yield w, b.apply(conv_weight_grad, g, G, shape=w.shape, **p)
+
+
+def _weight_grad_adjoint(b, G, g, x, shape, **p):
+    # w̄ = M(ḡ, x): ⟨G, M(ḡ, x)⟩ = ⟨conv(x, G), ḡ⟩ = ⟨conv_input_grad(ḡ, G), x⟩
+    yield g, b.row(_conv_row(shape), x, G, **p)
+    yield x, b.apply(conv_input_grad, g, G, shape=x.shape, **p)
+
+
+def _avg_grad_adjoint(b, G, g, shape, **p):
+    yield g, b.row("avg_pool2d", G, **p)          # the adjoint's adjoint: the forward
+
+
+def _max_grad_adjoint(b, G, g, x, shape, **p):
+    # linear in ḡ; x only picks (constant where the pick is)
+    yield g, b.apply(max_pool2d_gather, G, x, shape=g.shape, **p)
+
+
+for _fn, _adjoint, _linear in ((conv_input_grad, _input_grad_adjoint, (0, 1)),
+                               (conv_weight_grad, _weight_grad_adjoint, (0, 1)),
+                               (avg_pool2d_grad, _avg_grad_adjoint, (0,)),
+                               (max_pool2d_grad, _max_grad_adjoint, (0,)),
+                               (max_pool2d_gather, None, (0,))):
+    _fn.adjoint, _fn.linear_in = _adjoint, _linear
+del _fn, _adjoint, _linear
+
+
 # The tensor column's vjps (see gradcheck.rules.row.TensorRule): ``b.apply(fn, *args,
 # shape=s, **params)`` is the tensor fn(*args, shape=s, **params) of shape s.
 
