@@ -45,7 +45,7 @@ import numpy as np
 
 from .dtypes import round_to, smallest_normal, unit_roundoff
 from .rules import AXIS, COMPARISON, LINALG, REDUCTION, RULES, STRUCTURE
-from .rules.terms import rho, value_size, vjp_size
+from .rules.terms import rho, value_rounding, vjp_size
 from .pooling_bounds import pool_cotangent, pool_value
 from .rules.conv import CONVOLUTIONS, POOLS
 from .summation import BLOCK, accumulation, terms as sum_terms   # noqa: F401 (BLOCK: API)
@@ -191,11 +191,19 @@ class _Bounds:
                 continue
             self.val[id(node)], self.err[id(node)] = self._forward(node, point)
 
+    def _integer_error(self, x: np.ndarray) -> np.ndarray:
+        """An integer input's error where float arithmetic takes it: none, but where the
+        dtype cannot hold it (above 2^11 in float16, 2^8 in bfloat16: torch rounds the
+        integer into the dtype before it multiplies)."""
+        off = np.abs(round_to(x, self.dtype) - x)
+        return off if off.any() else np.broadcast_to(0.0, np.shape(x))
+
     def _forward(self, node: Node, point):
         if node.op == "input":   # exact: a view, no memory (an integer input as it is)
             x = np.asarray(point[node.name])
-            x = x if x.dtype.kind in "biu" else _arr(x)
-            return x, np.broadcast_to(0.0, np.shape(x))
+            if x.dtype.kind in "biu":
+                return x, self._integer_error(x)
+            return _arr(x), np.broadcast_to(0.0, np.shape(x))
         if node.op == "const":
             c = _arr(node.const)
             exact = _representable(float(node.const), self.dtype)
@@ -242,9 +250,7 @@ class _Bounds:
             partial = _finite(np.abs(_arr(rule.vjp(k, ones, t, args, node.params))),
                               posinf=None)
             propagated = propagated + partial * e   # (partial has t's shape: ḡ has)
-        own = rho(rule)   # ρ·u of |t|, or of the terms the row's formula adds
-        return t, propagated + own * u * value_size(rule, t, args, node.params) + (
-            self.eta if own else 0.0)
+        return t, propagated + value_rounding(rule, t, args, node.params, u, self.eta)
 
     def _linalg(self, node, rule, args, errs):
         """A pooling, or a bilinear row (matmul, dot, a convolution):
@@ -336,9 +342,8 @@ class _Bounds:
         # in ḡ: the cotangent's error goes through |factor|.
         through_g = np.abs(self._call(node, rule, k, ge, t, args))
         through_fwd = self._through_forward(node, rule, k, g, t, args, errs, c)
-        # |c|, or the size of the terms the VJP's formula adds (the row's Terms)
-        own = vjp_size(rule, k, *(_batched(node, rule, g, t, args, self.lead) if self.lead
-                                  else (g, t, args, node.params)), c)
+        # |c|, or the size of the terms the VJP's formula adds (an elementwise row's Terms)
+        own = vjp_size(rule, k, g, t, args, node.params, c)
         own *= u
         own += self.eta
         own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η)
@@ -358,12 +363,12 @@ class _Bounds:
                   [(None, t, self.err[id(node)])] + list(zip(range(len(args)), args, errs))
                   if _read(rule, k, j)]
         for j, value, e in probes:
-            if np.asarray(value).dtype.kind in "biu":   # a mask, an integer: exact
-                continue
             # The formula also rounds where it uses the value (x*x inside exp(-x*x)):
-            # as if the value itself were off by one more u relative.
+            # as if the value itself were off by one more u relative; a mask or an
+            # integer is exact where it is used (off only where the dtype cannot hold it)
+            exact = np.asarray(value).dtype.kind in "biu"
             value = _arr(value)
-            e = _arr(e) + u * np.abs(value)
+            e = _arr(e) if exact else _arr(e) + u * np.abs(value)
             if not np.asarray(e).any():
                 continue
             # One scale s for the whole probe (a reduction's factor mixes elements):

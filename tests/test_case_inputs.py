@@ -261,3 +261,21 @@ def test_a_witness_that_rounds_an_integer_is_caught(monkeypatch):
     result = check(make_case("x * k", {"x": [8], "k": INT}))
     assert result.witness("torch").status == "failed"
     assert result.witness("engine").status == "passed"
+
+
+def test_integers_beyond_what_a_low_dtype_holds_are_rounded_into_it(monkeypatch):
+    """torch multiplies x (bfloat16) by k (int64) with k rounded to bfloat16 first (257
+    becomes 256), and so does k - 256 once k is a float operand: the rounding model
+    allows that conversion, and x * (k - 256), which it makes 0 for k = 257, passes.
+    Without it (mutation: integers always exact) the torch witness fails."""
+    from gradcheck import rounding
+
+    x = torch.ones(2, dtype=torch.bfloat16)
+    assert (x * torch.tensor([257, 1025])).tolist() == [256.0, 1024.0]
+    case = make_case("x * (k - 256)", {"x": [8], "k": {"shape": [8], "dtype": "int64",
+                                                       "domain": [257, 300]}})
+    for dtype in ("bfloat16", "float16", "float32"):
+        assert check(case, dtype).status == "passed", dtype
+    monkeypatch.setattr(rounding._Bounds, "_integer_error",
+                        lambda self, k: np.broadcast_to(0.0, np.shape(k)))
+    assert check(case, "bfloat16").witness("torch").status == "failed"
