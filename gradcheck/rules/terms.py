@@ -29,17 +29,19 @@ def rho(rule) -> float:
     return getattr(rule.rounding, "rho", rule.rounding)
 
 
-def value_size(rule, t, args, params) -> np.ndarray:
-    """The size the forward's own rounding is relative to: |t|, or the row's terms'."""
+def value_rounding(rule, t, args, params, u: float, eta: float) -> np.ndarray:
+    """The forward's own rounding error: ρ·u·|t|, or ρ·u times the row's terms' size,
+    plus η (underflow) where ρ is not 0."""
     size = getattr(rule.rounding, "value", None)
-    if size is None:
-        return np.abs(np.asarray(t, dtype=float))
-    return np.asarray(size(t, *args, *(v for _, v in params)), dtype=float)
+    size = np.abs(np.asarray(t, dtype=float)) if size is None else np.asarray(
+        size(t, *args, *(v for _, v in params)), dtype=float)
+    return rho(rule) * u * size + (eta if rho(rule) else 0.0)
 
 
 def vjp_size(rule, k: int, g, t, args, params, c) -> np.ndarray:
     """The size the VJP into argument ``k`` (``c``) rounds relative to: |c|, or the row's
-    terms'; a fresh array of c's shape (the caller scales it in place)."""
+    terms'; a fresh array of c's shape (the caller scales it in place). Rows with Terms
+    are elementwise, so ``g`` may carry a batch of cotangents in front as it is."""
     sizes = getattr(rule.rounding, "vjps", ())
     if k >= len(sizes) or sizes[k] is None:
         return np.abs(np.asarray(c, dtype=float))
