@@ -195,6 +195,19 @@ def test_the_rows_bound_needs_its_terms(monkeypatch, name, expr, domain, dtype):
     assert _worst_ratio(expr, domain, dtype) > 1.5
 
 
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16"])
+def test_batched_bounds_of_the_terms_rows_are_the_per_v_bounds(dtype):
+    # op.jacobian's one batched backward: a Terms row takes the batch as it is
+    from test_tolerance_model import _assert_batched_equals_per_v, _batch_case
+
+    case = _batch_case('gelu(x) * silu(y) + mish(x * y) + logaddexp(x, y) + '
+                       'gelu(y, approximate="tanh")', {"x": [2, 3], "y": [3]}, ())
+    rng = np.random.default_rng(0)
+    point = {"x": round_to(rng.uniform(-3, 2, (2, 3)), dtype),
+             "y": round_to(rng.uniform(-3, 2, 3), dtype)}
+    _assert_batched_equals_per_v(case, point, dtype)
+
+
 def test_the_terms_keep_the_bound_tight_where_nothing_cancels():
     # gelu's bound at x > 0 stays a few u of the value: a 1e-5 relative error is caught
     case = case_from_dict({"name": "g", "expr": "gelu(x)", "inputs": {"x": [3]}})
