@@ -5,7 +5,9 @@ The rule table's ``hazard`` column says how far each primitive's arguments are f
 kink or singularity (``abs`` at 0, a zero denominator, the edge of ``log``'s domain, a
 tie in ``max``, the switch of a ``where``...). Points closer than :data:`MARGIN` are
 redrawn: element by element for elementwise formulas (each output element depends on one
-element per input, so the culprit is known), the whole point otherwise. A pinned
+element per input, so the culprit is known), the whole point otherwise, but where a
+structural row's hazard is shaped like its argument and that argument is elementwise in
+the inputs (max_pool2d's ties, per pixel): there, the elements behind it. A pinned
 ``value`` is never redrawn.
 
 A case's points (:func:`case_points`, what the runner and the op checks iterate) are its
