@@ -88,7 +88,7 @@ from .expr import CONSTANTS, MAX_ELEMENTS, parse
 from .rules import COMPARISON, FUNCTIONS, RULES
 from .sampling import RANGES, sample, settle
 from .shapes import ShapeError, broadcast
-from .templates import SPECIAL, TEMPLATE_INPUTS, TEMPLATES, Template, into_domain
+from .templates import SPECIAL, TEMPLATES, Template, into_domain, template_dtype, template_inputs
 from .tree import Node
 
 __all__ = ["formulas", "points", "into_domain", "functions_for", "DEFAULT_INPUTS",
@@ -128,10 +128,10 @@ def functions_for(row: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=8192)
-def _shape(text: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...] | None:
-    """The shape of a template applied to operands of ``shapes``, as the parser (the rows'
-    shape rules) says; None when they do not fit."""
-    names = {f"_{k}": Node("input", shape=s, name=f"_{k}") for k, s in enumerate(shapes)}
+def _shape(text: str, shapes: tuple[tuple[int, ...], ...], dtypes=()) -> tuple[int, ...] | None:
+    """The shape (rows' shape rules) of a template on operands of ``shapes``, or None."""
+    names = {f"_{k}": Node("input", shape=s, name=f"_{k}", dtype=dict(enumerate(dtypes)).get(k))
+             for k, s in enumerate(shapes)}
     try:
         return parse(text.format(*names), names).shape
     except CaseFileError:
@@ -253,8 +253,7 @@ def _formulas(draw, depth: int, allowed: frozenset[str], shapes, fixed, own=Fals
     e = draw(_expression(spec, depth, True))
     used = {n: (dict(v, shape=list(v.get("shape", []))) if isinstance(v, dict)
                 else list(v)) for n, v in fixed.items() if n in e.used}
-    used.update({n: list(s) for n, s in TEMPLATE_INPUTS.items()
-                 if own and n in e.used and n not in fixed})
+    used.update(template_inputs(e.used, fixed) if own else {})
     table = {"name": "formula", "expr": e.text, "inputs": used, "points": 1,
              "seed": draw(st.integers(0, 2**32 - 1))}
     # A formula sitting on a kink wherever it is defined (max over a broadcast scalar:
@@ -333,7 +332,8 @@ def _linalg_options(spec: _Spec, template: Template, a: _Expr) -> list[tuple]:
     if spec.own:   # the template's own inputs, where no drawn input has their name
         pool.update((n, s) for n, s in template.inputs if n not in spec.shapes)
     for names in itertools.product(pool, repeat=slots):
-        shape = _shape(template.text, (a.shape, *(pool[n] for n in names)))
+        shape = _shape(template.text, (a.shape, *(pool[n] for n in names)),
+                       (None, *(None if n in spec.shapes else template_dtype(n) for n in names)))
         if shape is not None and math.prod(shape) <= MAX_ELEMENTS:
             out.append((template.text.format(f"{a.text}", *names), shape, frozenset(names)))
     return out

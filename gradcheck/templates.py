@@ -211,7 +211,21 @@ def _special() -> dict[str, tuple[Template, ...]]:
 # is an image too), so that its gradient flows through the input or the weight.
 TEMPLATE_INPUTS: dict[str, tuple[int, ...]] = {
     "seq": (2, 2, 3), "w1": (2, 2, 3), "wg1": (2, 1, 3),
-    "img": (2, 2, 2, 3), "k": (2, 2, 2, 3), "kg": (2, 1, 2, 2)}
+    "img": (2, 2, 2, 3), "k": (2, 2, 2, 3), "kg": (2, 1, 2, 2), "lab": (2,)}
+#: The template inputs that hold integers (one_hot's class labels), as input tables.
+TEMPLATE_LABELS: dict[str, dict] = {"lab": {"dtype": "int64", "domain": [0, 3]}}
+
+
+def template_dtype(name: str) -> str | None:
+    """The dtype of a template's own input (None: a float one)."""
+    return TEMPLATE_LABELS.get(name, {}).get("dtype")
+
+
+def template_inputs(used, drawn) -> dict:
+    """The case-table entries of the templates' own inputs a formula ``used`` (where no
+    ``drawn`` input has their name): a shape, or an integer input's table."""
+    return {n: dict(TEMPLATE_LABELS[n], shape=list(s)) if n in TEMPLATE_LABELS else list(s)
+            for n, s in TEMPLATE_INPUTS.items() if n in used and n not in drawn}
 _WINDOWED = {
     "conv1d": (["seq", "w1", "wg1"], [
         "conv1d({0}, {1}, padding=1)", "conv1d({1} * ({0}), {2}, padding=1)",
@@ -225,6 +239,10 @@ _WINDOWED = {
                         f"{pool}({{1}} * ({{0}}), [1, 3])"])
        for pool in ("avg_pool2d", "max_pool2d")},
 }
+
+
+# one_hot takes integer labels, which only a template's own input holds
+_WINDOWED["one_hot"] = (["lab"], ["one_hot({1}, 3) * ({0})"])
 
 
 def _windowed() -> dict[str, tuple[Template, ...]]:

@@ -172,9 +172,11 @@ LINEAR = [
 
 def _adjoint_gap(row: str, shapes, given: dict, k: int, rng) -> float:
     """|⟨L x, y⟩ − ⟨x, Lᵀ y⟩| / (|L x|·|y|) for argument ``k`` of ``row`` (the others
-    fixed at random values): L is the row's float64 forward, Lᵀ its tensor rule."""
+    fixed at random values; zero for a structural row, linear in all of them together:
+    concat): L is the row's float64 forward, Lᵀ its tensor rule."""
     rule = RULES[row]
-    args = [rng.standard_normal(s) for s in shapes]
+    args = [np.zeros(s) if rule.kind == "structure" and i != k else rng.standard_normal(s)
+            for i, s in enumerate(shapes)]
     params = rule.bind(list(shapes), given)
     out_shape = rule.result_shape(list(shapes), params)
     y = rng.standard_normal(out_shape)

@@ -94,5 +94,5 @@ ROWS: list[Rule] = [
                (Param("sizes", INTS), Param("axis", INT, 0), Param("piece", KEY)),
                "SplitWithSizesBackward0", v.split_vjp, tt.split_vjp,
                doc="one piece of x cut along axis into the sizes (written split(...)[i])",
-               example="split(x, [1, 3], axis=1)[0]"),
+               example="split(x, [1, 2], axis=0)[0]"),
 ]

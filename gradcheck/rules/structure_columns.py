@@ -113,8 +113,8 @@ def np_unsqueeze(x, axis):
 
 def permutation(axes, ndim: int) -> tuple[int, ...]:
     axes = _tuple(axes) if axes is not None else ()
-    out = tuple(axis_of(a, ndim) for a in axes) if len(axes) == ndim else ()
-    if sorted(out) != list(range(ndim)):
+    out = tuple(a % ndim for a in axes if -ndim <= a < ndim)
+    if len(axes) != ndim or sorted(out) != list(range(ndim)):
         raise ShapeError(f"{list(axes)} is not an order of the {ndim} axes")
     return out
 
@@ -202,7 +202,7 @@ def torch_roll(x, shift, axis):
 def widths(x, pad) -> tuple[tuple[int, int], ...]:
     """pad's widths: one (before, after) pair of sizes >= 0 per axis (NumPy's)."""
     pairs = pad if isinstance(pad, tuple) else ()
-    if len(pairs) != len(x) or not all(isinstance(p, tuple) and len(p) == 2 and
+    if pad is None or not x or len(pairs) != len(x) or not all(isinstance(p, tuple) and len(p) == 2 and
                                        min(p) >= 0 for p in pairs):
         raise ShapeError(f"widths are one [before, after] pair of sizes >= 0 per "
                          f"axis ({len(x)} here), e.g. [[0, 0], [1, 2]]")
