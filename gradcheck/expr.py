@@ -16,6 +16,8 @@ from .errors import CaseFileError
 from .rules import (AXIS, BOOL, CHOICE, COMPARISON, FUNCTIONS, INT, INTS, KEY, NUMBER,
                     OPERATORS, RULES, TEXT)
 from .shapes import ShapeError
+from .constructors import Constructing, is_constructor
+from .suggest import suggest, suggest_arity, usage as _usage
 from .subscripts import subscript
 from .tree import Node
 
@@ -148,6 +150,10 @@ class _Builder:
             shape = rule.result_shape(shapes, params)
         except ShapeError as exc:
             raise _Fail(f"{op}: {exc}", syntax) from None
+        for k, a in enumerate(args):   # an operand taken as integer labels (one_hot's)
+            if rule.domain_of(k) == "integer" and a.dtype not in ("int64", "int32"):
+                raise _Fail(f"{op}: takes an integer input (dtype int64) as operand "
+                            f"{k + 1}", syntax)
         if math.prod(shape) > MAX_ELEMENTS:
             raise _Fail(f"{op}: result of shape {list(shape)} has {math.prod(shape)} "
                         f"elements; the limit is {MAX_ELEMENTS}", syntax)
@@ -258,6 +264,9 @@ class _Builder:
             raise _Fail("the condition compares two constants; it never changes", node)
         return self.apply(op, args, node)
 
+    def visit_List(self, node: ast.List) -> Node:   # [[0, -1], [1, 0]]: .constructors
+        return Constructing(self, _Fail).literal(node)
+
     def visit_Subscript(self, node: ast.Subscript) -> Node:
         return subscript(self, node, _Fail)   # x[0, 1:3], split(...)[0]: see .subscripts
 
@@ -266,6 +275,8 @@ class _Builder:
             raise _Fail(f"only functions of the rule table can be called, not "
                         f"{_describe(node.func)}", node)
         fname = node.func.id
+        if is_constructor(fname):   # ones([3, 4]), eye(4), arange(5): see .constructors
+            return Constructing(self, _Fail).call(fname, node)
         if fname not in FUNCTIONS:
             raise _Fail(f"unknown function {fname!r}{suggest(fname)}", node)
         rule = RULES[fname]
@@ -365,50 +376,6 @@ def _is_string(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
-# Names people reach for, from NumPy and PyTorch, and the row that does the job.
-_ALIASES = {"clip": "clamp", "cat": "concat", "concatenate": "concat", "amax": "max",
-            "amin": "min", "absolute": "abs", "arctan2": "atan2", "power": "pow",
-            "arctan": "atan", "arcsin": "asin", "arccos": "acos", "arctanh": "atanh",
-            "arcsinh": "asinh", "arccosh": "acosh", "logistic": "sigmoid", "expit":
-            "sigmoid", "swish": "silu", "swapaxes": "transpose", "view": "reshape",
-            "matmul": "matmul", "mm": "matmul", "bmm": "matmul", "inner": "dot",
-            "average": "mean", "sqr": "square", "log_sum_exp": "logsumexp"}
-
-
-def suggest(name: str, known=None, suffix: str = "(...)") -> str:
-    """"; did you mean ...?" for a misspelled or foreign ``name``: the row a NumPy or
-    PyTorch name stands for, else the closest of ``known`` (the callable rows)."""
-    import difflib
-
-    known = sorted(FUNCTIONS) if known is None else list(known)
-    if known is None or name in _ALIASES and _ALIASES[name] in known:
-        return f"; did you mean {_usage(_ALIASES[name])}?"
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    if not close:
-        return ""
-    return f"; did you mean {_usage(close[0]) if suffix == '(...)' else close[0] + suffix}?"
-
-
-def suggest_arity(fname: str, count: int) -> str:
-    """"; did you mean maximum(a, b)?" where another row of a related name takes
-    ``count`` tensors (``max`` reduces one tensor, ``maximum`` compares two)."""
-    for other in sorted(FUNCTIONS):
-        rule = RULES[other]
-        if (other != fname and (other.startswith(fname) or fname.startswith(other))
-                and rule.variadic is None and rule.arity == count):
-            return f"; did you mean {_usage(other)}?"
-    return ""
-
-
-def _usage(name: str) -> str:
-    """``name`` as a user calls it: its operands and parameters (``clamp(x, min, max)``)."""
-    rule = RULES[name]
-    operands = ["x"] if rule.arity == 1 else [f"{c}" for c in "abcdefgh"[: rule.arity]]
-    if rule.variadic == "list":
-        operands = ["[a, b]"]
-    return f"{name}({', '.join([*operands, *(p.name for p in rule.params)])})"
-
-
 def _axis_literal(node: ast.AST, name: str = "axis"):
     def one(n: ast.AST) -> int:
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
@@ -441,10 +408,8 @@ def _number_literal(node: ast.AST, name: str) -> float | None:
         node = node.operand
     if isinstance(node, ast.Constant) and node.value is None and sign == 1.0:
         return None
-    if isinstance(node, ast.Name) and node.id == "inf":   # a parameter only (norm's ord)
-        return sign * math.inf
-    if isinstance(node, ast.Name) and node.id in CONSTANTS:
-        return sign * CONSTANTS[node.id]
+    if isinstance(node, ast.Name) and node.id in (*CONSTANTS, "inf"):   # inf: norm's ord
+        return sign * {**CONSTANTS, "inf": math.inf}[node.id]
     if (isinstance(node, ast.Constant) and type(node.value) in (int, float)
             and math.isfinite(node.value) and abs(node.value) <= MAX_LITERAL):
         return sign * float(node.value)

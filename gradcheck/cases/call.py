@@ -15,8 +15,8 @@ import math
 from typing import Any, Sequence
 
 from ..errors import CaseFileError
-from ..expr import (MAX_CHARS, MAX_DEPTH, MAX_LITERAL, MAX_LITERAL_DIGITS, MAX_NODES,
-                    suggest)
+from ..expr import MAX_CHARS, MAX_DEPTH, MAX_LITERAL, MAX_LITERAL_DIGITS, MAX_NODES
+from ..suggest import suggest
 from .model import OpArgument
 
 MAX_STRING = 200          # characters of a string literal in a call

@@ -44,8 +44,13 @@ def grad_fn(rule) -> str:
 
 
 def rows() -> list[tuple[str, str, str, str]]:
-    """(signature, example, PyTorch's grad_fn, what it computes) for every row."""
-    return [(signature(r), example(r), grad_fn(r), r.doc) for r in RULES.values()]
+    """(signature, example, PyTorch's grad_fn, what it computes) for every row, then the
+    constant constructors and literals (:mod:`gradcheck.constructors`: written in rows,
+    they record no node)."""
+    from ..constructors import CONSTRUCTORS
+
+    return [(signature(r), example(r), grad_fn(r), r.doc) for r in RULES.values()] + [
+        (sig, ex, "-", doc) for sig, ex, doc in CONSTRUCTORS.values()]
 
 
 def text() -> str:
