@@ -112,6 +112,16 @@ def steady_nodes(root, exact: set[int] | None = None) -> set[int]:
     return steady
 
 
+def counted_hazards(body, values) -> list:
+    """:func:`gradcheck.forward.hazard_distances` less the hazards that are none: of a
+    node whose value depends on no float input (:func:`exact_nodes`) and of a
+    comparison of locally constant values (:func:`steady_nodes`)."""
+    exact = exact_nodes(body)
+    steady = steady_nodes(body, exact)
+    return [(node, d) for node, d in hazard_distances(body, values) if not (
+        id(node) in exact or (node.rule.kind == COMPARISON and id(node) in steady))]
+
+
 def sample(case, dtype: str, index: int) -> Point:
     """Point number ``index`` of ``case`` for a run in ``dtype``."""
     rng = case_rng(case, dtype, index)
@@ -205,15 +215,9 @@ def _blamed(spec, node, near: np.ndarray):
 
 
 def _too_close(body, values) -> list:
-    """(node, mask) for every hazard closer than MARGIN somewhere (none of a node whose
-    value depends on no float input, :func:`exact_nodes`, nor of a comparison of
-    locally constant values, :func:`steady_nodes`)."""
+    """(node, mask) for every hazard closer than MARGIN somewhere."""
     out = []
-    exact = exact_nodes(body)
-    steady = steady_nodes(body, exact)
-    for node, distance in hazard_distances(body, values):
-        if id(node) in exact or (node.rule.kind == COMPARISON and id(node) in steady):
-            continue
+    for node, distance in counted_hazards(body, values):
         mask = distance < MARGIN
         if mask.any():
             out.append((node, mask))

@@ -82,11 +82,11 @@ from hypothesis.errors import InvalidArgument
 from hypothesis.extra import numpy as hnp
 
 from .cases import Case, case_from_dict
-from .dtypes import NAMES as DTYPES, round_to
+from .dtypes import NAMES as DTYPES
 from .errors import CaseFileError
 from .expr import CONSTANTS, MAX_ELEMENTS, parse
 from .rules import COMPARISON, FUNCTIONS, RULES
-from .sampling import RANGES, sample, settle
+from .sampling import RANGES, _round, sample, settle
 from .shapes import ShapeError, broadcast
 from .templates import SPECIAL, TEMPLATES, Template, into_domain, template_dtype, template_inputs
 from .tree import Node
@@ -447,7 +447,7 @@ def points(case: Case | Mapping[str, Any], dtype: str = "float64") -> st.SearchS
     Values are drawn by Hypothesis inside each input's domain (in the ranges gradcheck's
     sampler uses: [-2, 2] for ``real``, [0.05, 3] for ``positive``...) and rounded to
     ``dtype``. Elements closer than :data:`gradcheck.sampling.MARGIN` to a kink or
-    singularity of the formula (per :func:`gradcheck.forward.hazard_distances`), or
+    singularity of the formula (per :func:`gradcheck.sampling.counted_hazards`), or
     pushed out of the domain by the rounding, are redrawn the way
     :func:`gradcheck.sampling.sample` does (element by element for elementwise formulas,
     the whole input otherwise) from a generator seeded by Hypothesis. A pinned ``value``
@@ -489,10 +489,10 @@ def _points(draw, case: Case, dtype: str) -> dict[str, np.ndarray]:
     free = []
     for spec in case.inputs:
         if spec.value is not None:
-            values[spec.name] = round_to(spec.value, dtype)
+            values[spec.name] = _round(spec.value, dtype, spec)   # (integers as they are)
         else:
             raw = draw(hnp.arrays(np.float64, spec.shape, elements=_elements(spec.domain)))
-            values[spec.name] = round_to(raw, dtype)
+            values[spec.name] = _round(raw, dtype, spec)
             free.append(spec)
     rng = np.random.default_rng(draw(st.integers(0, 2**64 - 1)))
     if not settle(case, values, free, rng, dtype):
