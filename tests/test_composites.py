@@ -333,3 +333,49 @@ def test_a_wrong_backward_is_caught_by_a_check(monkeypatch, row, dtype):
     assert result.witness("torch").status == "failed"
     assert result.witness("torch").worst.quantity == "x.grad"
     assert result.witness("numeric").status == "passed"
+
+
+# --------------------------------------------------------------------------- one_hot
+
+LABELS = {"shape": [3], "dtype": "int64", "domain": [0, 4]}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+def test_one_hot_of_integer_labels_in_every_witness(dtype):
+    # cross-entropy with class labels: -sum(log_softmax(x) * one_hot(labels, n))
+    case = make_case("-sum(log_softmax(x, axis=1) * one_hot(labels, 4), axis=1) "
+                     "+ sum(one_hot(labels, 4) @ W, axis=1)",
+                     {"x": [3, 4], "labels": LABELS, "W": [4, 2]}, points=3)
+    result = check(case, dtype)
+    assert result.status == "passed", result.message
+    assert sum(w.checked for w in result.witnesses) > 0
+
+
+def test_one_hot_matches_torch_and_the_expanded_reference():
+    from gradcheck.reference import ExpandedReference, TensorReference
+
+    labels = np.array([0, 3, 1, 3])
+    for side in ("engine", "torch"):
+        t = (E.Tensor(labels) if side == "engine" else torch.tensor(labels))
+        out = getattr(E, "one_hot")(t, 4) if side == "engine" else RULES["one_hot"].torch(t, 4)
+        assert str(out.dtype).endswith("int64") and out.grad_fn is None
+        np.testing.assert_array_equal(np.asarray(out.data if side == "engine" else out),
+                                      np.eye(4, dtype=np.int64)[labels])
+    case = make_case("sum(one_hot(labels, 4) * exp(x), axis=0)",
+                     {"labels": LABELS, "x": [3, 4]}, gradient="random")
+    point = sample(case, "float64", 0).values
+    v = np.linspace(-1, 1, 4)
+    tensor = TensorReference(case).evaluate(point, v)
+    expanded = ExpandedReference(case).evaluate(point, v)
+    np.testing.assert_allclose(tensor.grads["x"], expanded.grads["x"], rtol=1e-13)
+    assert "labels" not in tensor.grads
+
+
+@pytest.mark.parametrize("text, message", [
+    ("one_hot(x, 4)", "takes an integer input \\(dtype int64\\) as operand 1"),
+    ("one_hot(labels)", "takes the number of classes n >= 1"),
+    ("one_hot(labels, 0)", "takes the number of classes n >= 1"),
+])
+def test_one_hot_errors(text, message):
+    with pytest.raises(CaseFileError, match=message):
+        make_case(text, {"x": [3], "labels": LABELS})

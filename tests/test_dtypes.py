@@ -273,9 +273,17 @@ def _probe(name: str, dt: torch.dtype):
     if name == "where":
         x = leaf(3)
         return rule.torch(x < 0.4, x, 2 * x), x
-    if rule.kind == REDUCTION:
+    if name == "one_hot":        # integer labels, times a float tensor
         x = leaf(3, 4)
-        return rule.torch(x, (1,), False), x
+        labels = torch.tensor([0, 3, 1])
+        return rule.call("torch", [labels], rule.bind([(3,)], {"n": 4})).to(x.dtype) * x, x
+    if rule.kind == REDUCTION:   # along axis 1, the other parameters at their defaults
+        x = leaf(3, 4)
+        return rule.call("torch", [x], rule.bind([(3, 4)], {"axis": 1})), x
+    if name == "einsum":
+        x = leaf(2, 3, 4)
+        return rule.call("torch", [x, leaf(2, 4, 5)], rule.bind(
+            [(2, 3, 4), (2, 4, 5)], {"subscripts": "bij,bjk->bik"})), x
     if rule.kind == LINALG and rule.params:   # a convolution, a pooling: NCHW
         d = int(name[4]) if name.startswith("conv") else 2     # conv1d: 1, conv2d: 2
         x = leaf(2, 3, *[5] * d)

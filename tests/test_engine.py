@@ -228,8 +228,17 @@ def test_every_row_matches_torch(row):
                           inputs=None if own else ROW_INPUTS),
                  lambda t: row in ops(t), settings=settings(database=None, deadline=None,
                                                             phases=[Phase.generate]))
-    shapes = {n: tuple(v) for n, v in table["inputs"].items()} if own else ROW_INPUTS
-    parity(formula_program(table), {n: uniform(s) for n, s in shapes.items()})
+    given = table["inputs"] if own else ROW_INPUTS
+    labels = {n for n, v in given.items() if isinstance(v, dict)}   # integer inputs
+    parity(formula_program(table), {n: _labels(v) if n in labels else uniform(tuple(v))
+                                    for n, v in given.items()},
+           requires_grad=dict.fromkeys(labels, False))
+
+
+def _labels(table: dict) -> np.ndarray:
+    """Values of an integer input: every label of its domain in turn."""
+    n = int(np.prod(table["shape"], dtype=int))
+    return (np.arange(n) % table["domain"][1]).reshape(table["shape"]).astype(table["dtype"])
 
 
 OPERATOR_PROGRAMS = {

@@ -328,3 +328,40 @@ def norm_hazard(x, order, axis, keepdims):
 
 def einsum_shape(*args):
     return eq.shape(*args)
+
+
+# --------------------------------------------------------------------------- one_hot
+# one_hot(idx, n): an integer input's labels as rows of the identity, an exact constant
+# of the formula (torch.nn.functional.one_hot gives int64, which float arithmetic
+# promotes); the parser takes only an integer input or let as its operand (its domain
+# "integer"). The labels must lie in [0, n), as PyTorch requires.
+
+def one_hot_shape(idx, n):
+    if n is None or n < 1:
+        raise ShapeError(f"takes the number of classes n >= 1: one_hot(idx, n), got {n}")
+    return tuple(idx) + (n,)
+
+
+def np_one_hot(idx, n):
+    # (a label outside [0, n), which PyTorch refuses, gives a row of zeros: sampling
+    # evaluates the formula before it redraws labels outside their domain)
+    idx = np.asarray(idx)
+    labels = idx.astype(np.int64)
+    if not np.all(labels == idx):
+        raise ValueError(f"one_hot(idx, {n}) takes integer labels; declare idx with "
+                         f'dtype = "int64" and domain = [0, {n}]')
+    return (labels[..., None] == np.arange(n)).astype(np.int64)
+
+
+def torch_one_hot(idx, n):
+    return _torch().nn.functional.one_hot(idx.long(), n)
+
+
+def sym_one_hot(idx, n):
+    one, zero = sympy.Integer(1), sympy.Integer(0)
+    idx = np.asarray(idx, dtype=object)
+    out = np.empty(idx.shape + (n,), dtype=object)
+    for at in np.ndindex(*idx.shape):
+        for c in range(n):
+            out[at + (c,)] = sympy.Piecewise((one, sympy.Eq(idx[at], c)), (zero, True))
+    return out

@@ -74,4 +74,9 @@ ROWS: list[Rule] = [
          tensor=ct.tensor_rule(ct.einsum_tensor),
          rounding=BOUNDS["einsum"], example='einsum("ij,jk->ik", x, W)',
          doc="Einstein summation of one or two operands"),
+    Rule("one_hot", REDUCTION, 1, c.sym_one_hot, c.np_one_hot, c.torch_one_hot,
+         params=(Param("n", INT, None),), shape=c.one_hot_shape, domain=("integer",),
+         engine=EngineRule(None, (None,), saves=False), tensor=ct.tensor_rule(None),
+         rounding=BOUNDS["one_hot"], example="one_hot(idx, 4) @ W",
+         doc="integer labels as rows of the identity (n classes)"),
 ]
