@@ -91,6 +91,22 @@ def test_parameters_positional_or_by_keyword_and_torchs_names():
     assert check(ours).status == "passed"
 
 
+def test_xlogy_at_x_zero_is_torchs():
+    # value 0 whatever y; x-gradient log(y) (the limit), 0 where y <= 0 (torch's
+    # masked_fill); the engine equals torch at every such element, NaN included
+    x = np.array([0.0, 0.0, 1.0, 0.0, 0.0, 2.0])
+    y = np.array([0.0, 2.0, 0.5, 0.7, -1.0, 3.0])
+    ex, ey = engine.tensor(x, requires_grad=True), engine.tensor(y, requires_grad=True)
+    tx, ty = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
+    engine.xlogy(ex, ey).backward(engine.tensor(np.ones(6)))
+    torch.xlogy(tx, ty).sum().backward()
+    np.testing.assert_array_equal(ex.grad.data, tx.grad.numpy())
+    np.testing.assert_array_equal(ey.grad.data, ty.grad.numpy())
+    pinned = make_case("xlogy(x, y)", {"x": {"shape": [4], "value": [0.0, 0.0, 1.0, 2.0]},
+                                       "y": {"shape": [4], "value": [2.0, 0.5, 0.5, 3.0]}})
+    assert check(pinned).status == "passed"    # the numeric witness too: log(y) at 0
+
+
 def test_round_is_half_to_even_as_torch_at_pinned_ties():
     # the jumps are hazards (points are drawn away from them), but pinned values at the
     # ties give torch's values: the reference's round is NumPy's rint, half to even

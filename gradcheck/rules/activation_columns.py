@@ -116,9 +116,10 @@ def sym_logaddexp(a, b):
 
 
 def sym_xlogy(x, y):
-    # 0 where x == 0 whatever y is, as torch.xlogy; its derivative in x is then 0 there,
-    # which is PyTorch's backward (grad * xlogy(x != 0, y)) too
-    return sympy.Piecewise((0, sympy.Eq(x, 0)), (x * sympy.log(y), True))
+    # x·log(y), and 0 at x == 0 where log(y) is not real (0·log 0 = 0): the derivative in
+    # x is log(y) at x == 0 too (the limit), and 0 there, as PyTorch's backward
+    # xlogy(grad, other).masked_fill((self == 0) & (other <= 0), 0) computes it
+    return sympy.Piecewise((0, sympy.Eq(x, 0) & (y <= 0)), (x * sympy.log(y), True))
 
 
 def np_xlogy(x, y):
@@ -136,8 +137,9 @@ def logaddexp_vjp(g, ans, a, b):
 
 
 def xlogy_x(g, ans, x, y):
-    # PyTorch: grad * xlogy(self != 0, other)
-    return g * np_xlogy(np.asarray(x) != 0, y)
+    # PyTorch: xlogy(grad, other).masked_fill((self == 0) & (other <= 0), 0)
+    x, y = np.asarray(x), np.asarray(y)
+    return np.where((x == 0) & (y <= 0), 0.0, np_xlogy(g, y))
 
 
 # ----------------------------------------------------------------------- activations

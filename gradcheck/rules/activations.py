@@ -46,8 +46,8 @@ ROWS: list[Rule] = [
             rounding=Terms(2, lambda t, a, b: np.abs(t) + 1),
             engine=e("LogaddexpBackward0", ac.logaddexp_vjp,
                      lambda g, ans, a, b: ac.logaddexp_vjp(g, ans, b, a))),
-    # (y = 0 is log's singularity; at x == 0 the value and the x-gradient are 0, as
-    # torch defines them and the reference's Piecewise says)
+    # (y = 0 is log's singularity; at x == 0 the value is 0 whatever y, as torch's,
+    # and the x-gradient log(y), 0 where y <= 0)
     _binary("xlogy", ac.sym_xlogy, ac.np_xlogy, t("xlogy"),
             hazard=lambda x, y: np.abs(y), domain=("real", "positive"),
             doc="x * log(y), 0 where x == 0", example="xlogy(x, exp(y))",
