@@ -72,6 +72,27 @@ def test_engine_op_is_torchs_function(name):
         np.testing.assert_allclose(a.grad.data, b.grad.numpy(), rtol=1e-12, atol=1e-14)
 
 
+EDGES = np.array([0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.5, -1.5, 2.0, -2.0, 1e-300, -40.0,
+                  40.0, np.inf, -np.inf, np.nan])
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_OPS))
+def test_engine_op_is_torchs_at_the_edges(name):
+    """At kinks, jumps, ties, zeros, infinities and NaN (where no point is sampled) the
+    engine's value and gradient are still torch's: its VJPs are PyTorch's formulas."""
+    ours, theirs, _ = TORCH_OPS[name]
+    data = [EDGES, EDGES[::-1].copy()] if name in ("hypot", "logaddexp", "xlogy") else [EDGES]
+    e_in = [engine.tensor(d, requires_grad=True) for d in data]
+    t_in = [torch.tensor(d, requires_grad=True) for d in data]
+    with np.errstate(all="ignore"):
+        e_out, t_out = ours(*e_in), theirs(*t_in)
+        e_out.backward(engine.tensor(np.ones(len(EDGES))))
+    t_out.backward(torch.ones(len(EDGES), dtype=torch.float64))
+    np.testing.assert_allclose(e_out.data, t_out.detach().numpy(), rtol=1e-13, atol=0)
+    for a, b in zip(e_in, t_in):
+        np.testing.assert_allclose(a.grad.data, b.grad.numpy(), rtol=1e-12, atol=0)
+
+
 def test_grad_fn_names_are_torchs():
     # torch.square records PowBackward0; the activations their own nodes
     x = torch.tensor([0.5], requires_grad=True)

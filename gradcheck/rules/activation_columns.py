@@ -272,10 +272,10 @@ def sym_hardtanh(x, lo, hi):
 
 
 def hardtanh_vjp(g, ans, x, lo, hi):
-    # PyTorch: 0 where self <= min_val or self >= max_val (unlike clamp, whose bounds
-    # pass the gradient), else grad
+    # PyTorch: grad strictly inside (min_val, max_val), else 0: the bounds pass none
+    # (unlike clamp's), nor does NaN
     x = np.asarray(x)
-    return np.where((x <= lo) | (x >= hi), 0.0, g)
+    return np.where((x > lo) & (x < hi), g, 0.0)
 
 
 def same_shape(x, *params):
