@@ -263,6 +263,21 @@ def test_the_bound_covers_torchs_own_convolution(expr, shapes, dtype):
         assert np.all(np.abs(got[q] - exact[q]) <= both * bound), q
 
 
+@pytest.mark.parametrize("expr, shapes", [
+    ("conv1d(x, w, stride=2, padding=1, groups=2)", {"x": [2, 4, 5], "w": [2, 2, 2]}),
+    ("max_pool2d(tanh(conv2d(x, w, padding=1)), 2, stride=1) + avg_pool2d(x, 2, stride=1)",
+     {"x": [1, 2, 3, 3], "w": [2, 2, 3, 3]}),
+])
+def test_batched_bounds_are_the_per_v_bounds(expr, shapes):
+    """op.jacobian bounds its one-hot cotangents in one backward: the conv rows take them
+    one at a time, each as it would be alone."""
+    from test_tolerance_model import _assert_batched_equals_per_v
+
+    case = make_case(expr, shapes, gradient="random")
+    for dtype in ("float64", "float32"):
+        _assert_batched_equals_per_v(case, sample(case, dtype, 0).values, dtype)
+
+
 def _slightly_wrong_conv(factor):
     """torch's conv2d with its weight gradient scaled by ``factor``."""
     class Scaled(torch.autograd.Function):
