@@ -56,6 +56,8 @@ def structural_texts(rule) -> list[str]:
         params = tuple((p.name, v) for p, v in zip(rule.params, combo)
                        if not (p.kind == AXIS and v is None))   # (omitted: every axis)
         for k in range(n):
+            if rule.domain_of(k) == "integer":   # (indices come from integer inputs)
+                continue
             others = iter(range(1, n))
             operands = ["{0}" if j == k else f"{{{next(others)}}}" for j in range(n)]
             text = rule.spell(operands, rule.keywords(params))

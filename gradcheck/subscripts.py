@@ -1,10 +1,13 @@
 """Subscripts in a formula, for the parser (:mod:`gradcheck.expr`): ``x[0]``,
 ``x[:, 1:3]``, ``x[..., ::-1]``, ``x[:, None]`` (the ``index`` row, its key as written:
-:mod:`gradcheck.rules.keys`), and ``split(x, [2, 3], axis=1)[0]``, the one piece a row
-of several outputs gives when it is indexed by a constant integer.
+:mod:`gradcheck.rules.keys`), ``x[idx]``, ``x[:, idx]``, ``x[..., idx]`` with an integer
+input ``idx`` (the ``take`` row along that axis), and ``split(x, [2, 3], axis=1)[0]``,
+the one piece a row of several outputs gives when it is indexed by a constant integer.
 
-Only literals may index: integers (possibly negated), slices of them, ``None`` and
-``...``; the row's shape rule checks them against the operand (in range, not too many).
+Literals index: integers (possibly negated), slices of them, ``None`` and ``...``; the
+row's shape rule checks them against the operand (in range, not too many). An integer
+input indexes alone, the other entries whole axes (``:``) or ``...``: NumPy and
+PyTorch place the result's axes differently when it is mixed with ints or slices.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import ast
 
 from .rules import KEY, RULES
 from .rules.keys import Slice
+from .tree import Node
 
 
 def keyed_row(node: ast.AST) -> str | None:
@@ -38,7 +42,26 @@ def subscript(builder, node: ast.Subscript, fail):
         name = next(p.name for p in RULES[row].params if p.kind == KEY)
         return builder.visit_Call(node.value, {name: piece})
     base = builder.build(node.value)
-    return builder.apply("index", [base], node, {"key": _key(node.slice, fail)})
+    key = _key(node.slice, fail, builder.names)
+    tensors = [e for e in (key if isinstance(key, tuple) else (key,)) if isinstance(e, Node)]
+    if not tensors:
+        return builder.apply("index", [base], node, {"key": key})
+    return builder.apply("take", [base, tensors[0]], node,
+                         {"axis": _tensor_axis(key, len(base.shape), fail, node.slice)})
+
+
+def _tensor_axis(key, ndim: int, fail, where) -> int:
+    """The axis an integer input indexes in ``key`` (the others whole axes or ``...``)."""
+    es = key if isinstance(key, tuple) else (key,)
+    at = next(k for k, e in enumerate(es) if isinstance(e, Node))
+    whole = all(e is Ellipsis or e == Slice() for k, e in enumerate(es) if k != at)
+    if not whole or sum(e is Ellipsis for e in es) > 1 or sum(e is not Ellipsis
+                                                              for e in es) > ndim:
+        raise fail("an integer input indexes alone: the other entries are whole axes (:) "
+                   "or ..., as in x[:, idx]; index the result again for the rest", where)
+    if any(e is Ellipsis for e in es[:at]):
+        return ndim - (len(es) - at)
+    return at
 
 
 def _integer(node: ast.AST) -> int | None:
@@ -51,14 +74,22 @@ def _integer(node: ast.AST) -> int | None:
     return None
 
 
-def _key(node: ast.AST, fail):
+def _key(node: ast.AST, fail, names):
     """The subscript as data: a tuple's entries, or the one entry."""
     if isinstance(node, ast.Tuple):
-        return tuple(_entry(e, fail) for e in node.elts)
-    return _entry(node, fail)
+        return tuple(_entry(e, fail, names) for e in node.elts)
+    return _entry(node, fail, names)
 
 
-def _entry(node: ast.AST, fail):
+def _entry(node: ast.AST, fail, names):
+    if isinstance(node, ast.Name) and node.id in names:   # x[idx]: an integer input
+        tensor = names[node.id]
+        if tensor.dtype in ("int64", "int32"):
+            return tensor
+        raise fail(f"{node.id} indexes only as an integer input (dtype int64 or int32)"
+                   + ("; a boolean mask picks a number of elements that depends on its "
+                      "values: use where(mask, x, 0)" if tensor.dtype == "bool" else ""),
+                   node)
     if isinstance(node, ast.Slice):
         parts = []
         for part in (node.lower, node.upper, node.step):

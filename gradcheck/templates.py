@@ -127,8 +127,11 @@ def _keywords(rule: Rule) -> list[tuple[str, ...]]:
 
 def _derived(rule: Rule) -> tuple[Template, ...]:
     """The templates of a row from its data: arity, domain, growth, spelling, params."""
-    if rule.kind == STRUCTURE:   # (from its example and its parameters' kinds)
-        return tuple(Template(rule.name, "structure", text)
+    if rule.kind == STRUCTURE:   # (from its example and its parameters' kinds; indices
+        # from the templates' own integer inputs)
+        own = (("at", TEMPLATE_INPUTS["at"]), ("at2", TEMPLATE_INPUTS["at2"])) if \
+            "integer" in rule.domain else ()
+        return tuple(Template(rule.name, "structure", text, inputs=own)
                      for text in structural_texts(rule))
     variants = _keywords(rule)
     if rule.kind in (ELEMENTWISE, REDUCTION):
@@ -211,9 +214,13 @@ def _special() -> dict[str, tuple[Template, ...]]:
 # is an image too), so that its gradient flows through the input or the weight.
 TEMPLATE_INPUTS: dict[str, tuple[int, ...]] = {
     "seq": (2, 2, 3), "w1": (2, 2, 3), "wg1": (2, 1, 3),
-    "img": (2, 2, 2, 3), "k": (2, 2, 2, 3), "kg": (2, 1, 2, 2), "lab": (2,)}
-#: The template inputs that hold integers (one_hot's class labels), as input tables.
-TEMPLATE_LABELS: dict[str, dict] = {"lab": {"dtype": "int64", "domain": [0, 3]}}
+    "img": (2, 2, 2, 3), "k": (2, 2, 2, 3), "kg": (2, 1, 2, 2), "lab": (2,),
+    "at": (3,), "at2": (2, 2)}
+#: The template inputs that hold integers (one_hot's class labels; the indices of
+#: x[idx], gather and take_along_axis: 0, in range along any axis), as input tables.
+TEMPLATE_LABELS: dict[str, dict] = {"lab": {"dtype": "int64", "domain": [0, 3]},
+                                    "at": {"dtype": "int64", "domain": [0, 1]},
+                                    "at2": {"dtype": "int64", "domain": [0, 1]}}
 
 
 def template_dtype(name: str) -> str | None:

@@ -15,6 +15,7 @@ from conftest import bounded_work
 from gradcheck.errors import CaseFileError
 from gradcheck.expr import MAX_CHARS, MAX_DEPTH, MAX_EXPONENT, MAX_TREE_DEPTH, parse
 from gradcheck.rules import FUNCTIONS, RULES
+from gradcheck.rules.docs import EXAMPLE_INPUTS
 from gradcheck.tree import Node, walk
 
 #: a safety bound, not a benchmark: hostile input must not hang the parser
@@ -88,6 +89,9 @@ def test_every_function_of_the_rule_table_parses(names, fname):
         text = "dot(x, y)"
     elif fname == "transpose":
         text = "transpose(M)"
+    elif RULES[fname].kind == "structure":   # a shape, a list of tensors, a subscript:
+        text = RULES[fname].example          # the row's example, over its documented inputs
+        names = {n: Node("input", shape=s, name=n) for n, s in EXAMPLE_INPUTS.items()}
     else:   # a number parameter without a default (clamp's min=, max=) given, the others
         # left to defaults; a text parameter (einsum's subscripts) as "...", any shape
         params = RULES[fname].params
@@ -347,8 +351,9 @@ HOSTILE = [
     ("{a for a in x}", r"comprehension is not allowed"),
     ("{a: a for a in x}", r"comprehension is not allowed"),
     ("sum(a for a in x)", r"generator expression is not allowed"),
-    ("x[0]", r"indexing is not allowed"),
-    ("M[:, 1]", r"indexing is not allowed"),
+    ("x[0.5]", r"an index must be an integer literal"),
+    ("M[:, x]", r"an index must be an integer literal"),
+    ("M[1:y]", r"a slice's bounds and step must be integer literals"),
     ("f'{x}'", r"f-string is not allowed"),
     ("(q := x)", r"assignment \(:=\) is not allowed"),
     ("'abc'", r"literal 'abc' is not a number"),

@@ -11,8 +11,10 @@ import numpy as np
 
 from ..rules import RULES, keys
 from ..rules.structure_columns import axis_of, flatten_shape, reshape_shape
+from ..rules.take_columns import take_along_shape
+from .graph import grad_mode, record
 from .tensor import Tensor
-from .views import _data, _derive, _reshape
+from .views import _data, _derive, _expand, _reshape
 
 
 def _vjp(name: str, params):
@@ -67,4 +69,23 @@ def index(x, key):
     return x
 
 
-BY_HAND = {"reshape": reshape, "flatten": flatten, "index": index}
+def take_along_axis(x, idx, axis: int = 0):
+    """torch.take_along_dim(x, idx, axis): x broadcast to the indices' shape but along
+    axis (ExpandBackward0, recorded even where nothing is broadcast), then
+    GatherBackward0, which saves the indices."""
+    x, i = _tensor(x), _data(idx)
+    params = RULES["take_along_axis"].bind([x.shape, i.shape], {"axis": axis})
+    d = axis_of(axis, x.ndim)
+    wide = take_along_shape(i.shape, x.shape, d)      # x's shape, broadcast but along d
+    xb = _expand(x, wide)
+    out = Tensor(RULES["take_along_axis"].call("numpy", [xb.data, i], params))
+    if xb._requires_grad and grad_mode.enabled:
+        def vjp(g, ans, a, b):
+            return RULES["take_along_axis"].vjp(0, g, ans, [a, b], params)
+
+        record(out, "GatherBackward0", (xb, idx), (xb.data, i), (vjp, None), saves=True)
+    return out
+
+
+BY_HAND = {"reshape": reshape, "flatten": flatten, "index": index,
+           "take_along_axis": take_along_axis}

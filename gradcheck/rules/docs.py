@@ -12,11 +12,11 @@ from .table import RULES
 EXAMPLE_INPUTS: dict[str, tuple[int, ...]] = {
     "x": (3, 4), "y": (3, 4), "v": (4,), "u": (4,), "W": (4, 5), "s": (),
     "img": (2, 3, 8, 8), "k": (4, 3, 3, 3), "seq": (2, 3, 16), "w1": (4, 3, 5),
-    "idx": (3,), "mask": (3, 4),
+    "idx": (3,), "idx2": (3, 2), "mask": (3, 4),
 }
 
 #: The inputs of EXAMPLE_INPUTS that hold integers or booleans, and their dtypes.
-EXAMPLE_DTYPES: dict[str, str] = {"idx": "int64", "mask": "bool"}
+EXAMPLE_DTYPES: dict[str, str] = {"idx": "int64", "idx2": "int64", "mask": "bool"}
 
 
 def signature(rule) -> str:
@@ -28,8 +28,11 @@ def signature(rule) -> str:
         names = [*(f"{p.name}" for p in rule.params if p.kind == "text"), "a, b, ..."]
     if rule.symbol is not None:
         return f"{rule.symbol}x" if rule.arity == 1 else f" {rule.symbol} ".join(names)
-    params = [f"{p.name}={p.default!r}" for p in rule.params if p.kind != "text"]
-    return f"{rule.name}({', '.join(names + params)})"
+    keyed = [p.name for p in rule.params if p.kind == "key"]   # written x[key], f(...)[i]
+    params = [f"{p.name}={p.default!r}" for p in rule.params if p.kind not in ("text", "key")]
+    if keyed and not params:
+        return f"x[{keyed[0]}]"
+    return f"{rule.name}({', '.join(names + params)})" + ("[i]" if keyed else "")
 
 
 def example(rule) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 from . import structure_columns as c
 from . import structure_tensor as tt
 from . import structure_vjps as v
+from . import take_columns as tk
 from .columns import torch_fn as t
 from .row import AXIS, INT, INTS, KEY, NUMBER, STRUCTURE, Param, Rule, TensorRule
 from .vjps import engine_rule as e
@@ -27,6 +28,14 @@ def structural(name, arity, numpy, torch, shape, params, grad_fn, vjp, tensor,
     return Rule(name, STRUCTURE, arity, sympy or c.objects(numpy, len(params)), numpy,
                 torch, params=params, shape=shape, rounding=0,
                 engine=e(grad_fn, vjp, saves=False), tensor=TensorRule((tensor,)), **row)
+
+
+def taking(name, numpy, sympy, torch, shape, grad_fn, vjp, tensor, **row):
+    """A row that takes x's elements at an integer input's indices (exact constants: no
+    derivative); PyTorch's node saves the indices."""
+    return Rule(name, STRUCTURE, 2, sympy, numpy, torch, params=(Param("axis", INT, 0),),
+                shape=shape, rounding=0, domain=("real", "integer"),
+                engine=e(grad_fn, vjp, None), tensor=TensorRule((tensor, None)), **row)
 
 
 ROWS: list[Rule] = [
@@ -81,6 +90,18 @@ ROWS: list[Rule] = [
                (Param("key", KEY),), c.index_name, v.index_vjp, tt.index_vjp,
                doc="x[...]: ints, slices (negative steps too), None, ...",
                example="x[:, 1:3]"),
+    # by an integer input's indices (x[idx], x[:, idx], x[..., idx] are take)
+    taking("take", tk.np_take, tk.sym_take, tk.torch_take, tk.take_shape, "IndexBackward0",
+           tk.take_vjp, tk.take_tensor, example="x[idx]",
+           doc="x's elements at integer indices along axis (written x[:, idx])"),
+    taking("gather", tk.np_gather, tk.sym_gather, tk.torch_gather, tk.gather_shape,
+           "GatherBackward0", tk.gather_vjp, tk.gather_tensor,
+           example="gather(x, idx2, axis=1)",
+           doc="out[i][j] = x[i][idx[i][j]] along axis (PyTorch's gather)"),
+    taking("take_along_axis", tk.np_take_along, tk.sym_take_along, tk.torch_take_along,
+           tk.take_along_shape, "GatherBackward0", tk.take_along_vjp, tk.take_along_tensor,
+           example="take_along_axis(x, idx2, axis=1)",
+           doc="gather with broadcasting (NumPy's take_along_axis)"),
     # combining
     structural("concat", 1, c.np_concat, c.torch_concat, c.concat_shape,
                (Param("axis", INT, 0),), "CatBackward0", v.concat_vjp, tt.concat_vjp,

@@ -64,9 +64,9 @@ def np_reshape(x, shape):
 
 
 def flatten_shape(x, start, end):
-    if not x:
+    s, e = axis_of(start, max(len(x), 1), "start"), axis_of(end, max(len(x), 1), "end")
+    if not x:                 # torch: a 0-d tensor flattens to [1]
         return (1,)
-    s, e = axis_of(start, len(x), "start"), axis_of(end, len(x), "end")
     if s > e:
         raise ShapeError(f"start {start} comes after end {end}")
     return x[:s] + (math.prod(x[s:e + 1]),) + x[e + 1:]
@@ -112,7 +112,9 @@ def np_unsqueeze(x, axis):
 
 
 def permutation(axes, ndim: int) -> tuple[int, ...]:
-    axes = _tuple(axes) if axes is not None else ()
+    if axes is None:
+        raise ShapeError("needs the order of the axes, e.g. permute(x, [1, 0])")
+    axes = _tuple(axes)
     out = tuple(a % ndim for a in axes if -ndim <= a < ndim)
     if len(axes) != ndim or sorted(out) != list(range(ndim)):
         raise ShapeError(f"{list(axes)} is not an order of the {ndim} axes")
