@@ -209,7 +209,6 @@ def torch_verdict(case, dtype: str) -> tuple[str, str]:
     from torch.autograd.gradcheck import GradcheckError
 
     from ..backends.op import kind_of, load
-    from ..dtypes import torch_dtype
     from ..sampling import case_points
 
     try:
@@ -218,8 +217,7 @@ def torch_verdict(case, dtype: str) -> tuple[str, str]:
         return f"error: {type(exc).__name__}", str(exc)
     if kind.engine:
         return "n/a", "a gradcheck.engine Function runs on NumPy, not on torch tensors"
-    def fn(*xs):
-        return kind(*xs, *case.args, **case.kwargs)
+    from ..backends.op import Runner
 
     # a nondeterministic op declares how far its backward may differ from itself; a user
     # of torch's checker would pass the same (its tolerances stay the defaults)
@@ -229,9 +227,16 @@ def torch_verdict(case, dtype: str) -> tuple[str, str]:
         checks.append(torch.autograd.gradgradcheck)
     try:
         point = next(iter(case_points(case, dtype)))
-        # the point is already rounded to the dtype: the tensors hold it exactly
-        inputs = tuple(torch.tensor(point.values[s.name], dtype=torch_dtype(dtype),
-                                    requires_grad=s.requires_grad) for s in case.inputs)
+        # called as gradcheck calls it (call =, integer inputs, keywords); torch's checker
+        # perturbs the inputs the op's gradients are checked for, the others stay put
+        runner = Runner(case, kind, dtype, "cpu")
+        leaves, wanted = runner.leaves(point.values), runner.wanted
+
+        def fn(*xs):
+            out = runner.forward({**leaves, **dict(zip(wanted, xs))})
+            return out if len(out) > 1 else out[0]
+
+        inputs = tuple(leaves[n] for n in wanted)
         with warnings.catch_warnings():
             # "not a double precision floating point": asked for on purpose in float32
             warnings.simplefilter("ignore", UserWarning)
