@@ -63,8 +63,8 @@ def index(x, key):
         if step[0] == "alias":
             sub = Ellipsis
         else:
-            entry = None if step[0] == "unsqueeze" else step[2]
-            sub = (keys.Slice(),) * step[1] + (entry,)
+            entry = None if step[0] == "unsqueeze" else step[2]   # (alone at axis 0:
+            sub = (keys.Slice(),) * step[1] + (entry,) if step[1] else entry  # x[1:])
         x = _node("index", x, (("key", sub),))
     return x
 
