@@ -89,6 +89,9 @@ def test_every_function_of_the_rule_table_parses(names, fname):
         text = "dot(x, y)"
     elif fname == "transpose":
         text = "transpose(M)"
+    elif RULES[fname].domain_of(0) == "integer":   # one_hot: an integer input's labels
+        names = dict(names, idx=Node("input", shape=(3,), name="idx", dtype="int64"))
+        text = f"{fname}(idx, 4)"
     elif RULES[fname].kind == "structure":   # a shape, a list of tensors, a subscript:
         text = RULES[fname].example          # the row's example, over its documented inputs
         names = {n: Node("input", shape=s, name=n) for n, s in EXAMPLE_INPUTS.items()}
