@@ -261,6 +261,24 @@ def test_torch_witness_leaves_have_the_dtype(dtype, monkeypatch):
         assert value.dtype == np.float64 and representable(value, dtype)
 
 
+def _example_on_torch(rule, leaf):
+    """(the row's example formula on torch leaves, its first float leaf): indices as
+    int64."""
+    from gradcheck.backends.drive import rebuild
+    from gradcheck.expr import parse
+    from gradcheck.rules.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS
+    from gradcheck.tree import Node, walk
+
+    names = {n: Node("input", shape=s, name=n, dtype=EXAMPLE_DTYPES.get(n))
+             for n, s in EXAMPLE_INPUTS.items()}
+    root = parse(rule.example, names)
+    used = {n.name for n in walk(root) if n.op == "input"}
+    leaves = {n: torch.zeros(s, dtype=torch.int64) if n in EXAMPLE_DTYPES else leaf(*s)
+              for n, s in EXAMPLE_INPUTS.items() if n in used}
+    floats = [t for n, t in leaves.items() if n not in EXAMPLE_DTYPES]
+    return rebuild(root, leaves, lambda node, args: node.call("torch", args)), floats[0]
+
+
 def _probe(name: str, dt: torch.dtype):
     """Run one rule's torch column forward and backward on CPU in ``dt``."""
     rule = RULES[name]
@@ -291,10 +309,10 @@ def _probe(name: str, dt: torch.dtype):
         given = {} if name.startswith("conv") else {"kernel_size": 2}
         return rule.call("torch", operands, rule.bind([tuple(a.shape) for a in operands],
                                                       given)), x
+    if rule.kind == "structure":   # the row's example, over its documented inputs
+        return _example_on_torch(rule, leaf)
     if rule.kind == LINALG:
         x = leaf(2, 3, 4)
-        if name == "transpose":
-            return rule.torch(x), x
         if name == "dot":
             y = leaf(4)
             return rule.torch(y, y), y
