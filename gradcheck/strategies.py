@@ -72,7 +72,7 @@ import functools
 import itertools
 import keyword
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -153,6 +153,7 @@ class _Spec:
     allowed: frozenset[str]
     rows: dict[str, tuple[tuple[Template, ...], ...]]   # by group, by row
     own: bool = False                # templates may add their own inputs (the defaults)
+    dtypes: Mapping[str, str] = field(default_factory=dict)   # integer inputs by name
 
     @property
     def groups(self) -> list[str]:
@@ -333,7 +334,8 @@ def _linalg_options(spec: _Spec, template: Template, a: _Expr) -> list[tuple]:
         pool.update((n, s) for n, s in template.inputs if n not in spec.shapes)
     for names in itertools.product(pool, repeat=slots):
         shape = _shape(template.text, (a.shape, *(pool[n] for n in names)),
-                       (None, *(None if n in spec.shapes else template_dtype(n) for n in names)))
+                       (None, *(spec.dtypes.get(n) if n in spec.shapes else template_dtype(n)
+                                for n in names)))
         if shape is not None and math.prod(shape) <= MAX_ELEMENTS:
             out.append((template.text.format(f"{a.text}", *names), shape, frozenset(names)))
     return out
@@ -356,7 +358,8 @@ def _spec(fixed: Mapping[str, Any], allowed: frozenset[str], own: bool = False) 
                  if not (isinstance(v, dict) and v.get("requires_grad") is False))
     if not grad:
         raise InvalidArgument("at least one input must require grad")
-    return _Spec(shapes, grad, allowed, _rows(allowed), own)
+    dtypes = {n: v["dtype"] for n, v in fixed.items() if isinstance(v, dict) and v.get("dtype")}
+    return _Spec(shapes, grad, allowed, _rows(allowed), own, dtypes)
 
 
 _FIRST = ("sin", "tanh")

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import gradcheck.engine as E
 from gradcheck.rules import RULES
 from gradcheck.strategies import DEFAULT_FUNCTIONS, formulas, functions_for
+from gradcheck.templates import TEMPLATE_LABELS, TEMPLATES
 from test_engine import Side, arr, formula_program, ops, outcome, primitives, structure
 
 EXAMPLES = 500
@@ -34,16 +35,24 @@ MISUSES = ["none", "none", "implicit", "wrong_shape", "twice", "retain_graph",
 
 
 @st.composite
-def programs(draw, functions=DEFAULT_FUNCTIONS):
+def programs(draw, functions=DEFAULT_FUNCTIONS, own=()):
+    """``own``: the (name, shape) inputs a row's templates bring (a convolution's image,
+    the indices of x[idx]), beside the drawn ones; an integer one holds zeros."""
     n_inputs = draw(st.integers(1, 3))
     shapes = {f"x{i}": draw(st.sampled_from(SHAPES)) for i in range(n_inputs)}
+    shapes.update(own)
     inputs = {n: np.array(draw(st.lists(st.floats(-1.5, 1.5, allow_subnormal=False),
                                         min_size=int(np.prod(s, dtype=int)),
                                         max_size=int(np.prod(s, dtype=int))))).reshape(s)
-              for n, s in shapes.items()}
-    requires = {n: draw(st.booleans()) or i == 0 for i, n in enumerate(shapes)}
+              for n, s in shapes.items() if n not in TEMPLATE_LABELS}
+    inputs.update({n: np.zeros(s, dtype=np.int64) for n, s in own if n in TEMPLATE_LABELS})
+    requires = {n: (draw(st.booleans()) or i == 0) and n not in TEMPLATE_LABELS
+                for i, n in enumerate(shapes)}
     table = draw(formulas(depth=4, functions=functions, inputs={
-        n: {"shape": list(s), "requires_grad": requires[n]} for n, s in shapes.items()}))
+        n: {"shape": list(s), "requires_grad": requires[n],
+            **({k: TEMPLATE_LABELS[n][k] for k in ("dtype", "domain")}
+               if n in TEMPLATE_LABELS else {})}
+        for n, s in shapes.items()}))
     steps = [(draw(st.sampled_from(CONST_OPS)), draw(st.sampled_from([0.5, 2.0, 3.0])))
              for _ in range(draw(st.integers(0, 2)))]
     n = primitives(table)
@@ -177,7 +186,9 @@ def test_every_row_is_drawn_by_the_programs_and_indistinguishable(row):
     # drawn, in the simplest program that applies it.
     # the first program found (not shrunk: shrinking each row's program costs more
     # than the check)
-    program = find(programs(functions_for(row)), lambda p: row in ops(p[2][0]),
+    own = {n: s for t in TEMPLATES.get(row, ()) for n, s in t.inputs}
+    program = find(programs(functions_for(row), tuple(own.items())),
+                   lambda p: row in ops(p[2][0]),
                    settings=settings(database=None, deadline=None, max_examples=200,
                                      phases=[Phase.generate]))
     assert_same(execute("engine", program), execute("torch", program))
