@@ -365,3 +365,39 @@ def test_every_structural_row_is_checked_end_to_end():
                      {"x": [3, 4]})
     result = check(case)
     assert result.status == "passed", result.message
+
+
+def _op_views(x):
+    return (torch.sum(torch.tanh(x.flip(1)[1:, None]) * torch.cat([x, x * x], 1)[:, 1:5][1:, None])
+            + torch.sum(torch.sin(torch.nn.functional.pad(x, (0, 0, 1, 0))) ** 2))
+
+
+def _op_indices(x, i, j, k):
+    return (torch.sum(torch.sin(torch.gather(x, 1, i)) * x[:, :2]) + torch.sum(torch.tanh(x[j]) ** 2)
+            + torch.sum(torch.sin(torch.take_along_dim(x, k, 1)) ** 2))
+
+
+def _op_combined(x, v):
+    return torch.sum(torch.sin(torch.stack([x, x * 2], 1)) * v.expand(3, 2, 4)
+                     + torch.split(x, [1, 3], 1)[1][:, None, :1])
+
+
+INDICES = {"i": {"shape": [3, 2], "dtype": "int64", "domain": [0, 4]},
+           "j": {"shape": [4], "dtype": "int64", "domain": [-3, 3]},
+           "k": {"shape": [1, 3], "dtype": "int64", "domain": [0, 4]}}
+
+
+@pytest.mark.parametrize("op, reference, inputs", [
+    (_op_views, "sum(tanh(x[:, ::-1][1:, None]) * concat([x, x * x], axis=1)[:, 1:5][1:, None])"
+                " + sum(sin(pad(x, [[1, 0], [0, 0]])) ** 2)", {"x": [3, 4]}),
+    (_op_indices, "sum(sin(gather(x, i, axis=1)) * x[:, :2]) + sum(tanh(x[j]) ** 2)"
+                  " + sum(sin(take_along_axis(x, k, axis=1)) ** 2)", {"x": [3, 4], **INDICES}),
+    (_op_combined, "sum(sin(stack([x, x * 2], axis=1)) * expand(v, [3, 2, 4])"
+                   " + split(x, [1, 3], axis=1)[1][:, None, :1])", {"x": [3, 4], "v": [4]}),
+], ids=["views", "indices", "combined"])
+def test_double_backward_through_the_structural_rows(op, reference, inputs):
+    """order = 2 at tensor level: the adjoints' own adjoints (x[key]'s embed is indexed
+    back, a scatter of repeated indices gathers)."""
+    result = check_op(op, reference, inputs, order=2)
+    assert result.status == "passed", result.message
+    assert result.witness("op.double").status == "passed"

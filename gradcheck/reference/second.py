@@ -165,6 +165,8 @@ class Hessian:
             yield from self._row(node, g)
         elif op == "apply":
             yield from _applied(b, node, g)
+        elif op == "embed":                  # zeros with x at key: its adjoint takes key
+            yield node.args[0], b.row("index", g, key=node.data)
         elif op in ("select", "const", "leaf", "kernel"):
             return                           # constant where the pick is; no operands
         else:
@@ -205,9 +207,10 @@ class Hessian:
                 raise UnsupportedOpError(f"{name} has no tensor column")
             yield from self._elementwise_row(node, g)
             return
-        for k, arg in enumerate(node.args):
-            if rule.tensor.vjps[k] is not None:
-                yield arg, rule.tensor_vjp(k, b, g, node, node.args, params)
+        for k, arg in enumerate(node.args):   # (None: no derivative, an index)
+            contribution = rule.tensor_vjp(k, b, g, node, node.args, params)
+            if contribution is not None:
+                yield arg, contribution
 
     def _elementwise_row(self, node: T, g: T):
         """An elementwise row inside a tensor column (logsumexp's exp(x - lse)): its
@@ -257,7 +260,8 @@ def _size(node: T, args: list, sizes: list, env: dict):
         if RULES[name].kind == ELEMENTWISE:   # a function's value: its own size
             return np.abs(_apply(node, args, env))
         # a structural row (sum, matmul, max, logsumexp...) on magnitudes bounds the
-        # magnitude of its terms
+        # magnitude of its terms (indices, integers, as they are: x[idx], gather)
+        sizes = [a if np.asarray(a).dtype.kind in "biu" else z for a, z in zip(args, sizes)]
         return np.asarray(RULES[name].call("numpy", sizes, params), dtype=float)
     if op in ("select", "others"):
         return np.abs(_apply(node, args, env))

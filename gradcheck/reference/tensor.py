@@ -142,7 +142,8 @@ class TensorReference(Reference):
     def _env(self, point, v, u) -> dict:
         from .second import DIRECTION
 
-        env = {n: np.asarray(a, dtype=float) for n, a in point.items()}
+        env = {n: (np.asarray(a) if np.asarray(a).dtype.kind in "biu"   # (indices)
+                   else np.asarray(a, dtype=float)) for n, a in point.items()}
         env[COTANGENT] = np.broadcast_to(np.asarray(v, dtype=float), self.case.output.shape)
         env.update({DIRECTION + n: np.asarray(u[n], dtype=float) for n in self.wrt})
         return env

@@ -170,6 +170,32 @@ def scatter_along(g, idx, shape, axis):
     return out
 
 
+def gather_grad(g, idx, shape, axis):
+    """gather's adjoint (:func:`scatter_along`), a function of its own for the tensor
+    reference: its own adjoint in ḡ, for double backward, is gather again."""
+    return scatter_along(g, idx, shape, axis)
+
+
+def take_along_grad(g, idx, shape, axis):
+    """take_along_axis's adjoint (:func:`scatter_along`; idx broadcast already)."""
+    return scatter_along(g, idx, shape, axis)
+
+
+def _adjoint(row: str):
+    """The adjoint of a scatter in its cotangent: the row that took the elements."""
+    def adjoint(b, g, cotangent, idx, shape, axis):
+        yield cotangent, b.row(row, g, idx, axis=axis)
+
+    return adjoint
+
+
+# linear in the cotangent only: the indices are values, never magnitudes
+for _fn, _row in ((scatter_take, "take"), (gather_grad, "gather"),
+                  (take_along_grad, "take_along_axis")):
+    _fn.adjoint, _fn.linear_in = _adjoint(_row), (0,)
+del _fn, _row
+
+
 def take_vjp(g, ans, x, idx, axis):
     return scatter_take(g, idx, np.shape(x), axis)
 
@@ -189,9 +215,9 @@ def take_tensor(b, g, ans, x, idx, axis):
 
 
 def gather_tensor(b, g, ans, x, idx, axis):
-    return b.apply(scatter_along, g, idx, shape=x.shape, axis=axis)
+    return b.apply(gather_grad, g, idx, shape=x.shape, axis=axis)
 
 
 def take_along_tensor(b, g, ans, x, idx, axis):
     ids = _broadcast(x.shape, idx.shape, axis_of(axis, len(x.shape)))[1]
-    return b.apply(scatter_along, g, b.broadcast(idx, ids), shape=x.shape, axis=axis)
+    return b.apply(take_along_grad, g, b.broadcast(idx, ids), shape=x.shape, axis=axis)
