@@ -92,8 +92,11 @@ def test_every_function_of_the_rule_table_parses(names, fname):
     elif RULES[fname].domain_of(0) == "integer":   # one_hot: an integer input's labels
         names = dict(names, idx=Node("input", shape=(3,), name="idx", dtype="int64"))
         text = f"{fname}(idx, 4)"
-    elif RULES[fname].kind == "structure":   # a shape, a list of tensors, a subscript:
-        text = RULES[fname].example          # the row's example, over its documented inputs
+    elif RULES[fname].kind == "structure" or fname in ("conv1d", "conv2d", "avg_pool2d",
+                                                       "max_pool2d"):
+        # a shape, a list of tensors, a subscript, an image and its kernel: the row's
+        # example, over its documented inputs
+        text = RULES[fname].example
         names = {n: Node("input", shape=s, name=n) for n, s in EXAMPLE_INPUTS.items()}
     else:   # a number parameter without a default (clamp's min=, max=) given, the others
         # left to defaults; a text parameter (einsum's subscripts) as "...", any shape
