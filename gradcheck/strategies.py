@@ -70,9 +70,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-import keyword
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -84,10 +83,11 @@ from hypothesis.extra import numpy as hnp
 from .cases import Case, case_from_dict
 from .dtypes import NAMES as DTYPES
 from .errors import CaseFileError
-from .expr import CONSTANTS, MAX_ELEMENTS, parse
-from .rules import COMPARISON, FUNCTIONS, RULES
+from .expr import MAX_ELEMENTS, parse
+from .rules import COMPARISON, RULES
 from .sampling import RANGES, _round, sample, settle
 from .shapes import ShapeError, broadcast
+from .strategy_inputs import check_inputs as _check_inputs, check_shape as _check_shape
 from .templates import SPECIAL, TEMPLATES, Template, into_domain, template_dtype, template_inputs
 from .tree import Node
 
@@ -152,15 +152,14 @@ class _Spec:
     grad: tuple[str, ...]            # inputs that require grad (every formula uses one)
     allowed: frozenset[str]
     rows: dict[str, tuple[tuple[Template, ...], ...]]   # by group, by row
+    dtypes: Mapping[str, str]        # the integer inputs' dtypes, by name
     own: bool = False                # templates may add their own inputs (the defaults)
-    dtypes: Mapping[str, str] = field(default_factory=dict)   # integer inputs by name
 
     @property
     def groups(self) -> list[str]:
         # Order matters for shrinking: unary first, so one function of an input is the
         # simplest formula after a bare input.
-        weights = [("unary", 2), ("binary", 2), ("reduce", 1), ("linalg", 1),
-                   ("structure", 1)]
+        weights = [("unary", 2), ("binary", 2), ("reduce", 1), ("linalg", 1), ("structure", 1)]
         return [g for g, n in weights if self.rows.get(g) for _ in range(n)]
 
 
@@ -359,7 +358,7 @@ def _spec(fixed: Mapping[str, Any], allowed: frozenset[str], own: bool = False) 
     if not grad:
         raise InvalidArgument("at least one input must require grad")
     dtypes = {n: v["dtype"] for n, v in fixed.items() if isinstance(v, dict) and v.get("dtype")}
-    return _Spec(shapes, grad, allowed, _rows(allowed), own, dtypes)
+    return _Spec(shapes, grad, allowed, _rows(allowed), dtypes, own)
 
 
 _FIRST = ("sin", "tanh")
@@ -410,35 +409,6 @@ def _check_functions(functions: Iterable[str] | None) -> frozenset[str]:
             raise InvalidArgument(f"unknown function {name!r}; the rows formulas() can "
                                   f"draw are {', '.join(sorted(DEFAULT_FUNCTIONS))}")
     return frozenset(names)
-
-
-def _check_shape(shape: Any, what: str) -> tuple[int, ...]:
-    if isinstance(shape, (str, bytes)) or not isinstance(shape, (Sequence, np.ndarray)) \
-            or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool)
-                       and n > 0 for n in shape) or len(shape) > 8:
-        raise InvalidArgument(f"{what} must be a list of at most 8 positive integers, got "
-                              f"{shape!r}")
-    if math.prod(shape) > MAX_ELEMENTS:
-        raise InvalidArgument(f"{what} has more than {MAX_ELEMENTS} elements")
-    return tuple(int(n) for n in shape)
-
-
-def _check_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(inputs, Mapping) or not inputs:
-        raise InvalidArgument(f"inputs must be a non-empty dict of name -> shape or "
-                              f"input table, got {inputs!r}")
-    out: dict[str, Any] = {}
-    for name, value in inputs.items():
-        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) \
-                or name in FUNCTIONS or name in CONSTANTS or name in ("axis", "keepdims"):
-            raise InvalidArgument(f"{name!r} cannot name an input")
-        if isinstance(value, Mapping):
-            table = dict(value)
-            table["shape"] = list(_check_shape(table.get("shape", []), f"inputs[{name!r}]"))
-            out[name] = table
-        else:
-            out[name] = _check_shape(value, f"inputs[{name!r}]")
-    return out
 
 
 # --------------------------------------------------------------------------- points
