@@ -144,7 +144,9 @@ def conv_shape(d: int):
     return shape
 
 
-_LETTERS = "hwz"
+def letters(d: int) -> tuple[str, str]:
+    """einsum's letters for ``d`` output positions and ``d`` kernel offsets."""
+    return "hwz"[:d], "HWZ"[:d]
 
 
 def np_conv(x, w, stride, padding, dilation, groups):
@@ -158,7 +160,7 @@ def np_conv(x, w, stride, padding, dilation, groups):
     n, c, out = xb.shape[0], xb.shape[1], win.shape[2:2 + d]
     win = win.reshape((n, groups, c // groups) + out + kernel)
     wg = w.reshape((groups, w.shape[0] // groups, c // groups) + kernel)
-    o, k = _LETTERS[:d], "".join(ch.upper() for ch in _LETTERS[:d])
+    o, k = letters(d)
     y = np.einsum(f"ngc{o}{k},gpc{k}->ngp{o}", win, wg, optimize=True)
     return unbatched(y.reshape((n, w.shape[0]) + out), had)
 

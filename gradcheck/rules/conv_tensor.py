@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conv_columns import (_LETTERS, batched, conv_geometry, crop, pad, scatter_windows,
-                           unbatched, windows)
+from .conv_columns import (batched, conv_geometry, crop, letters, max_pool2d_pick, pad,
+                           pool_windows, scatter_windows, unbatched, windows)
 from .conv_vjps import avg_pool2d_vjp, max_pool2d_vjp
 from .row import TensorRule
-
-
-def _letters(d: int) -> tuple[str, str]:
-    o = _LETTERS[:d]
-    return o, o.upper()
 
 
 def conv_input_grad(g, w, shape=(), stride=1, padding=0, dilation=1, groups=1):
@@ -33,7 +28,7 @@ def conv_input_grad(g, w, shape=(), stride=1, padding=0, dilation=1, groups=1):
     gb, had = batched(g, d)
     n, c_out, outs = gb.shape[0], gb.shape[1], gb.shape[2:]
     c = shape[-d - 1]
-    o, k = _letters(d)
+    o, k = letters(d)
     shares = np.einsum(f"ngp{o},gpc{k}->ngc{o}{k}",
                        gb.reshape((n, groups, c_out // groups) + outs),
                        np.reshape(w, (groups, c_out // groups, c // groups) + kernel),
@@ -53,7 +48,7 @@ def conv_weight_grad(g, x, shape=(), stride=1, padding=0, dilation=1, groups=1):
     n, c_out, outs = gb.shape[0], gb.shape[1], gb.shape[2:]
     c = xb.shape[1]
     win = windows(pad(xb, padding), kernel, stride, dilation)
-    o, k = _letters(d)
+    o, k = letters(d)
     grad = np.einsum(f"ngp{o},ngc{o}{k}->gpc{k}",
                      gb.reshape((n, groups, c_out // groups) + outs),
                      win.reshape((n, groups, c // groups) + outs + kernel), optimize=True)
@@ -75,10 +70,8 @@ def max_pool2d_grad(g, x, shape=(), kernel_size=None, stride=None):
 def max_pool2d_gather(u, x, shape=(), kernel_size=None, stride=None):
     """Each window's element of ``u`` (x's shape) at the place max_pool2d picks in
     ``x``: the adjoint of :func:`max_pool2d_grad` in its cotangent."""
-    from .conv_columns import batched as _b, max_pool2d_pick, pool_windows
-
     win, had = pool_windows(u, kernel_size, stride)
-    hot = _b(max_pool2d_pick(x, kernel_size, stride), 4)[0]
+    hot = batched(max_pool2d_pick(x, kernel_size, stride), 4)[0]
     return unbatched(np.sum(win * hot, axis=(-2, -1)), had)
 
 
