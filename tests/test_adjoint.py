@@ -22,22 +22,26 @@ from gradcheck.rules import RULES
 XS = sympy.symbols("x0:4", real=True)
 UNARY = [n for n, r in RULES.items() if r.kind == "elementwise" and r.arity == 1]
 BINARY = [n for n, r in RULES.items() if r.kind == "elementwise" and r.arity == 2]
-COMPARISONS = [n for n, r in RULES.items() if r.kind == "comparison"]
+COMPARISONS = [n for n, r in RULES.items() if r.kind == "comparison"
+               and r.symbol not in ("&", "|", "~")]
+LOGICAL = [n for n, r in RULES.items() if r.symbol in ("&", "|", "~")]   # of comparisons
 DIGITS = 40
 # Arguments kept inside each row's real domain, so that every value and condition is real:
 # mapped as gradcheck.strategies maps them, from the row's domain (constants exact).
 
 
-def _into_domain(name):
+def _into_domain(name, k=0):
     from gradcheck.strategies import into_domain
 
     a = sympy.Symbol("_a", real=True)
-    mapped = sympy.sympify(into_domain(RULES[name], 0, "_a"), locals={"_a": a},
+    mapped = sympy.sympify(into_domain(RULES[name], k, "_a"), locals={"_a": a},
                            rational=True)
     return lambda e: mapped.xreplace({a: e})
 
 
 DOMAIN = {name: _into_domain(name) for name in UNARY}
+# a binary row's second argument (xlogy's y > 0); pow and div are drawn as they were
+SECOND = {name: _into_domain(name, 1) for name in BINARY if name not in ("pow", "div")}
 
 
 def meaning(name, *args):
@@ -64,7 +68,7 @@ def formulas(draw, depth: int = 3):
             e = meaning(name, DOMAIN.get(name, lambda a: a)(build(d - 1)))
         elif kind == "binary":
             name = draw(st.sampled_from(BINARY))
-            a, b = build(d - 1), build(d - 1)
+            a, b = build(d - 1), SECOND.get(name, lambda e: e)(build(d - 1))
             if name == "pow":  # a real power: positive base, small exponent
                 b = draw(st.sampled_from([2, 3, -1, sympy.Rational(1, 2), b]))
                 a = 1 + a ** 2
@@ -75,6 +79,10 @@ def formulas(draw, depth: int = 3):
             a = draw(st.sampled_from(XS))
             b = draw(st.sampled_from(XS)) * draw(st.sampled_from([1, -2]))
             cond = RULES[draw(st.sampled_from(COMPARISONS))].sympy(a, b)
+            if draw(st.booleans()):   # combined with another comparison, or negated
+                rule = RULES[draw(st.sampled_from(LOGICAL))]
+                other = RULES[draw(st.sampled_from(COMPARISONS))].sympy(b, a * 3)
+                cond = rule.sympy(*[cond, other][: rule.arity])
             e = RULES["where"].sympy(cond, build(d - 1), build(d - 1))
         else:
             e = build(d - 1) * draw(st.sampled_from([2, sympy.Rational(-3, 7), 5]))
@@ -124,8 +132,9 @@ def test_every_elementwise_row_is_differentiated_like_sympy():
         assert_same_gradient(meaning(name, inner), point)
     for name in BINARY:
         assert_same_gradient(RULES[name].sympy(1 + x * y, sympy.sin(z) + 2), point)
-    for name in COMPARISONS:
-        cond = RULES[name].sympy(x * y, z)
+    for name in COMPARISONS + LOGICAL:   # (& | ~ combine comparisons)
+        sides = [x * y > z, x < y] if name in LOGICAL else [x * y, z]
+        cond = RULES[name].sympy(*sides[: RULES[name].arity])
         assert_same_gradient(RULES["where"].sympy(cond, sympy.exp(x * z), y ** 2), point)
 
 
