@@ -409,3 +409,22 @@ inputs.w = {{ shape = [4, 3, 3, 3] }}
         for d in ("float64", "float32")]
     caught = [r for r in result.cases if r.expect == "fail"]
     assert all(r.witness("op.backward").status == "failed" for r in caught)
+
+
+def test_the_torch_witness_runs_cudnn_convolutions_in_float32_itself():
+    """cuDNN's default TF32 (a 10-bit significand) is no float32: on a CUDA device the
+    witness turns it off while it runs, and restores the user's setting (the flag is
+    only a setting: this runs without a GPU)."""
+    from gradcheck.backends.torch import _ieee_float32
+
+    cudnn = torch.backends.cudnn
+    kept = cudnn.allow_tf32
+    try:
+        cudnn.allow_tf32 = True
+        with _ieee_float32("cuda:0"):
+            assert cudnn.allow_tf32 is False
+        assert cudnn.allow_tf32 is True
+        with _ieee_float32("cpu"):
+            assert cudnn.allow_tf32 is True
+    finally:
+        cudnn.allow_tf32 = kept

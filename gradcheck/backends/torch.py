@@ -4,6 +4,8 @@ the named intermediates, and the ``grad_fn`` graph walked through ``next_functio
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -52,6 +54,24 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     # every rule's torch column runs forward and backward on CPU in all four dtypes
     # (float16 and bfloat16 included; tests/test_dtypes.py runs each of them)
     tdtype, device = torch_dtype(dtype), case.device
-    return drive(case, leaves(case, point, dtype), applier(case, dtype),
-                 lambda a: torch.tensor(np.asarray(a), dtype=tdtype, device=device),
-                 v, to_numpy)
+    with _ieee_float32(device):
+        return drive(case, leaves(case, point, dtype), applier(case, dtype),
+                     lambda a: torch.tensor(np.asarray(a), dtype=tdtype, device=device),
+                     v, to_numpy)
+
+
+@contextlib.contextmanager
+def _ieee_float32(device):
+    """cuDNN runs float32 convolutions in TF32 (a 10-bit significand) unless told
+    otherwise: on a CUDA device the formula is run in float32 itself, which is what the
+    rounding model bounds (the setting is restored after)."""
+    cudnn = torch.backends.cudnn
+    if not str(device).startswith("cuda"):
+        yield
+        return
+    kept = cudnn.allow_tf32
+    cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        cudnn.allow_tf32 = kept
