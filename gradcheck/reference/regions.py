@@ -87,7 +87,10 @@ class Kernel:
             if size > SHOWN_OPERATIONS:
                 return f"a formula of {size:.3g} operations, not printed"
             if inlined:
-                expr = inline(self.program, expr)
+                try:   # (rebuilding a condition, SymPy may evaluate Eq(0 + 0, ...) and fail)
+                    expr = inline(self.program, expr)
+                except (ArithmeticError, TypeError, ValueError) as exc:
+                    return f"a formula SymPy could not print ({type(exc).__name__})"
             try:   # SymPy's own simplification of the unevaluated program (1*(2*t))
                 expr = expr.doit()
             except Exception:
