@@ -24,7 +24,7 @@ def suggest(name: str, known=None, suffix: str = "(...)") -> str:
     known = sorted(FUNCTIONS) if known is None else list(known)
     if known is None or name in _ALIASES and _ALIASES[name] in known:
         return f"; did you mean {usage(_ALIASES[name])}?"
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
     if not close:
         return ""
     return f"; did you mean {usage(close[0]) if suffix == '(...)' else close[0] + suffix}?"

@@ -573,7 +573,7 @@ def test_bad_expr_line(tmp_path):
     assert [c.name for c in cases] == ["one"]
     (err,) = errors
     assert (err.file, err.case, err.line) == (str(path), "two", 10)
-    assert str(err) == f"{path}:10: case 'two': unknown function 'frobnicate'"
+    assert str(err).startswith(f"{path}:10: case 'two': unknown function 'frobnicate'")
 
 
 def test_bad_let_line(tmp_path):

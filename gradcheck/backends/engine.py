@@ -22,6 +22,8 @@ def applier(dtype: str):
         args = [Tensor(a.data.astype(dtype)) if promote and isinstance(a, Tensor)
                 and a.dtype.kind in "biu" else a
                 for a, promote in zip(args, float_operands(node))]
+        if node.rule.variadic == "list":   # concat([a, b]): its operands as one list
+            return getattr(ops, node.op)(list(args), **dict(node.params))
         return getattr(ops, node.op)(*args, **dict(node.params))
 
     return apply
