@@ -21,10 +21,11 @@ _ALIASES = {"clip": "clamp", "cat": "concat", "concatenate": "concat", "amax": "
 def suggest(name: str, known=None, suffix: str = "(...)") -> str:
     """"; did you mean ...?" for a misspelled or foreign ``name``: the row a NumPy or
     PyTorch name stands for, else the closest of ``known`` (the callable rows)."""
-    known = sorted(FUNCTIONS) if known is None else list(known)
-    if known is None or name in _ALIASES and _ALIASES[name] in known:
+    rows = known is None   # a function's name: only a close one (short names: looser)
+    known = sorted(FUNCTIONS) if rows else list(known)
+    if name in _ALIASES and _ALIASES[name] in known:
         return f"; did you mean {usage(_ALIASES[name])}?"
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75 if rows else 0.6)
     if not close:
         return ""
     return f"; did you mean {usage(close[0]) if suffix == '(...)' else close[0] + suffix}?"
