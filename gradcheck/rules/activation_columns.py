@@ -101,25 +101,48 @@ def sym_hypot(a, b):
     return sympy.sqrt(a ** 2 + b ** 2)
 
 
+# These meanings hold no Piecewise whose condition reads the operands: nested in another
+# condition, SymPy rewrites such conditions into boolean trees that grow with every level
+# (an expanded logaddexp of logaddexps printed past Python's parser). Max, Min, Abs and
+# Heaviside differentiate into steps instead, as clamp's meaning does.
+
 def _decaying(d):
-    """exp(-|d|): never overflows, nor does its derivative, in either branch of a
-    Piecewise (the reverse-mode reference multiplies the unselected branch's partials by
-    0, and 0·inf is NaN)."""
+    """exp(-|d|): never overflows, nor does its derivative."""
     return sympy.exp(-sympy.Abs(d))
 
 
 def sym_logaddexp(a, b):
     # log(exp(a) + exp(b)) as the larger plus log1p(exp(-|a - b|)): no overflow, and
     # log1p keeps the digits 1 + tiny would lose
-    tail = cfunction("log1p")(_decaying(a - b))
-    return sympy.Piecewise((a + tail, a >= b), (b + tail, True))
+    return sympy.Max(a, b) + cfunction("log1p")(_decaying(a - b))
+
+
+@functools.lru_cache(maxsize=None)
+def _xlogy():
+    """SymPy's x·log(y) that is 0 at x == 0 whatever y (0·log 0 = 0, as torch.xlogy):
+    printed as SciPy's xlogy; its derivatives are log(y) (the limit at x == 0 too, as
+    PyTorch's backward computes it) and x/y."""
+
+    def eval_(cls, x, y):
+        if x.is_zero:
+            return sympy.S.Zero
+        return x * sympy.log(y) if x.is_Number and y.is_Number else None
+
+    def fdiff(self, argindex=1):
+        x, y = self.args
+        return sympy.log(y) if argindex == 1 else x / y
+
+    def numpycode(self, printer):
+        x, y = (printer._print(a) for a in self.args)
+        return f"{printer._module_format('scipy.special.xlogy')}({x}, {y})"
+
+    return type("xlogy", (sympy.Function,), {
+        "nargs": 2, "eval": classmethod(eval_), "fdiff": fdiff, "_numpycode": numpycode,
+        "is_real": True, "__module__": __name__})
 
 
 def sym_xlogy(x, y):
-    # x·log(y), and 0 at x == 0 where log(y) is not real (0·log 0 = 0): the derivative in
-    # x is log(y) at x == 0 too (the limit), and 0 there, as PyTorch's backward
-    # xlogy(grad, other).masked_fill((self == 0) & (other <= 0), 0) computes it
-    return sympy.Piecewise((0, sympy.Eq(x, 0) & (y <= 0)), (x * sympy.log(y), True))
+    return _xlogy()(x, y)
 
 
 def np_xlogy(x, y):
@@ -148,8 +171,8 @@ def sym_gelu(x, approximate):
     if approximate == "tanh":
         # 0.5·x·(1 + tanh(z)) is x·sigmoid(2z): no 1 + tanh cancelling for x ≪ 0
         w = 2 * sympy.sqrt(2 / sympy.pi) * (x + sympy.Rational(KAPPA) * x ** 3)
-        e = _decaying(w)   # sigmoid(w), whose argument is cubic in x: never exp(|w|)
-        return x * sympy.Piecewise((1 / (1 + e), w >= 0), (e / (1 + e), True))
+        e, h = _decaying(w), sympy.Heaviside(w)   # sigmoid(w): 1/(1+e) for w > 0, else
+        return x * (h + (1 - h) * e) / (1 + e)    # e/(1+e); never exp(|w|), w cubic
     # x·Φ(x) with Φ(x) = erfc(-x/√2)/2: accurate where 1 + erf(x/√2) cancels
     return x * sympy.erfc(-x / sympy.sqrt(2)) / 2
 
@@ -240,7 +263,9 @@ def mish_vjp_terms(g, t, x):
 
 
 def sym_elu(x, alpha):
-    return sympy.Piecewise((x, x > 0), (sympy.Rational(alpha) * cfunction("expm1")(x), True))
+    # x for x > 0, alpha·expm1(x) below; expm1 of min(x, 0) never overflows
+    zero = sympy.S.Zero
+    return sympy.Max(x, zero) + sympy.Rational(alpha) * cfunction("expm1")(sympy.Min(x, zero))
 
 
 def np_elu(x, alpha):
@@ -254,7 +279,8 @@ def elu_vjp(g, ans, x, alpha):
 
 
 def sym_leaky_relu(x, slope):
-    return sympy.Piecewise((x, x > 0), (sympy.Rational(slope) * x, True))
+    zero = sympy.S.Zero
+    return sympy.Max(x, zero) + sympy.Rational(slope) * sympy.Min(x, zero)
 
 
 def np_leaky_relu(x, slope):
