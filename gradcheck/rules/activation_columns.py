@@ -51,8 +51,13 @@ def step_function(name: str):
     def numpycode(self, printer):
         return f"{printer._module_format('numpy.' + np_name)}({printer._print(self.args[0])})"
 
+    def evalf_(self, prec):
+        a = self.args[0].evalf(prec)
+        return eval_(None, a) if a.is_Number else None
+
     return type(name, (sympy.Function,), {
         "nargs": 1, "eval": classmethod(eval_), "_numpycode": numpycode,
+        "_eval_evalf": evalf_,
         "fdiff": lambda self, argindex=1: sympy.S.Zero,
         "is_real": True, "__module__": __name__})
 
@@ -136,8 +141,13 @@ def _xlogy():
         x, y = (printer._print(a) for a in self.args)
         return f"{printer._module_format('scipy.special.xlogy')}({x}, {y})"
 
+    def evalf_(self, prec):
+        x, y = self.args
+        return sympy.S.Zero if x.is_zero else (x * sympy.log(y)).evalf(prec)
+
     return type("xlogy", (sympy.Function,), {
         "nargs": 2, "eval": classmethod(eval_), "fdiff": fdiff, "_numpycode": numpycode,
+        "_eval_evalf": evalf_,
         "is_real": True, "__module__": __name__})
 
 
