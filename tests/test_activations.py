@@ -155,6 +155,17 @@ def test_steps_are_sampled_away_from_their_jumps(expr, jump):
         assert np.all(d >= MARGIN), (expr, float(d.min()))
 
 
+def test_steps_keep_extreme_arguments_within_reach():
+    # the jumps recur at every magnitude and finite differences' steps grow with |x|:
+    # at |x| = 43, floor(30·x) jumped inside the stencil (the numeric witness failed)
+    from gradcheck.sampling import PERIODIC_REACH
+
+    case = make_case("floor(x * 30) * y", {"x": M, "y": V}, points=4)
+    for p in case_points(case, "float32"):
+        assert np.all(np.abs(30 * p.values["x"]) <= PERIODIC_REACH)
+    assert check(case, "float32").status == "passed"
+
+
 # ------------------------------------------------------------------ the rounding bound
 
 # (formula, range of x): where the rows' float formulas cancel (gelu's 1 + erf for x ≪ 0,

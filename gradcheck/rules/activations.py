@@ -29,7 +29,10 @@ def _binary(name, sym, np_fn, torch_fn, hazard=None, **row):
 
 
 def _step(name, np_fn, hazard, doc):
+    # periodic: the jumps recur at every magnitude while finite differences' steps grow
+    # with |x| (1e-3·|x|), so extreme points keep the argument within sampling's reach
     return _unary(name, ac.sym_step(name), np_fn, t(name), hazard, rounding=0, doc=doc,
+                  periodic=True,
                   example=f"{name}(x * 3) + x",
                   engine=e(f"{name.capitalize()}Backward0", ac.zero_vjp, saves=False))
 
