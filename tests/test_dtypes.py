@@ -286,6 +286,8 @@ def _probe(name: str, dt: torch.dtype):
     def leaf(*shape):
         return (torch.rand(*shape, dtype=torch.float64) * 0.5 + 0.2).to(dt).requires_grad_()
 
+    if name.startswith("logical_"):   # & | ~ combine conditions: boolean tensors
+        return rule.torch(*[leaf(3) < 0.4 for _ in range(rule.arity)]), None
     if rule.kind == COMPARISON:
         return rule.torch(leaf(3), leaf(3)), None
     if name == "where":

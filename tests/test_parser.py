@@ -15,7 +15,7 @@ from conftest import bounded_work
 from gradcheck.errors import CaseFileError
 from gradcheck.expr import MAX_CHARS, MAX_DEPTH, MAX_EXPONENT, MAX_TREE_DEPTH, parse
 from gradcheck.rules import FUNCTIONS, RULES
-from gradcheck.rules.docs import EXAMPLE_INPUTS
+from gradcheck.rules.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS
 from gradcheck.tree import Node, walk
 
 #: a safety bound, not a benchmark: hostile input must not hang the parser
@@ -97,7 +97,8 @@ def test_every_function_of_the_rule_table_parses(names, fname):
         # a shape, a list of tensors, a subscript, an image and its kernel: the row's
         # example, over its documented inputs
         text = RULES[fname].example
-        names = {n: Node("input", shape=s, name=n) for n, s in EXAMPLE_INPUTS.items()}
+        names = {n: Node("input", shape=s, name=n, dtype=EXAMPLE_DTYPES.get(n))
+                 for n, s in EXAMPLE_INPUTS.items()}
     else:   # a number parameter without a default (clamp's min=, max=) given, the others
         # left to defaults; a text parameter (einsum's subscripts) as "...", any shape
         params = RULES[fname].params
