@@ -161,14 +161,16 @@ class _FormulaCheck:
         case, dtype = self.case, self.dtype
         points = list(case_points(case, dtype))
         vs = [cotangent(case, dtype, i) for i in range(len(points))]
-        expectations = ref.evaluations([p.values for p in points], vs)
-        for i, (point, v, expected) in enumerate(zip(points, vs, expectations)):
+        expectations = iter(ref.evaluations([p.values for p in points], vs))
+        for i, (point, v) in enumerate(zip(points, vs)):
             self.notes.extend(point.notes)
             bounds = _bounds_at(case, point.values, v)
             if any(w not in self.errors and w not in self.skipped for w in self.names):
-                # computed before any witness runs, so that no witness's arrays are
-                # alive beside the bounds' (at a layer's size, the peak of the check)
+                # computed before the point's exact gradients and any witness, so that
+                # no other arrays of the point are alive beside the bounds' (at a
+                # layer's size, the peak of the check)
                 bounds(dtype)
+            expected = next(expectations)
             for w in self.names:
                 if w not in self.errors and w not in self.skipped:
                     self._compare(w, i, point.values, v, expected, bounds, ref)
