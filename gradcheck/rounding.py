@@ -53,7 +53,7 @@ from .arrays import unbroadcast
 from .composite_rounding import composite_cotangent, composite_value
 from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
-from .tree import twins, Node, walk
+from .tree import Node, ordered, twins, walk
 
 PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
 
@@ -66,13 +66,6 @@ def _units(dtype: str) -> tuple[float, float]:
 
 def _arr(x) -> np.ndarray:
     return np.asarray(x, dtype=float)
-
-
-@functools.lru_cache(maxsize=1024)
-def _order(root: Node) -> tuple[Node, ...]:
-    """:func:`gradcheck.tree.walk`'s order, kept per formula (a node hashes by identity,
-    and the cache holds it): the forward is walked at every finite-difference step."""
-    return tuple(walk(root))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -179,7 +172,7 @@ class _Bounds:
         set to values computed in this dtype (a perturbed point, x + h): each carries
         its own rounding, u·|value|."""
         same = twins(root)   # a computation written twice has one value and bound
-        for node in _order(root):
+        for node in ordered(root):
             if overrides and node.op in ("input", "let") and node.name in overrides:
                 x = _arr(overrides[node.name])
                 self.val[id(node)], self.err[id(node)] = x, self.u * np.abs(x)
@@ -277,7 +270,7 @@ class _Bounds:
         axis in front). ``release``: drop each node's forward value and bound once its
         backward is done (its parents' came before), when the forward is not kept for
         another v: a large formula then holds about half the arrays at its peak."""
-        order = _order(root)
+        order = ordered(root)
         self.lead = (int(np.shape(v)[0]),) if batch else ()
         shape = self.lead + root.shape
         grad: dict[int, np.ndarray] = {id(root): _arr(np.broadcast_to(v, shape))}

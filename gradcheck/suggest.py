@@ -23,7 +23,7 @@ def suggest(name: str, known=None, suffix: str = "(...)") -> str:
     PyTorch name stands for, else the closest of ``known`` (the callable rows)."""
     rows = known is None   # a function's name: only a close one (short names: looser)
     known = sorted(FUNCTIONS) if rows else list(known)
-    if name in _ALIASES and _ALIASES[name] in known:
+    if rows and name in _ALIASES or name in _ALIASES and _ALIASES[name] in known:
         return f"; did you mean {usage(_ALIASES[name])}?"
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.75 if rows else 0.6)
     if not close:
@@ -46,6 +46,8 @@ def usage(name: str) -> str:
     """``name`` as a user calls it: its operands and parameters (``clamp(x, min, max)``)."""
     rule = RULES[name]
     operands = ["x"] if rule.arity == 1 else [f"{c}" for c in "abcdefgh"[: rule.arity]]
+    if rule.symbol is not None:   # an operator: matmul is a @ b
+        return rule.spell(operands)
     if rule.variadic == "list":
         operands = ["[a, b]"]
     return f"{name}({', '.join([*operands, *(p.name for p in rule.params)])})"

@@ -106,7 +106,7 @@ def fold(root: Node, visit: Callable[[Node, list], Any],
     """
     overrides = overrides or {}
     if merge and twins(root):
-        merged, built = _Merged.of(root)
+        merged, built = _merged(root)
         overrides = {(id(built[k]) if isinstance(k, int) and k in built else k): v
                      for k, v in overrides.items()}
         return fold(merged, visit, overrides)
@@ -188,7 +188,7 @@ def twins(root: Node) -> dict[int, Node]:
     first: dict[tuple, Node] = {}
     rep: dict[int, Node] = {}
     out: dict[int, Node] = {}
-    for node in _walk_cached(root):
+    for node in ordered(root):
         key = (node.op, node.name, node.exact, node.params, node.dtype, node.shape,
                tuple(id(rep[id(c)]) for c in node.args))
         found = first.setdefault(key, node)
@@ -198,38 +198,30 @@ def twins(root: Node) -> dict[int, Node]:
     return out
 
 
-@functools.lru_cache(maxsize=256)
-def _walk_cached(root: Node) -> tuple[Node, ...]:
+@functools.lru_cache(maxsize=1024)
+def ordered(root: Node) -> tuple[Node, ...]:
+    """:func:`walk`'s order, kept per formula (a node hashes by identity, and the cache
+    holds it): the numeric witness and the rounding model walk one formula at every
+    finite-difference step."""
     return tuple(walk(root))
 
 
-class _Merged:
-    """The DAG below a root with every twin replaced by its first node (built once per
-    root, cached): what ``fold(merge=True)`` walks."""
-
-    _cache: dict[int, tuple[Node, Node, dict]] = {}
-
-    @classmethod
-    def of(cls, root: Node) -> tuple[Node, dict[int, Node]]:
-        """The merged root, and each original node's counterpart in it, by ``id``."""
-        hit = cls._cache.get(id(root))
-        if hit is not None and hit[0] is root:
-            return hit[1], hit[2]
-        same = twins(root)
-        built: dict[int, Node] = {}
-        for node in _walk_cached(root):
-            node2 = same.get(id(node), node)
-            if id(node2) in built:
-                built[id(node)] = built[id(node2)]
-                continue
-            args = tuple(built[id(c)] for c in node2.args)
-            new = node2 if all(a is c for a, c in zip(args, node2.args)) else \
-                dataclasses.replace(node2, args=args)
-            built[id(node)] = built[id(node2)] = new
-        if len(cls._cache) > 256:
-            cls._cache.clear()
-        cls._cache[id(root)] = (root, built[id(root)], built)
-        return built[id(root)], built
+@functools.lru_cache(maxsize=256)
+def _merged(root: Node) -> tuple[Node, dict[int, Node]]:
+    """The DAG below ``root`` with every twin replaced by its first node (what
+    ``fold(merge=True)`` walks), and each original node's counterpart in it, by ``id``."""
+    same = twins(root)
+    built: dict[int, Node] = {}
+    for node in ordered(root):
+        node2 = same.get(id(node), node)
+        if id(node2) in built:
+            built[id(node)] = built[id(node2)]
+            continue
+        args = tuple(built[id(c)] for c in node2.args)
+        new = node2 if all(a is c for a, c in zip(args, node2.args)) else \
+            dataclasses.replace(node2, args=args)
+        built[id(node)] = built[id(node2)] = new
+    return built[id(root)], built
 
 
 def float_operands(node: Node) -> tuple[bool, ...]:

@@ -91,3 +91,23 @@ class Square(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         return 2 * x * g
 """
+
+
+def assert_torch_within_bounds(case, point, v, dtype) -> None:
+    """PyTorch's own float computation of ``case`` at ``point`` errs by at most the
+    rounding model's bound in ``dtype`` (plus the float64 reference's own, the same bound
+    at float64's u), without the witnesses' safety factor."""
+    import numpy as np
+
+    from gradcheck.backends.torch import run as torch_run
+    from gradcheck.dtypes import unit_roundoff
+    from gradcheck.reference import Reference
+    from gradcheck.rounding import error_bounds
+
+    exact = Reference(case).evaluate(point, v).quantities()
+    got = torch_run(case, point, v, dtype).quantities()
+    both = 1 + unit_roundoff("float64") / unit_roundoff(dtype)
+    bounds = {q: both * b for q, b in error_bounds(case, point, v, dtype).items()}
+    for q, e in exact.items():
+        err = np.abs(got[q] - e)
+        assert np.all(err <= bounds[q]), (q, float(np.max(err - bounds[q])))

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import gradcheck.engine as engine
-from conftest import check, make_case
+from conftest import assert_torch_within_bounds, check, make_case
 from gradcheck.cases import case_from_dict
 from gradcheck.dtypes import round_to, unit_roundoff
 from gradcheck.forward import hazard_distances
@@ -191,8 +191,6 @@ HARD = [
 def test_bound_covers_torchs_actual_error(expr, domain, dtype):
     """The derived bound holds for PyTorch's own kernels, without the witnesses' safety
     factor (as tests/test_tolerance_model.py does for the older rows)."""
-    from gradcheck.backends.torch import run as torch_run
-
     def case_of(n):
         return case_from_dict({"name": "b", "expr": expr, "gradient": "random",
                                "inputs": {"x": {"shape": [n]}}})
@@ -203,13 +201,7 @@ def test_bound_covers_torchs_actual_error(expr, domain, dtype):
     x = x[~np.any(near, axis=0)] if near else x   # off the kinks, as sampling keeps them
     case, point = case_of(len(x)), {"x": x}
     v = round_to(rng.standard_normal(case.output.shape), dtype)
-    exact = Reference(case).evaluate(point, v).quantities()
-    got = torch_run(case, point, v, dtype).quantities()
-    both = 1 + unit_roundoff("float64") / unit_roundoff(dtype)
-    bounds = {q: both * b for q, b in error_bounds(case, point, v, dtype).items()}
-    for q, e in exact.items():
-        err = np.abs(got[q] - e)
-        assert np.all(err <= bounds[q]), (q, float(np.max(err - bounds[q])))
+    assert_torch_within_bounds(case, point, v, dtype)
 
 
 def _worst_ratio(expr, domain, dtype) -> float:

@@ -545,6 +545,7 @@ def test_wrong_arity(names, text, match):
     ("min(x, x)", r"did you mean minimum\(a, b\)\?"),
     ("clip(x, 0, 1)", r"unknown function 'clip'; did you mean clamp\(x, min, max\)\?"),
     ("tanhh(x)", r"unknown function 'tanhh'; did you mean tanh\(x\)\?"),
+    ("matmul(M, x)", r"unknown function 'matmul'; did you mean a @ b\?"),
     ("sum(x, axes=0)", r"unexpected keyword 'axes'.*did you mean axis=\?"),
     ("xx + 1", r"unknown name 'xx'.*did you mean x\?"),
 ])

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import gradcheck
+from conftest import assert_torch_within_bounds
 from gradcheck.cases import case_from_dict
 from gradcheck.dtypes import round_to
 from gradcheck.rounding import error_bounds
-from gradcheck.reference import Reference
 
 DTYPES = ["float64", "float32", "bfloat16", "float16"]
 NUMERICS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "numerics.toml"
@@ -106,22 +106,13 @@ def test_bound_covers_torchs_actual_error(expr, shapes, domain, dtype):
     """The derived bound holds for PyTorch's own float computation, without the safety
     factor (the float64 reference's own rounding is the same bound at float64's u).
     That it is tight enough to catch bugs, the tests above show."""
-    from gradcheck.backends.torch import run as torch_run
-    from gradcheck.dtypes import unit_roundoff
-
     table = {"name": "b", "expr": expr, "gradient": "random",
              "inputs": {k: {"shape": s} for k, s in shapes.items()}}
     case = case_from_dict(table)
     rng = np.random.default_rng(0)
     point = {k: round_to(rng.uniform(*domain, s), dtype) for k, s in shapes.items()}
     v = round_to(rng.standard_normal(case.output.shape), dtype)
-    exact = Reference(case).evaluate(point, v).quantities()
-    got = torch_run(case, point, v, dtype).quantities()
-    both = 1 + unit_roundoff("float64") / unit_roundoff(dtype)
-    bounds = {q: both * b for q, b in error_bounds(case, point, v, dtype).items()}
-    for q, e in exact.items():
-        err = np.abs(got[q] - e)
-        assert np.all(err <= bounds[q]), (q, float(np.max(err - bounds[q])))
+    assert_torch_within_bounds(case, point, v, dtype)
 
 
 # --------------------------------------------------------------------------- one table
