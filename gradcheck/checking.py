@@ -21,7 +21,7 @@ from .cases import Case
 from .compare import Tally
 from .diagnose import Sample
 from .dtypes import round_to
-from .errors import CaseFileError, GradcheckError
+from .errors import CaseFileError, GradcheckError, describe_exception, exception_text
 from .result import ERROR, FAILED, PASSED, SKIPPED, CaseResult, WitnessResult
 from .sampling import case_points, case_rng
 from .timelimit import DEFAULT_TIMEOUT, CaseTimeout, time_limit
@@ -133,11 +133,11 @@ def _raised(base: dict, exc: Exception, start: float) -> CaseResult:
         return CaseResult(**base, status=ERROR, message=str(exc), error_kind=TIMEOUT,
                           seconds=seconds)
     if isinstance(exc, GradcheckError):
-        return CaseResult(**base, status=ERROR, message=str(exc), error_kind="case",
-                          seconds=seconds)
+        return CaseResult(**base, status=ERROR, message=exception_text(exc),
+                          error_kind="case", seconds=seconds)
     tb = traceback.format_exc(limit=-3)
     return CaseResult(**base, status=ERROR, error_kind="internal",
-                      message=f"{type(exc).__name__}: {exc}\n{tb}", seconds=seconds)
+                      message=f"{describe_exception(exc)}\n{tb}", seconds=seconds)
 
 
 class _FormulaCheck:
@@ -182,7 +182,7 @@ class _FormulaCheck:
         except CaseTimeout:
             raise
         except Exception as exc:  # a witness that raises is that witness's error
-            self.errors[w] = f"{type(exc).__name__}: {exc}"
+            self.errors[w] = describe_exception(exc)
             return
         if got.directions:   # the bounds of the projections it measured
             bounds = _projected(bounds, got)
@@ -239,7 +239,7 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
         if not _raised_by_op(exc):
             raise   # gradcheck's own checking code raised: an internal error
         tb = traceback.format_exc(limit=-3)
-        return op_failure(case, base, f"the op raised {type(exc).__name__}: {exc}\n{tb}",
+        return op_failure(case, base, f"the op raised {describe_exception(exc)}\n{tb}",
                           OP_RAISED, seconds=time.perf_counter() - start)
     status, message, kind = _verdict(case, results)
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,

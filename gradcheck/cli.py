@@ -187,7 +187,9 @@ def _cmd_run(args) -> int:
     except ParallelError as exc:
         if tty:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
-        print(f"gradcheck: error: {exc}", file=sys.stderr)
+        from .report.text import printable
+
+        print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
         return ExitCode.USAGE
     if tty:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
@@ -215,11 +217,11 @@ def _run_usage_error(args) -> str:
 
 def _progress(n: int, total: int, result) -> None:
     """The progress line on a terminal's stderr, rewritten as each result comes in."""
-    from .report.text import printable
+    from .report.text import one_line
 
     # the name comes from a case file: never let it drive the terminal
-    print(f"\r\033[K[{n}/{total}] {printable(result.name)} ({result.dtype})", end="",
-          file=sys.stderr, flush=True)
+    print(f"\r\033[K[{n}/{total}] {one_line(result.name)} ({one_line(result.dtype)})",
+          end="", file=sys.stderr, flush=True)
 
 
 def _report(args, result) -> None:
@@ -240,8 +242,10 @@ def _report(args, result) -> None:
         for line in annotations:
             print(line)
         s = result.summary
+        from .report.text import one_line
+
         print(f"{s['passed']} passed, {s['failed']} failed, {s['errored']} errored, "
-              f"{s['skipped']} skipped; report written to {args.output}")
+              f"{s['skipped']} skipped; report written to {one_line(args.output)}")
     else:
         sys.stdout.write(text)
         # keep a JSON/JUnit/Markdown document on stdout whole: the runner reads
@@ -252,24 +256,24 @@ def _report(args, result) -> None:
 
 
 def _no_cases(args) -> None:
-    from .report.text import printable
+    from .report.text import one_line
 
-    where = ", ".join(map(printable, args.paths))
+    where = ", ".join(map(one_line, args.paths))
     print("gradcheck: no cases selected: " + (
-        f"no case name under {where} contains {printable(args.keyword)!r}"
+        f"no case name under {where} contains {one_line(args.keyword)!r}"
         if args.keyword else f"no cases under {where}"), file=sys.stderr)
 
 
 def _cmd_list(args) -> int:
     from .cases import read_paths
-    from .report.text import printable  # names and texts come from case files
+    from .report.text import one_line, printable, split_lines  # texts from case files
 
     cases, errors = read_paths(args.paths)
     for c in cases:
         inputs = ", ".join(f"{s.name}{list(s.shape)}" for s in c.inputs)
-        print(printable(f"{c.where}: {c.name}  [{', '.join(c.dtypes)}]  ({inputs})  {c.expr}"))
-        if c.description:
-            print(f"    {printable(c.description)}")
+        print(one_line(f"{c.where}: {c.name}  [{', '.join(c.dtypes)}]  ({inputs})  {c.expr}"))
+        for line in split_lines(c.description or ""):
+            print(f"    {one_line(line)}")
     for e in errors:
         print(f"error: {printable(e)}", file=sys.stderr)
     print(f"{len(cases)} cases" + (f", {len(errors)} invalid" if errors else ""))
@@ -359,7 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         import traceback
 
-        traceback.print_exc()
+        from .report.text import printable   # the exception may quote case text
+
+        print(printable(traceback.format_exc()), end="", file=sys.stderr)
         print("gradcheck: internal error (a bug in gradcheck; please report it)",
               file=sys.stderr)
         return ExitCode.INTERNAL

@@ -45,3 +45,20 @@ class UnsupportedOpError(GradcheckError):
 
 class GradientMismatch(GradcheckError, AssertionError):
     """A witness's gradient disagrees with the symbolic reference."""
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, whatever the exception: one an op raised may have a ``__str__`` that
+    raises or returns no str, and saying so is the op's error, not an internal one of
+    gradcheck's (``<unprintable: TypeError in __str__>``)."""
+    try:
+        text = str(exc)
+    except Exception as inner:   # str() of a __str__ returning a non-str raises too
+        return f"<unprintable: {type(inner).__name__} in __str__>"
+    return "".join((text,))   # an exact str: a str subclass's own methods never run later
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``TypeName: message``, as every message about an exception reads (see
+    :func:`exception_text`)."""
+    return f"{type(exc).__name__}: {exception_text(exc)}"

@@ -19,6 +19,7 @@ from gradcheck.report import FORMATS, render
 from gradcheck.report.annotations import escape_data, escape_property, github_annotations
 from gradcheck.report.junit import classname, render_junit, xml_text
 from gradcheck.report.markdown import cell, render_markdown
+from gradcheck.report.scrub import one_line
 from gradcheck.result import (ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunResult,
                               WitnessResult, Worst)
 
@@ -157,7 +158,7 @@ def test_junit_escapes_hostile_text_and_stays_well_formed():
     assert "<b>" not in xml and "]]>" not in xml
     hostile = parse(xml).findall("testsuite/testcase")[6]
     shown = xml_text(HOSTILE)
-    assert hostile.get("name") == shown + "[float64]"
+    assert hostile.get("name") == one_line(HOSTILE) + "[float64]"   # one line
     assert '<b>&amp;"\'</b> ]]>' in hostile.get("name")
     assert "\\x1b[31mred\\x00\\x07" in hostile.get("name")
     assert hostile.get("file") == "cases/evil<&>.toml"
@@ -349,7 +350,7 @@ def test_annotation_escaping_is_exact():
     assert escape_data("100% a\r\nb: c, d") == "100%25 a%0D%0Ab: c, d"
     assert escape_property("a:b,c%d\r\ne") == "a%3Ab%2Cc%25d%0D%0Ae"
     assert escape_data("%0A") == "%250A"                 # no double decoding
-    assert escape_data("a\x1bb\x00") == "a?b?"
+    assert escape_data("a\x1bb\x00") == "a\\x1bb\\x00"      # shown, as Python escapes
 
 
 def test_annotations_for_failed_and_errored_cases_only():
@@ -370,7 +371,8 @@ def test_annotations_for_failed_and_errored_cases_only():
         assert ch not in hostile
     props, message = hostile[len("::error "):].split("::", 1)
     assert props.startswith("file=cases/evil<&>.toml,line=1,title=gradcheck evil")
-    assert props.count(",") == 2 and "%0A" in props and "%2C" not in props.split(",")[0]
+    assert props.count(",") == 2 and "%2C" not in props.split(",")[0]
+    assert "\\nline2" in props and "%0A" not in props     # the title is one line
     assert message.startswith("evil <b>&amp;") and "%0Aline2" in message
 
 
@@ -558,16 +560,16 @@ def test_annotations_and_the_text_report_scrub_every_control_character():
     for out in [render(RunResult((case,)), "text"), *github_annotations(RunResult((case,)))]:
         for ch in "\x1b\x00\x07\u202e\x9b":
             assert ch not in out
-    assert escape_data(text) == "a?[2Jb?c?d?e?f"
+    assert escape_data(text) == "a\\x1b[2Jb\\x00c\\x07d\\u202ee\\x9bf"
 
 
 def test_one_scrubber_in_the_reports():
     from gradcheck.report import scrub, text
 
     assert text.printable is scrub.printable    # what the CLI and the plugin import
-    assert scrub.printable("a\tb\rc\nd\x1b") == "a?b?c\nd?"
-    assert scrub.printable("a\tb\rc\nd\x1b", keep="\r\n\t") == "a\tb\rc\nd?"
-    assert scrub.one_newline("a\r\nb\rc") == "a\nb\nc"
+    assert scrub.printable("a\tb\rc\nd\x1b") == "a\\tb\\rc\nd\\x1b"
+    assert scrub.printable("a\tb\rc\nd\x1b", keep="\r\n\t") == "a\tb\rc\nd\\x1b"
+    assert scrub.printable("a\r\nb") == "a\nb" and scrub.one_line("a\r\nb") == "a\\r\\nb"
     # nothing else in report/ decides what is printable
     folder = Path(scrub.__file__).parent
     others = [p.name for p in folder.glob("*.py")

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import to_numpy, torch_dtype  # noqa: F401  (to_numpy: op checks use it)
-from ..errors import GradcheckError
+from ..errors import GradcheckError, describe_exception
 
 class OpImportError(GradcheckError):
     """The op named by a case cannot be imported."""
@@ -108,7 +108,7 @@ def load(spec: str, case_file: str = "") -> Any:
         for part in attr.split("."):
             obj = getattr(obj, part)
     except Exception as exc:  # any failure while importing user code is the case's
-        raise OpImportError(f"cannot import op {spec!r}: {type(exc).__name__}: {exc}") \
+        raise OpImportError(f"cannot import op {spec!r}: {describe_exception(exc)}") \
             from None
     return obj
 

@@ -4,14 +4,18 @@ failed or errored, so the check shows up on the case file's line in the pull req
 Escaping follows the runner's rules: in the message ``%`` ``\\r`` ``\\n`` become ``%25``
 ``%0D`` ``%0A``; in a property value ``:`` and ``,`` also become ``%3A`` and ``%2C``.
 A newline therefore never ends the command, so case text cannot start a command of its
-own; other control characters (which could drive the log viewer) become ``?``."""
+own. Before that, user text passes through the reports' scrubber
+(:func:`gradcheck.report.scrub.printable`): other control characters (which could drive
+the log viewer) are shown as escapes, and each line of the message is neutralised, so
+the annotation reads ``:\\:error`` and ``#\\#[`` where the text had a command; the file and
+the title are one line each."""
 
 from __future__ import annotations
 
 from ..result import ERROR, FAILED
 from .details import title
 from .mismatch import failing
-from .scrub import printable
+from .scrub import one_line, printable
 
 
 def escape_data(text) -> str:
@@ -45,9 +49,9 @@ def github_annotations(result) -> list[str]:
             continue
         props = []
         if case.file:
-            props.append(f"file={escape_property(case.file)}")
+            props.append(f"file={escape_property(one_line(case.file))}")
         if case.line:
             props.append(f"line={int(case.line)}")
-        props.append(f"title={escape_property('gradcheck ' + title(case))}")
+        props.append(f"title={escape_property(one_line('gradcheck ' + title(case)))}")
         out.append(f"::error {','.join(props)}::{escape_data(_message(case))}")
     return out

@@ -3,12 +3,14 @@ worst element, and the full diagnosis of a case that did not pass.
 
 What a report says about one witness that did not pass comes from
 :mod:`gradcheck.report.mismatch`. Everything here returns raw text (case names and
-messages as the case file wrote them); each renderer escapes for its own format."""
+messages as the case file wrote them, broken into lines at ``\n`` only:
+:func:`gradcheck.report.scrub.split_lines`); each renderer escapes for its own format."""
 
 from __future__ import annotations
 
 from ..result import PASSED, SKIPPED
 from .mismatch import chain, describe  # noqa: F401  (chain: for the renderers)
+from .scrub import split_lines
 
 
 def title(case) -> str:
@@ -32,7 +34,7 @@ def diagnosis(w) -> str:
 
 
 def first_line(text: str, default: str = "") -> str:
-    lines = str(text).strip().splitlines()
+    lines = split_lines(str(text).strip())
     return lines[0] if lines else default
 
 
@@ -71,7 +73,7 @@ def gradient_lines(case) -> list[str]:
     product), the shared subexpressions first."""
     lines = []
     for quantity, formula in case.gradients:
-        for line in formula.splitlines():
+        for line in split_lines(formula):
             lines.append(f"exact: {line}" if not quantity else f"exact: {quantity} = {line}")
     return lines
 
@@ -81,7 +83,7 @@ def full_text(case) -> str:
     out = [f"{title(case)} at {where(case)}: {case.status}"
            + (' (expect = "fail")' if case.expect == "fail" else "")]
     if case.message:
-        out += str(case.message).splitlines()
+        out += split_lines(case.message)
     for w in case.witnesses:
         if w.status == SKIPPED:
             out.append(skip_line(w))

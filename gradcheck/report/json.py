@@ -1,9 +1,14 @@
-"""JSON report (schema: DESIGN.md section 4)."""
+"""JSON report (schema: DESIGN.md section 4). The values are the run's, unscrubbed (a
+machine reads them); :func:`gradcheck.report.scrub.json_safe` only writes a ``##[`` in a
+string so that a CI runner reading the document finds no workflow command in it."""
 
 from __future__ import annotations
 
 import json
 
+from .scrub import json_safe
+
 
 def render_json(result) -> str:
-    return json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n"
+    # indented: every line starts with a quote or a bracket, never with "::"
+    return json_safe(json.dumps(result.to_dict(), indent=2, allow_nan=False)) + "\n"

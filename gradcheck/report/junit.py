@@ -1,12 +1,12 @@
 """JUnit XML report, shaped as pytest's ``junit_family=xunit1`` writes it (the family
 that keeps ``file`` and ``line``), so CI systems show one test per case and dtype.
 
-Case names and messages come from user files: ElementTree escapes markup, and
-:func:`xml_text` replaces every character XML 1.0 forbids (most control characters,
-lone surrogates, U+FFFE/U+FFFF) with a visible ``\\xNN`` / ``\\uNNNN``, so the document
-is always well-formed. That is XML's own rule, not the reports' control-character
-scrubber (:mod:`gradcheck.report.scrub`): a JUnit reader gets every character XML can
-hold, shown as it was, and a forbidden one as its code, so a test id stays the same."""
+Case names and messages come from user files: they pass through the reports' scrubber
+(:mod:`gradcheck.report.scrub`: an attribute on one line, a body's lines each with no
+workflow command, every character that is not printable as its escape), ElementTree
+escapes markup, and :func:`xml_text` shows every character XML 1.0 forbids (most control
+characters, lone surrogates, U+FFFE/U+FFFF) by its code, with the scrubber's notation,
+so the document is always well-formed whatever text it is given."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
 from .details import full_text, headline, skipped, title
+from .scrub import escape_char, neutral, one_line, printable
 
 SUITE = "gradcheck"
 
@@ -24,14 +25,9 @@ SUITE = "gradcheck"
 _NOT_XML = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def _visible(match: re.Match) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
 def xml_text(value) -> str:
     """``value`` as text that XML 1.0 can hold (ElementTree escapes the markup)."""
-    return _NOT_XML.sub(_visible, str(value))
+    return _NOT_XML.sub(lambda m: escape_char(m.group()), str(value))
 
 
 def classname(file: str) -> str:
@@ -53,23 +49,23 @@ def _testcase(case) -> ET.Element:
     if case.line:
         attrs["line"] = str(case.line)
     attrs["time"] = _seconds(case.seconds)
-    node = ET.Element("testcase", {k: xml_text(v) for k, v in attrs.items()})
+    node = ET.Element("testcase", {k: xml_text(one_line(v)) for k, v in attrs.items()})
     if case.status == PASSED:
         # e.g. "caught as expected: torch", notes, witnesses that did not run in the dtype
         extra = [case.message, *case.notes, *skipped(case)]
         if any(extra):
             out = ET.SubElement(node, "system-out")
-            out.text = xml_text("\n".join(extra).strip())
+            out.text = xml_text(printable("\n".join(extra).strip()))
         return node
     tag = {FAILED: "failure", ERROR: "error", SKIPPED: "skipped"}[case.status]
-    child = ET.SubElement(node, tag, message=xml_text(headline(case)))
+    child = ET.SubElement(node, tag, message=xml_text(one_line(headline(case))))
     if case.status == FAILED:
         child.set("type", "gradcheck.GradientMismatch")
     elif case.status == ERROR:
         child.set("type", f"gradcheck.{case.error_kind or 'internal'}_error")
     else:
         child.set("type", "gradcheck.skip")
-    child.text = xml_text(full_text(case))
+    child.text = xml_text(printable(full_text(case)))
     return node
 
 
@@ -84,5 +80,6 @@ def render_junit(result) -> str:
     root = ET.Element("testsuites", name=SUITE)
     root.append(suite)
     ET.indent(root)
-    return ('<?xml version="1.0" encoding="utf-8"?>\n'
-            + ET.tostring(root, encoding="unicode") + "\n")
+    # neutral: the net under the fields' scrubbing (no two fields form a command)
+    return neutral('<?xml version="1.0" encoding="utf-8"?>\n'
+                   + ET.tostring(root, encoding="unicode") + "\n")

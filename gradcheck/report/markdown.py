@@ -2,9 +2,15 @@
 verdict and counts, a table of the cases that did not pass, and the full table of every
 case under a collapsed ``<details>``.
 
-Case names and messages come from user files: :func:`cell` drops control characters
-(:func:`gradcheck.report.scrub.printable`), escapes HTML and the Markdown punctuation
-that could format, link or break a table row, and turns newlines into ``<br>``."""
+Case names and messages come from user files: :func:`cell` shows control characters as
+escapes and neutralises workflow commands (:func:`gradcheck.report.scrub.printable`),
+escapes HTML and the Markdown punctuation that could format, link or break a table row,
+and turns newlines into ``<br>``.
+
+GitHub refuses a comment over 65,536 characters: the report stays under it. The title
+line is always there; then as many cases that did not pass as fit, in report order, then
+as many rows of the table of every case; a line says how many were left out and how many
+characters they would have taken."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ import re
 from ..result import ERROR, FAILED, PASSED, SKIPPED
 from .details import skipped, where
 from .mismatch import failing
-from .scrub import one_newline, printable
+from .scrub import neutral, printable
 
 _ICON = {PASSED: "✅ passed", FAILED: "❌ failed", ERROR: "💥 error", SKIPPED: "⏭️ skipped"}
 # Inline Markdown that user text must not trigger: emphasis, code, links and images,
@@ -22,13 +28,15 @@ _ICON = {PASSED: "✅ passed", FAILED: "❌ failed", ERROR: "💥 error", SKIPPE
 # escaped by html.escape).
 _MD = re.compile(r"([\\`*_\[\]!~$|])")
 _CELL_MAX = 600              # characters of one message cell
-_COMMENT_MAX = 60000         # GitHub refuses comments over 65536 characters
+_NAME_MAX = 200              # of a case's name or location
+_COMMENT_MAX = 65536         # GitHub refuses a longer comment
+_ROOM = _COMMENT_MAX - 1500  # for the rows: the rest is the frame and the left-out line
 
 
 def cell(text, limit: int | None = None, *, code: bool = False) -> str:
     """``text`` as literal content of one table cell. ``code`` sets it in ``<code>``,
     where GitHub neither links @mentions, #references nor :emoji: from user text."""
-    text = printable(one_newline(text)).strip()   # newlines kept for <br>
+    text = printable(text).strip()   # newlines kept for <br>
     if limit is not None and len(text) > limit:
         text = text[:limit - 1] + "…"
     if not text:
@@ -54,8 +62,8 @@ def _title(result) -> str:
 
 
 def _problem_rows(case) -> list[list[str]]:
-    base = [_ICON[case.status], cell(case.name, code=True), cell(case.dtype),
-            cell(where(case), code=True)]
+    base = [_ICON[case.status], cell(case.name, _NAME_MAX, code=True), cell(case.dtype),
+            cell(where(case), _NAME_MAX, code=True)]
     mismatches = failing(case.witnesses)
     if not mismatches:
         return [base + ["-", "-", cell(case.message or case.status, _CELL_MAX, code=True)]]
@@ -78,39 +86,88 @@ def _all_rows(result) -> tuple[list[str], list[list[str]]]:
             errs.append("-" if w is None else "error" if w.status == ERROR
                         else "skipped" if w.status == SKIPPED
                         else f"{w.max_rel_err:.1e}" + ("" if w.status == PASSED else " ❌"))
-        rows.append([_ICON[c.status], cell(c.name, code=True), cell(c.dtype),
-                     cell(where(c), code=True),
+        rows.append([_ICON[c.status], cell(c.name, _NAME_MAX, code=True), cell(c.dtype),
+                     cell(where(c), _NAME_MAX, code=True),
                      *(cell(e) for e in errs), f"{c.seconds:.2f}s"])
     return header, rows
 
 
+def size(text: str) -> int:
+    """``text``'s length as GitHub counts a comment's: in UTF-16 code units (a character
+    above U+FFFF, most emoji, is two)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _lines_size(lines) -> int:
+    """The size of ``lines`` joined by newlines (one more for the last)."""
+    return sum(size(x) + 1 for x in lines)
+
+
+def _fit(items: list[list[str]], room: int) -> tuple[list[str], int, int]:
+    """The lines of the first ``items`` (each a list of lines) that fit in ``room``, and
+    how many items and characters were left out (after the first that does not fit)."""
+    kept: list[str] = []
+    used = 0
+    for i, item in enumerate(items):
+        need = _lines_size(item)
+        if used + need > room:
+            return kept, len(items) - i, sum(_lines_size(it) for it in items[i:])
+        kept += item
+        used += need
+    return kept, 0, 0
+
+
+def _left_out(problems: int, shown: int, rows: int, listed: int, chars: int) -> str:
+    parts = []
+    if shown < problems:
+        parts.append(f"{problems - shown:,} of {problems:,} case runs that did not pass")
+    if listed < rows:
+        parts.append(f"{rows - listed:,} of {rows:,} rows of the table of all case runs")
+    return (f"**Left out** to stay under GitHub's {_COMMENT_MAX:,}-character comment "
+            f"limit: {' and '.join(parts)} ({chars:,} characters); the JSON and JUnit "
+            "reports hold every case.")
+
+
+def _details(result, room: int) -> tuple[list[str], int, int]:
+    """The collapsed table of every case run, in ``room``, and how many rows and
+    characters were left out."""
+    header, rows = _all_rows(result)
+    # why a witness says "skipped", once per reason rather than once per run (the
+    # reasons are gradcheck's own, a few)
+    skips = [f"- {cell(s, _CELL_MAX)}"
+             for s in dict.fromkeys(x for c in result.cases for x in skipped(c))]
+    before = ["<details>",
+              f"<summary>All {len(result.cases)} case runs (max relative error of each "
+              f"witness against the symbolic reference)</summary>", "",
+              *_table(header, [])]
+    after = ["", *skips, *([""] if skips else []), "</details>", ""]
+    more_row = _row(["… 999999 more"] + [""] * (len(header) - 1))
+    table, more, chars = _fit([[_row(r)] for r in rows],
+                              room - _lines_size(before + after + [more_row]))
+    if more:
+        table.append(_row([f"… {more} more"] + [""] * (len(header) - 1)))
+    return before + table + after, more, chars
+
+
 def render_markdown(result) -> str:
-    lines = [_title(result), ""]
+    top = [_title(result), ""]
     problems = [c for c in result.cases if c.status != PASSED]
+    room = _ROOM - _lines_size(top)
+    body, cut, chars = [], 0, 0
     if problems:
-        rows = [r for c in problems for r in _problem_rows(c)]
-        lines += _table(["status", "case", "dtype", "location", "witness", "worst element",
-                         "message"], rows)
-        lines.append("")
+        head = _table(["status", "case", "dtype", "location", "witness", "worst element",
+                       "message"], [])
+        shown, cut, chars = _fit([[_row(r) for r in _problem_rows(c)] for c in problems],
+                                 room - _lines_size(head))
+        body = [*head, *shown, ""] if shown else []
     elif result.cases:
-        lines += ["Every case agrees with the exact symbolic reference.", ""]
+        body = ["Every case agrees with the exact symbolic reference.", ""]
+    details, more = [], 0
     if result.cases:
-        header, rows = _all_rows(result)
-        table = _table(header, [])
-        budget = _COMMENT_MAX - sum(len(x) + 1 for x in lines) - 500
-        used = sum(len(x) + 1 for x in table)
-        for i, r in enumerate(rows):
-            line = _row(r)
-            if used + len(line) + 1 > budget:
-                table.append(_row([f"… {len(rows) - i} more"] + [""] * (len(header) - 1)))
-                break
-            table.append(line)
-            used += len(line) + 1
-        # why a witness says "skipped", once per reason rather than once per run
-        skips = dict.fromkeys(line for c in result.cases for line in skipped(c))
-        lines += ["<details>",
-                  f"<summary>All {len(result.cases)} case runs (max relative error of "
-                  f"each witness against the symbolic reference)</summary>", "",
-                  *table, "", *(f"- {cell(s)}" for s in skips), *([""] if skips else []),
-                  "</details>", ""]
-    return "\n".join(lines)
+        details, more, more_chars = _details(result, room - _lines_size(body))
+        chars += more_chars
+    if chars:
+        body += [_left_out(len(problems), len(problems) - cut, len(result.cases),
+                           len(result.cases) - more, chars), ""]
+    # neutral: the net under the cells' scrubbing, for a report printed on stdout
+    return neutral("\n".join(top + body + details))

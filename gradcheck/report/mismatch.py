@@ -9,7 +9,8 @@ the pytest plugin (:meth:`Mismatch.lines`), the assertion of :mod:`gradcheck.tes
 
 Everything here returns raw text (names and messages as the case file wrote them); each
 renderer escapes for its own format (:mod:`gradcheck.report.scrub` for control
-characters). Nothing here imports the rest of the package beyond the result types.
+characters). Nothing here imports the rest of the package beyond the result types and
+the scrubber's :func:`~gradcheck.report.scrub.split_lines` (what a line is).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..result import PASSED, SKIPPED
+from .scrub import split_lines
 
 
 def index_label(quantity: str, index) -> str:
@@ -176,4 +178,4 @@ def chain(names) -> str:
 def _hanging(head: str, text: str) -> list[str]:
     """``text`` under ``head``, its later lines indented to line up with the first."""
     return [(head if i == 0 else " " * len(head)) + line
-            for i, line in enumerate(str(text).splitlines())] if text else []
+            for i, line in enumerate(split_lines(text))] if text else []

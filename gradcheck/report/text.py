@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..result import ERROR, FAILED, PASSED, SKIPPED
 from .details import chain, full_text, gradient_lines, skip_line, where
 from .mismatch import describe
-from .scrub import printable  # noqa: F401  (the CLI and the plugin import it from here)
+# (the CLI imports these from here: the one scrubber is report.scrub)
+from .scrub import neutral, one_line, printable, split_lines
 
 _LABEL = {PASSED: "PASS", FAILED: "FAIL", ERROR: "ERROR", SKIPPED: "SKIP"}
 _COLOR = {PASSED: "32", FAILED: "31", ERROR: "35", SKIPPED: "33"}
@@ -34,11 +35,12 @@ def render_text(result, *, color: bool = False, verbose: bool = False) -> str:
     cases = result.cases
     lines = []
     if cases:
-        name_w = min(40, max(len(printable(c.name)) for c in cases))
+        name_w = min(40, max(len(one_line(c.name)) for c in cases))
         for c in cases:
             label = _paint(f"{_LABEL[c.status]:<5}", c.status, color)
             expect = " (expect fail)" if c.expect == "fail" else ""
-            lines.append(f"{label} {printable(c.name):<{name_w}}  {c.dtype:<7}  {c.mode or '-':<11}"
+            lines.append(f"{label} {one_line(c.name):<{name_w}}  {one_line(c.dtype):<7}  "
+                         f"{one_line(c.mode or '-'):<11}"
                          f"  {_errs(c):<34} {c.seconds:6.2f}s{expect}")
             if c.status != PASSED or verbose:
                 lines += _details(c, verbose)
@@ -47,28 +49,28 @@ def render_text(result, *, color: bool = False, verbose: bool = False) -> str:
     lines.append(f"{s['passed']} passed, {s['failed']} failed, {s['errored']} errored, "
                  f"{s['skipped']} skipped in {s['seconds']:.2f}s "
                  f"(max rel err per witness against the symbolic reference)")
-    return "\n".join(lines) + "\n"
+    # the net under the fields' own scrubbing: no two fields side by side form a command
+    return neutral("\n".join(lines) + "\n")
 
 
 def _details(c, verbose: bool) -> list[str]:
     out = []
     if c.status != PASSED:
-        out.append(f"      at {printable(where(c))}")
-    if c.message:
-        out += [f"      {printable(line)}" for line in c.message.splitlines()]
+        out.append(f"      at {one_line(where(c))}")
+    out += [f"      {one_line(line)}" for line in split_lines(c.message or "")]
     for w in c.witnesses:
         if w.status == SKIPPED:
             if c.status != SKIPPED:   # a skipped case's message already gives the reasons
-                out.append(f"      {printable(skip_line(w))}")
+                out.append(f"      {one_line(skip_line(w))}")
             continue
         if w.status != PASSED and w.worst is not None:
-            out.append(f"      {printable(w.witness)}: worst "
-                       f"{printable(describe(w).worst_line)}")
+            out.append(f"      {one_line(w.witness)}: worst "
+                       f"{one_line(describe(w).worst_line)}")
         if w.grad_fn is not None and (verbose or c.status != PASSED):
-            out.append(f"      {printable(w.witness)} grad_fn: {printable(chain(w.grad_fn))}")
+            out.append(f"      {one_line(w.witness)} grad_fn: {one_line(chain(w.grad_fn))}")
     if verbose or c.status != PASSED:
-        out += [f"      {printable(line)}" for line in gradient_lines(c)]
-    out += [f"      note: {printable(n)}" for n in c.notes]
+        out += [f"      {one_line(line)}" for line in gradient_lines(c)]
+    out += [f"      note: {one_line(n)}" for n in c.notes]
     return out
 
 
@@ -78,6 +80,6 @@ def failure_text(case) -> str:
     re-runs it where the case comes from a file."""
     lines = [printable(full_text(case))]
     if case.dtype and case.dtype != "-" and case.file and not case.file.startswith("<"):
-        lines.append(f"reproduce: gradcheck run {printable(case.file)} "
-                     f"-k {printable(case.name)!r} --dtype {case.dtype}")
-    return "\n".join(lines)
+        lines.append(f"reproduce: gradcheck run {one_line(case.file)} "
+                     f"-k {one_line(case.name)!r} --dtype {one_line(case.dtype)}")
+    return neutral("\n".join(lines))
