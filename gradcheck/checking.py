@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .budgets import check_case, exhausted, out_of_memory
 from .cases import Case
 from .compare import Tally
 from .diagnose import Sample
@@ -110,6 +111,7 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
     check = _FormulaCheck(case, dtype)
     try:
         with time_limit(timeout):
+            check_case(case)   # its memory budget, before any point is sampled
             if case.op is not None:
                 return _op_result(case, dtype, cache, base, start)
             ref = _reference(case, cache)
@@ -135,6 +137,10 @@ def _raised(base: dict, exc: Exception, start: float) -> CaseResult:
     if isinstance(exc, GradcheckError):
         return CaseResult(**base, status=ERROR, message=exception_text(exc),
                           error_kind="case", seconds=seconds)
+    why = exhausted(exc)   # out of memory, or too deep for Python: the case's error
+    if why:
+        return CaseResult(**base, status=ERROR, message=why, error_kind="case",
+                          seconds=seconds)
     tb = traceback.format_exc(limit=-3)
     return CaseResult(**base, status=ERROR, error_kind="internal",
                       message=f"{describe_exception(exc)}\n{tb}", seconds=seconds)
@@ -182,6 +188,8 @@ class _FormulaCheck:
         except CaseTimeout:
             raise
         except Exception as exc:  # a witness that raises is that witness's error
+            if exhausted(exc):   # memory or recursion ran out: the case's error
+                raise
             self.errors[w] = describe_exception(exc)
             return
         if got.directions:   # the bounds of the projections it measured
@@ -236,8 +244,8 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
     except GradcheckError:   # a time-out, an op that cannot be imported, a bad case
         raise
     except Exception as exc:
-        if not _raised_by_op(exc):
-            raise   # gradcheck's own checking code raised: an internal error
+        if not _raised_by_op(exc) or out_of_memory(exc):
+            raise   # gradcheck's own code raised (an internal error), or memory ran out
         tb = traceback.format_exc(limit=-3)
         return op_failure(case, base, f"the op raised {describe_exception(exc)}\n{tb}",
                           OP_RAISED, seconds=time.perf_counter() - start)

@@ -59,6 +59,10 @@ def read_file(path: str | Path) -> tuple[list[Case], list[CaseFileError]]:
         except CaseFileError as exc:
             errors.append(exc)
             continue
+        except (RecursionError, MemoryError) as exc:   # past the budgets: still the case's
+            errors.append(reader.fail(f"the case is too large or nests too deeply to be "
+                                      f"read ({type(exc).__name__})"))
+            continue
         if case.name in seen:
             errors.append(reader.fail(f"duplicate case name (first defined on line "
                                       f"{seen[case.name]})", "name"))

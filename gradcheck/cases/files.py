@@ -4,63 +4,135 @@ problem can name its line."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
+from .. import budgets
 from ..errors import CaseFileError
+from .scan import check_depth, check_size, scan_toml, scan_yaml
 
 
 def read_text(path: Path) -> tuple[Any, "Lines"]:
-    """The data of the case file ``path`` and its line locator.
+    """The data of the case file ``path`` and its line locator. The text passes the
+    budgets' linear scans (:mod:`.scan`) before it is parsed.
 
     Raises:
-        CaseFileError: the file cannot be read or is not valid TOML or YAML.
+        CaseFileError: the file cannot be read, is a link out of the project, is not
+            valid TOML or YAML, or exceeds a limit of :mod:`gradcheck.budgets`.
     """
+    file = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read(path, file)
+        if path.suffix == ".toml":
+            return _toml(text, file)
+        return _yaml(text, file)
+    except (RecursionError, MemoryError) as exc:   # past the scans: a safety net
+        raise CaseFileError(f"cannot read: the file is too large or nests too deeply "
+                            f"({type(exc).__name__})", file=file) from None
+
+
+def _read(path: Path, file: str) -> str:
+    """The text of ``path``: a regular file of the project, within the size limit."""
+    outside = outside_project(path)
+    if outside:
+        raise CaseFileError(outside, file=file)
+    try:
+        # not blocking: a FIFO named as a case file is refused, not waited on
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise CaseFileError("cannot read: not a regular file", file=file)
+            check_size(info.st_size, file)
+            raw = f.read(budgets.MAX_FILE_BYTES + 1)   # a file that grew meanwhile
+        check_size(len(raw), file)
+        # newlines as text mode reads them (\r\n and \r: \n)
+        return raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except (OSError, UnicodeDecodeError) as exc:
-        raise CaseFileError(f"cannot read: {exc}", file=str(path)) from None
-    if path.suffix == ".toml":
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - Python 3.10
-            import tomli as tomllib
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            m = re.search(r"line (\d+)", str(exc))
-            raise CaseFileError(f"invalid TOML: {exc}", file=str(path),
-                                line=int(m.group(1)) if m else None) from None
-        except RecursionError:
-            raise CaseFileError("invalid TOML: nested too deeply", file=str(path)) from None
-        return data, TomlLines(text)
+        raise CaseFileError(f"cannot read: {exc}", file=file) from None
+
+
+def project_folder(path: Path) -> Path:
+    """The project of a case file named ``path``: the nearest folder above it, as
+    given (links not followed), holding a ``pyproject.toml`` or ``.git``; else its
+    folder."""
+    here = Path(os.path.abspath(path)).parent
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").exists() or (folder / ".git").exists():
+            return folder
+    return here
+
+
+def outside_project(path: Path) -> str:
+    """Why ``path`` may not be read ("" when it may): it is reached through a symbolic
+    link (the file's or a folder's) to a place outside its project. A case file's
+    lines are quoted in errors, so a link must not turn a checkout's case file into
+    any file of the machine; named on the command line or found in a folder alike."""
+    try:
+        root, target = project_folder(path).resolve(), path.resolve()
+    except (OSError, RuntimeError):   # a loop of links
+        return "cannot read: a loop of symbolic links"
+    if target == root or target.is_relative_to(root):
+        return ""
+    return (f"refused: a symbolic link to {target}, outside the project {root}; case "
+            "files are read only from inside their project (name the file itself to "
+            "run it)")
+
+
+def _toml(text: str, file: str) -> tuple[Any, "Lines"]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    scan_toml(text, file)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise CaseFileError(f"invalid TOML: {exc}", file=file,
+                            line=int(m.group(1)) if m else None) from None
+    except RecursionError:
+        raise CaseFileError("invalid TOML: nested too deeply", file=file) from None
+    check_depth(data, file)
+    return data, TomlLines(text)
+
+
+def _yaml(text: str, file: str) -> tuple[Any, "Lines"]:
     import yaml
 
+    # libyaml's parser when PyYAML has it: the same results, ten times faster
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        _yaml_check(text, node, str(path))
-        data = yaml.safe_load(text)
+        scan_yaml(text, file, loader)
+        parser = loader(text)
+        try:
+            node = parser.get_single_node()
+            _yaml_check(node, file)
+            data = parser.construct_document(node) if node is not None else None
+        finally:
+            parser.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise CaseFileError(f"invalid YAML: {exc}", file=str(path),
+        # libyaml stops at 1,000 levels of flow nesting, before the scan sees the 33rd
+        why = ("nested too deeply" if "maximum nesting depth" in str(exc) else str(exc))
+        raise CaseFileError(f"invalid YAML: {why}", file=file,
                             line=mark.line + 1 if mark else None) from None
     except RecursionError:
-        raise CaseFileError("invalid YAML: nested too deeply", file=str(path)) from None
-    return ({} if data is None else data), YamlLines(node)
+        raise CaseFileError("invalid YAML: nested too deeply", file=file) from None
+    data = {} if data is None else data
+    check_depth(data, file)
+    return data, YamlLines(node)
 
 
-def _yaml_check(text: str, root, file: str) -> None:
-    """Reject what YAML allows but a case file must not hold: aliases (their expansion
-    can grow exponentially) and a key repeated in one mapping (YAML silently keeps the
-    last; TOML rejects it)."""
+def _yaml_check(root, file: str) -> None:
+    """Reject a key repeated in one mapping (YAML silently keeps the last; TOML rejects
+    it). Aliases, whose expansion can grow exponentially, are refused by the scan."""
     import yaml
 
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.AliasEvent):
-            raise CaseFileError("invalid YAML: aliases (*name) are not allowed in case files",
-                                file=file, line=event.start_mark.line + 1)
     repeated = []
     stack = [root] if root is not None else []
     while stack:

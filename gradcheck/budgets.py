@@ -1,0 +1,212 @@
+"""Budgets: the limits that keep what a case file asks for bounded in work and memory,
+all in one place (docs/design.md, "Budgets", explains each).
+
+- **Case files**, checked on the text before the TOML or YAML parser sees it
+  (:mod:`gradcheck.cases.scan`): the file's size, a dotted key's parts, how deeply
+  brackets, braces or YAML collections nest, the length of one string, the nodes of a
+  YAML file; and, after parsing, how deeply the data nests.
+- **A case's memory**, estimated from its elements and points before any point is
+  sampled (:func:`check_case`): ``--max-memory SIZE`` (default
+  :data:`DEFAULT_MAX_MEMORY`), which also limits the address space of each worker
+  process (:func:`limit_worker`). The budget travels to worker processes in the
+  environment variable :data:`ENV`, as ``--no-cache`` does.
+
+Python's own limits are turned into the case's error here too: a ``MemoryError`` (or
+torch's out-of-memory error) and a ``RecursionError`` are never an internal error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+
+from .errors import GradcheckError
+
+# --------------------------------------------------------------------------- case files
+
+#: bytes of one case file: the bundled files are under 10 KiB; a pinned value of a few
+#: hundred thousand numbers still fits (TOML parses 2 MiB in about 1.5 s)
+MAX_FILE_BYTES = 2 * 1024 * 1024
+#: characters of one string (an expression is limited to 20,000 by the parser)
+MAX_STRING_CHARS = 100_000
+#: parts of one dotted key or table header (``inputs.x.domain`` has 3): tomllib's
+#: work grows with the square of a key's parts (40,000 parts: minutes, gigabytes)
+MAX_KEY_PARTS = 16
+#: brackets and braces open at once in TOML, collections in YAML (an input's value has
+#: at most 8 dimensions, inside a few tables)
+MAX_NESTING = 32
+#: depth of the parsed data: tables and lists in tables and lists (Python's repr, copy
+#: and pickle recurse through it)
+MAX_DEPTH = 32
+#: scalars and collections of one YAML file (its composer builds an object for each)
+MAX_YAML_NODES = 100_000
+#: cases in one file
+MAX_CASES = 10_000
+
+# --------------------------------------------------------------------------- memory
+
+#: a case's estimated memory may not exceed this without ``--max-memory``
+DEFAULT_MAX_MEMORY = 2 * 1024**3
+#: bytes per element of the inputs and outputs for each point: every point's sample is
+#: drawn (float64) before the first is checked, with its cotangent
+POINT_BYTES = 16
+#: bytes per element of the inputs and outputs while one point is checked: the
+#: reference's values and gradients, the rounding bounds, each witness's tensors
+#: (measured: 95 to 160 bytes, a layer norm to a chain of elementwise functions)
+WORK_BYTES = 128
+#: where ``--max-memory`` puts the budget for this process and its workers
+ENV = "GRADCHECK_MAX_MEMORY"
+
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+class BudgetError(GradcheckError):
+    """A case would need more than its budget: it is refused before it runs."""
+
+
+def parse_size(text: str) -> int:
+    """Bytes of ``"4G"``, ``"512M"``, ``"1.5GiB"``, ``"2000000"`` (binary units).
+
+    Raises:
+        ValueError: not a positive size.
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.IGNORECASE)
+    if not m:
+        raise ValueError(f"not a size: {text!r} (write e.g. 4G, 512M or 2000000)")
+    size = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    if size <= 0:
+        raise ValueError(f"a size must be positive, got {text!r}")
+    return size
+
+
+def format_size(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def max_memory() -> int:
+    """The memory budget of one case: ``--max-memory`` (:data:`ENV`), else the default."""
+    given = os.environ.get(ENV)
+    if given:
+        try:
+            return parse_size(given)
+        except ValueError:
+            pass   # the CLI checks the flag; a stray variable is not a case's problem
+    return DEFAULT_MAX_MEMORY
+
+
+@contextlib.contextmanager
+def memory_budget(size: str | int | None):
+    """Inside the block, ``size`` (bytes or ``"4G"``; None: leave it) is the budget of
+    every case, in this process and the worker processes it starts; the variable as it
+    was after. It makes :func:`limit_worker` limit the workers' address space."""
+    if size is None:
+        yield
+        return
+    before = os.environ.get(ENV)
+    os.environ[ENV] = str(parse_size(size) if isinstance(size, str) else int(size))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
+
+
+def estimate(case) -> tuple[int, int, int]:
+    """(estimated bytes, elements of inputs and outputs, points) of checking ``case``."""
+    outputs = case.outputs or (case.output,)
+    elements = (sum(math.prod(s.shape) for s in case.inputs)
+                + sum(math.prod(o.shape) for o in outputs))
+    sampled = any(s.value is None and not s.integer for s in case.inputs)
+    points = case.points + (case.extreme_points if sampled else 0)
+    return elements * (WORK_BYTES + POINT_BYTES * points), elements, points
+
+
+def check_case(case) -> None:
+    """Refuse ``case`` when its estimated memory exceeds the budget.
+
+    Raises:
+        BudgetError: it does, with the estimate and how to lower it or raise the budget.
+    """
+    need, elements, points = estimate(case)
+    budget = max_memory()
+    if need <= budget:
+        return
+    plural = "" if points == 1 else "s"
+    raise BudgetError(
+        f"the case needs an estimated {format_size(need)} of memory ({elements:,} elements "
+        f"in its inputs and outputs, {points} point{plural}: {WORK_BYTES} bytes per "
+        f"element and {POINT_BYTES} more for each point), over the budget of "
+        f"{format_size(budget)}: use fewer points (points = N in the case, or "
+        "--points), smaller shapes, or raise the budget with --max-memory SIZE (e.g. "
+        f"--max-memory {max(1, math.ceil(need / 1024**3))}G)")
+
+
+# --------------------------------------------------------------------------- exhausted
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says memory ran out: a ``MemoryError`` (NumPy's too), torch's
+    ``OutOfMemoryError`` or its CPU allocator's failure (a ``RuntimeError``)."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc) if isinstance(exc, RuntimeError) else ""
+    return "can't allocate memory" in text or "not enough memory" in text
+
+
+def exhausted(exc: BaseException) -> str | None:
+    """The case's error for a limit of Python's that ``exc`` hit (memory, recursion),
+    or None when it is something else."""
+    if out_of_memory(exc):
+        budget = os.environ.get(ENV)
+        where = (f"the limit of --max-memory {format_size(int(budget))}" if budget
+                 and budget.isdigit() else "the memory available")
+        return (f"the case ran out of memory ({type(exc).__name__}: {_first_line(exc)}): "
+                f"it needs more than {where}; use fewer points or smaller shapes, or "
+                "raise --max-memory")
+    if isinstance(exc, RecursionError):
+        return ("the case nests too deeply to be checked (RecursionError: Python's "
+                "recursion limit was reached): write the formula with fewer nested "
+                "operations, or split it with let")
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    return (text.splitlines() or [""])[0][:200]
+
+
+# --------------------------------------------------------------------------- workers
+
+def limit_worker() -> None:
+    """In a worker process, after its start-up imports: when ``--max-memory`` was given,
+    limit its address space to what it has mapped now plus the budget, so that a case
+    that allocates past it fails with a ``MemoryError`` (that case's error) instead of
+    drawing the OOM killer. Without the flag nothing is limited (torch, OpenBLAS and
+    CUDA reserve address space freely); off Linux neither."""
+    given = os.environ.get(ENV)
+    if not given:
+        return
+    try:
+        import resource
+
+        budget = parse_size(given)
+        with open("/proc/self/status") as f:
+            mapped = next(int(line.split()[1]) * 1024 for line in f
+                          if line.startswith("VmSize:"))
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        soft = mapped + budget
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    except (ImportError, OSError, ValueError, StopIteration):
+        return   # no /proc (not Linux) or no such limit: the estimate still holds
