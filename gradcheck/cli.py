@@ -93,6 +93,10 @@ def _run_arguments(run: argparse.ArgumentParser, dtypes) -> None:
                           "op's backward returns (a gradient it sums back to its input's "
                           "shape, trailing Nones, a gradient for an input that needs "
                           "none), as strict_shapes = true in a case does")
+    run.add_argument("--allow-op-module", action="append", default=[], metavar="PATTERN",
+                     help="let a case's op come from the installed modules PATTERN names "
+                          "(fnmatch on the dotted name: torch, mypkg.*; repeatable); "
+                          "without it, only modules that are files of the project")
     run.add_argument("--witness", action="append", choices=witness_names(),
                      help="only these witnesses (repeatable)")
     run.add_argument("--format", default="text", choices=FORMATS,
@@ -181,6 +185,7 @@ def _cmd_run(args) -> int:
                          seed=args.seed,
                          points=args.points, extreme_points=args.extreme_points,
                          strict_shapes=args.strict_shapes,
+                         allow_op_modules=args.allow_op_module,
                          witnesses=args.witness, timeout=args.timeout,
                          device=args.device, jobs=args.jobs, scheduler=args.scheduler,
                          progress=_progress if tty else None)

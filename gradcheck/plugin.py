@@ -35,7 +35,7 @@ __all__ = ["GradcheckFixture", "CaseFile", "CaseItem"]
 _SUFFIXES = (".toml", ".yaml", ".yml")
 _PHASES = {"setup": 0, "call": 1, "teardown": 2}
 _MARKER_OPTIONS = {"dtype", "k", "keyword", "seed", "points", "extreme_points", "witnesses",
-                   "device", "timeout"}
+                   "device", "timeout", "allow_op_modules"}
 
 _STATE = pytest.StashKey["_State"]()
 _PENDING = pytest.StashKey[list]()      # per item: CaseResults recorded in the current phase
@@ -312,7 +312,8 @@ class GradcheckFixture:
         """Run the cases of a case file or folder; returns the
         :class:`~gradcheck.result.RunResult`. Options as :func:`gradcheck.run` (``k`` or
         ``keyword``, ``dtype``, ``seed``, ``points``, ``extreme_points``, ``witnesses``,
-        ``timeout``, ``device``). It does not fail the test: assert on the result."""
+        ``timeout``, ``device``, ``allow_op_modules``). It does not fail the test: assert
+        on the result."""
         import gradcheck
 
         if "k" in options:   # as the marker and the command line spell it

@@ -29,9 +29,15 @@ __all__ = ["run", "select", "override", "run_case", "cotangent", "file_error",
 
 def override(case: Case, *, seed: int | None = None, points: int | None = None,
              witnesses: Iterable[str] | None = None, device: str | None = None,
-             extreme_points: int | None = None, strict_shapes: bool | None = None) -> Case:
-    """``case`` with the command line's overrides applied (itself when there are none)."""
+             extreme_points: int | None = None, strict_shapes: bool | None = None,
+             allow_op_modules: Iterable[str] = ()) -> Case:
+    """``case`` with the command line's overrides applied (itself when there are none).
+    ``allow_op_modules`` adds to the patterns of installed modules its op may come from
+    (a single string is one pattern)."""
     changes = {}
+    if allow_op_modules:
+        given = [allow_op_modules] if isinstance(allow_op_modules, str) else allow_op_modules
+        changes["allow_op_modules"] = tuple(dict.fromkeys((*case.allow_op_modules, *given)))
     if strict_shapes:   # --strict-shapes turns it on; without the flag each case says
         changes["strict_shapes"] = True
     if seed is not None:
@@ -53,14 +59,16 @@ def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None =
            witnesses: Iterable[str] | None = None,
            device: str | None = None,
            extreme_points: int | None = None,
-           strict_shapes: bool | None = None) -> list[tuple[Case, str]]:
+           strict_shapes: bool | None = None,
+           allow_op_modules: Iterable[str] = ()) -> list[tuple[Case, str]]:
     """Apply command-line overrides: the (case, dtype) runs to do, in order."""
     runs = []
     for case in cases:
         if keyword and keyword not in case.name:
             continue
         case = override(case, seed=seed, points=points, witnesses=witnesses, device=device,
-                        extreme_points=extreme_points, strict_shapes=strict_shapes)
+                        extreme_points=extreme_points, strict_shapes=strict_shapes,
+                        allow_op_modules=allow_op_modules)
         for d in ([dtype] if dtype else case.dtypes):
             runs.append((case, d))
     return runs
@@ -72,8 +80,12 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
         device: str | None = None,
         progress: Callable[[int, int, CaseResult], None] | None = None,
         jobs: int = 1, scheduler: str | None = None,
-        extreme_points: int | None = None, strict_shapes: bool | None = None) -> RunResult:
+        extreme_points: int | None = None, strict_shapes: bool | None = None,
+        allow_op_modules: Iterable[str] = ()) -> RunResult:
     """Run every case under ``paths``.
+
+    ``allow_op_modules``: patterns (``torch``, ``mypkg.*``) of installed modules an
+    ``op`` may come from (see :mod:`gradcheck.backends.op`).
 
     ``strict_shapes`` makes every op case's op.shapes fail what autograd accepts but
     changes, as the case-file key does.
@@ -99,7 +111,7 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
                if not keyword or e.case is None or keyword in e.case]
     runs = select(cases, keyword=keyword, dtype=dtype, seed=seed, points=points,
                   witnesses=witnesses, device=device, extreme_points=extreme_points,
-                  strict_shapes=strict_shapes or None)
+                  strict_shapes=strict_shapes or None, allow_op_modules=allow_op_modules)
     ordered: list[CaseResult | None] = [None] * len(runs)
     with contextlib.closing(executor(jobs, scheduler).map(runs, timeout=timeout)) as done:
         for n, (index, result) in enumerate(done, 1):

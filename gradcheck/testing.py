@@ -42,20 +42,24 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
         dtype: "float64", "float32", "float16" or "bfloat16" (in the last two the
             engine and numeric witnesses are skipped, with the reason in the result).
         options: any other case-file key (points, extreme_points, seed, atol, rtol,
-            gradient, args, order, device, nondet_tol, strict_shapes).
+            gradient, args, order, device, nondet_tol, strict_shapes), and
+            ``allow_op_modules``: patterns of installed modules a ``"module:Name"`` op
+            may come from (see :func:`gradcheck.run`).
 
     Raises:
         CaseFileError: the reference or an option is invalid.
     """
     from .cases import case_from_dict
-    from .runner import run_case
+    from .runner import override, run_case
 
     label = name or getattr(op, "__name__", "op")
+    allowed = options.pop("allow_op_modules", ())
     raw = {"name": label, "op": op if isinstance(op, str) else "gradcheck:check_op",
            "reference": reference, "inputs": _input_table(inputs), **options}
     case = case_from_dict(raw, file="<check_op>")
     if not isinstance(op, str):
         case = dataclasses.replace(case, op=op)
+    case = override(case, allow_op_modules=allowed)
     return run_case(case, dtype, timeout=None)
 
 

@@ -1,7 +1,8 @@
 """Op modules are imported per case file's folder: two folders that each hold a
 ``myops.py`` get their own class (the wrong one fails, the right one passes), whichever
 runs first, serially, with ``--jobs`` and on Dask alike; ``pkg.mod`` names a file under
-the folder; a name that is no file there is an installed module."""
+the folder; a name that is no file there is an installed module, imported only when a
+pattern allows it."""
 
 from __future__ import annotations
 
@@ -179,5 +180,8 @@ def test_a_name_that_is_no_file_there_is_an_installed_module(tmp_path):
     (tmp_path / "cases.toml").write_text(
         CASE.format(name="sin", op="torch:sin").replace("x ** 2", "sin(x)"))
     assert op_folder("torch", str(tmp_path / "cases.toml")) is None
+    # refused unless allowed (tests/test_hostile_ops.py has the hostile ones)
     assert verdicts(gradcheck.run([tmp_path], timeout=None)) == {
-        ("sin", "float64"): ("passed", "")}
+        ("sin", "float64"): ("error", "case")}
+    assert verdicts(gradcheck.run([tmp_path], timeout=None, allow_op_modules=["torch"])) \
+        == {("sin", "float64"): ("passed", "")}

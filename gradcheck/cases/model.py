@@ -105,6 +105,9 @@ class Case:
     # op.shapes fails what autograd accepts but changes (an expandable gradient it sums
     # back, trailing Nones, a gradient for an input that needs none, a cast dtype)
     strict_shapes: bool = False
+    # patterns of installed modules the op may be imported from (--allow-op-module); no
+    # case-file key: a case file may not allow itself code (gradcheck.backends.op)
+    allow_op_modules: tuple[str, ...] = ()
 
     def __reduce__(self):
         # the formula DAG is written out as a flat table: pickle's own recursion (a few

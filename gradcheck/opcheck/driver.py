@@ -38,9 +38,11 @@ class OpCheck:
 
     def __init__(self, case, dtype: str, cache: dict):
         self.case, self.dtype = case, dtype
+        # the op first: a refused or missing op is told before any reference is compiled
+        self.kind = kind_of(load(case.op, case.file, case.allow_op_modules)
+                            if isinstance(case.op, str) else case.op)
         self.refs = references(case, cache)
         self.forward_refs = forward_references(case, cache)   # a surrogate's
-        self.kind = kind_of(load(case.op, case.file) if isinstance(case.op, str) else case.op)
         self.runner = Runner(case, self.kind, dtype, case.device)
         # the inputs whose gradients the op is checked for (not the reference-only ones)
         self.keep = set(self.runner.wanted)
