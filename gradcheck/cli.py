@@ -17,6 +17,8 @@ class ExitCode(IntEnum):
     USAGE = 2       # a usage or case-file error (an op that cannot be imported included)
     INTERNAL = 3    # an internal error
     NO_CASES = 5    # no case selected (pytest's code for "no tests collected")
+    SIGINT = 130    # interrupted: 128 + the signal, as a shell counts it; the report
+    SIGTERM = 143   # holds the cases that finished, marked incomplete
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
                     "whether each witness agrees with the symbolic reference. Exit codes: "
                     "0 all passed, 1 a gradient mismatch, an op that raised or a case past "
                     "its time limit, 2 a usage or case-file error, 3 an internal error, "
-                    "5 no case selected."), DTYPES)
+                    "5 no case selected, 130 or 143 interrupted by SIGINT or SIGTERM (the "
+                    "report holds the cases that finished, marked incomplete)."), DTYPES)
     ls = sub.add_parser("list", help="list the cases without running them")
     ls.add_argument("paths", nargs="+", metavar="PATH")
     fns = sub.add_parser(
@@ -109,8 +112,13 @@ def _run_arguments(run: argparse.ArgumentParser, dtypes) -> None:
     run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                      help="time limit per case and dtype (default 300)")
     run.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                     help="run the cases in N worker processes (0: one per CPU; default 1, "
-                          "in this process); the report is the same as a serial run's")
+                     help="run the cases in N worker processes (0: one per CPU; default "
+                          "1); the report is the same as a serial run's")
+    run.add_argument("--in-process", action="store_true",
+                     help="run the cases in this process, one after the other, for a "
+                          "debugger (also GRADCHECK_IN_PROCESS=1); by default each runs "
+                          "in a worker process, so that an op that crashes, exits or "
+                          "hangs costs only its own case")
     run.add_argument("--scheduler", metavar="ADDRESS",
                      help="run the cases on the Dask distributed cluster whose scheduler "
                           "is at ADDRESS, e.g. tcp://host:8786 (pip install "
@@ -118,10 +126,26 @@ def _run_arguments(run: argparse.ArgumentParser, dtypes) -> None:
     run.add_argument("--no-cache", action="store_true",
                      help="neither read nor write the cache of compiled reference "
                           "kernels (see `gradcheck cache`)")
+    run.add_argument("--max-memory", type=_size, metavar="SIZE",
+                     help="the memory a case may take, e.g. 4G or 512M: a case whose "
+                          "estimate (its elements times its points) is larger is refused "
+                          "before it runs (default 2G), and each worker process is "
+                          "limited to it (its address space beyond its start-up), so a "
+                          "case that takes more fails alone with a MemoryError")
     run.add_argument("--exit-zero", action="store_true",
                      help="exit 0 even when cases fail (the report still says so)")
     run.add_argument("-v", "--verbose", action="store_true",
                      help="show grad_fn chains and notes for every case")
+
+
+def _size(text: str) -> int:
+    """``--max-memory``'s bytes (argparse reports an ArgumentTypeError as a usage error)."""
+    from .budgets import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _bench_arguments(bench: argparse.ArgumentParser, dtypes) -> None:
@@ -168,38 +192,77 @@ def exit_code(result) -> ExitCode:
     return ExitCode.OK
 
 
+# Set to 1, the cases of a plain `gradcheck run` (one job) run in its own process, as
+# --in-process says: for a debugger, or for tests that call main() many times.
+IN_PROCESS = "GRADCHECK_IN_PROCESS"
+
+
+def _in_process(args) -> bool:
+    return args.in_process or (args.jobs == 1 and not args.scheduler
+                               and os.environ.get(IN_PROCESS, "") not in ("", "0"))
+
+
 def _cmd_run(args) -> int:
+    import signal
+
+    from .interrupts import Interrupted, stop_on
+    from .io import output_problem
+    from .budgets import memory_budget
+    from .kernelcache import turned_off
     from .parallel import ParallelError
     from .runner import run
 
-    usage = _run_usage_error(args)
+    usage = _run_usage_error(args) or (args.output and output_problem(args.output))
     if usage:
         print(f"gradcheck: error: {usage}", file=sys.stderr)
         return ExitCode.USAGE
     tty = sys.stderr.isatty()
-    from .kernelcache import turned_off
+    # SIGINT and SIGTERM stop the run; what finished is still reported (incomplete)
+    with stop_on(signal.SIGINT, signal.SIGTERM):
+        try:
+            with turned_off(args.no_cache), memory_budget(args.max_memory):
+                result = run(args.paths, keyword=args.keyword, dtype=args.dtype,
+                             seed=args.seed,
+                             points=args.points, extreme_points=args.extreme_points,
+                             strict_shapes=args.strict_shapes,
+                             allow_op_modules=args.allow_op_module,
+                             witnesses=args.witness, timeout=args.timeout,
+                             device=args.device, jobs=args.jobs, scheduler=args.scheduler,
+                             isolate=not _in_process(args),
+                             progress=_progress if tty else None)
+        except ParallelError as exc:
+            if tty:
+                print("\r\033[K", end="", file=sys.stderr, flush=True)
+            from .report.text import printable
 
-    try:
-        with turned_off(args.no_cache):   # restored after, for a main() called in-process
-            result = run(args.paths, keyword=args.keyword, dtype=args.dtype,
-                         seed=args.seed,
-                         points=args.points, extreme_points=args.extreme_points,
-                         strict_shapes=args.strict_shapes,
-                         allow_op_modules=args.allow_op_module,
-                         witnesses=args.witness, timeout=args.timeout,
-                         device=args.device, jobs=args.jobs, scheduler=args.scheduler,
-                         progress=_progress if tty else None)
-    except ParallelError as exc:
+            print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
+            return ExitCode.USAGE
+        except Interrupted as stop:
+            if stop.result is None:   # before the run had begun: nothing to report
+                raise
+            result = stop.result
         if tty:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
-        from .report.text import printable
+        unwritten = _report(args, result)
+    return _run_code(args, result, unwritten)
 
-        print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
-        return ExitCode.USAGE
-    if tty:
-        print("\r\033[K", end="", file=sys.stderr, flush=True)
-    _report(args, result)
+
+def _run_code(args, result, unwritten: str) -> int:
+    """The exit code of a run whose report was written (or not: ``unwritten`` says why),
+    with what stderr should say about it."""
+    if unwritten:
+        print(f"gradcheck: error: {unwritten}", file=sys.stderr)
+    if result.incomplete:
+        import signal
+
+        done = len(result.cases)
+        print(f"gradcheck: interrupted by {result.interrupted}: the report holds the "
+              f"{done} case run(s) that finished; {result.not_run} did not",
+              file=sys.stderr)
+        return 128 + signal.Signals[result.interrupted].value
     code = exit_code(result)
+    if unwritten and code != ExitCode.INTERNAL:
+        return ExitCode.USAGE
     if code == ExitCode.NO_CASES:
         _no_cases(args)
     if args.exit_zero and code == ExitCode.MISMATCH:
@@ -217,6 +280,9 @@ def _run_usage_error(args) -> str:
         return "--jobs must be 0 or more"
     if args.jobs != 1 and args.scheduler:
         return "--jobs and --scheduler exclude each other"
+    if args.in_process and (args.jobs != 1 or args.scheduler):
+        return ("--in-process runs the cases in this process, one after the other: it "
+                "excludes --jobs and --scheduler")
     return ""
 
 
@@ -229,9 +295,10 @@ def _progress(n: int, total: int, result) -> None:
           end="", file=sys.stderr, flush=True)
 
 
-def _report(args, result) -> None:
+def _report(args, result) -> str:
     """The report in ``--format``, to ``--output`` or stdout, with GitHub Actions'
-    annotations when running there."""
+    annotations when running there; why ``--output`` could not be written ("" when it
+    was)."""
     from .report import render
 
     color = (args.output is None and sys.stdout.isatty()
@@ -243,14 +310,19 @@ def _report(args, result) -> None:
 
         annotations = github_annotations(result)
     if args.output:
-        write_atomic(args.output, text)
+        try:
+            write_atomic(args.output, text)
+        except OSError as exc:   # checked before the run, yet a disk fills (/dev/full)
+            return f"cannot write the report to {args.output}: {exc.strerror or exc}"
         for line in annotations:
             print(line)
         s = result.summary
         from .report.text import one_line
 
         print(f"{s['passed']} passed, {s['failed']} failed, {s['errored']} errored, "
-              f"{s['skipped']} skipped; report written to {one_line(args.output)}")
+              f"{s['skipped']} skipped; report written to {one_line(args.output)}"
+              + (f" (incomplete: interrupted by {result.interrupted})"
+                 if result.incomplete else ""))
     else:
         sys.stdout.write(text)
         # keep a JSON/JUnit/Markdown document on stdout whole: the runner reads
@@ -258,6 +330,7 @@ def _report(args, result) -> None:
         stream = sys.stdout if args.format == "text" else sys.stderr
         for line in annotations:
             print(line, file=stream)
+    return ""
 
 
 def _no_cases(args) -> None:
@@ -362,9 +435,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
         return ExitCode.USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:   # 128 + the signal, as a shell counts it
         print("gradcheck: interrupted", file=sys.stderr)
-        return ExitCode.INTERNAL
+        return getattr(exc, "exit_code", 130)
     except Exception:
         import traceback
 

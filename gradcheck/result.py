@@ -157,17 +157,30 @@ class CaseResult:
 
 @dataclass(frozen=True)
 class RunResult:
-    """A whole run: every case result, in the order the cases were found."""
+    """A whole run: every case result, in the order the cases were found.
+
+    A run stopped by a signal is ``incomplete``: ``interrupted`` names the signal
+    ("SIGINT", "SIGTERM") and ``not_run`` counts the (case, dtype) runs that did not
+    finish; ``cases`` holds only those that did (none is made up for the others)."""
 
     cases: tuple[CaseResult, ...] = ()
     seconds: float = 0.0
+    interrupted: str = ""
+    not_run: int = 0
+
+    @property
+    def incomplete(self) -> bool:
+        return bool(self.interrupted)
 
     @property
     def summary(self) -> dict[str, Any]:
         count = {s: sum(c.status == s for c in self.cases)
                  for s in (PASSED, FAILED, ERROR, SKIPPED)}
-        return {"passed": count[PASSED], "failed": count[FAILED], "errored": count[ERROR],
-                "skipped": count[SKIPPED], "seconds": round(self.seconds, 3)}
+        out = {"passed": count[PASSED], "failed": count[FAILED], "errored": count[ERROR],
+               "skipped": count[SKIPPED], "seconds": round(self.seconds, 3)}
+        if self.incomplete:   # only then: a complete run's summary keeps its keys
+            out.update(incomplete=True, interrupted=self.interrupted, not_run=self.not_run)
+        return out
 
     def to_dict(self) -> dict:
         from . import __version__
@@ -178,5 +191,8 @@ class RunResult:
     @classmethod
     def from_dict(cls, data: dict) -> "RunResult":
         """The inverse of :meth:`to_dict` (the summary is recounted from the cases)."""
+        summary = data.get("summary", {})
         return cls(cases=tuple(CaseResult.from_dict(c) for c in data.get("cases", ())),
-                   seconds=_float(data.get("summary", {}).get("seconds", 0.0)))
+                   seconds=_float(summary.get("seconds", 0.0)),
+                   interrupted=summary.get("interrupted", "") if summary.get("incomplete")
+                   else "", not_run=summary.get("not_run", 0))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import signal
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -18,6 +19,7 @@ from .cases import Case, read_paths
 # predate gradcheck.checking: they stay importable from this module
 from .checking import (OP_CRASHED, OP_RAISED, TIMEOUT, cotangent, file_error,  # noqa: F401
                        op_failure, run_case)
+from .interrupts import Interrupted, stop_on
 from .parallel import executor
 from .result import CaseResult, RunResult
 from .timelimit import DEFAULT_TIMEOUT, CaseTimeout
@@ -81,8 +83,14 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
         progress: Callable[[int, int, CaseResult], None] | None = None,
         jobs: int = 1, scheduler: str | None = None,
         extreme_points: int | None = None, strict_shapes: bool | None = None,
-        allow_op_modules: Iterable[str] = ()) -> RunResult:
+        allow_op_modules: Iterable[str] = (), isolate: bool = False) -> RunResult:
     """Run every case under ``paths``.
+
+    ``isolate`` runs the cases in a worker process even with ``jobs=1``, as ``gradcheck
+    run`` does: an op that crashes, exits or hangs costs only its own case. Without it
+    (and ``jobs=1``) they run in this process: quicker to start, easier to debug.
+    Ctrl-C raises :class:`~gradcheck.interrupts.Interrupted` (a KeyboardInterrupt)
+    whose ``result`` holds the runs finished so far, marked incomplete.
 
     ``allow_op_modules``: patterns (``torch``, ``mypkg.*``) of installed modules an
     ``op`` may come from (see :mod:`gradcheck.backends.op`).
@@ -105,17 +113,38 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
         ValueError: ``jobs`` is negative.
     """
     start = time.perf_counter()
-    cases, errors = read_paths(paths)
-    # A file that cannot be read at all (no case name) is reported whatever -k says.
-    results = [file_error(e) for e in errors
-               if not keyword or e.case is None or keyword in e.case]
-    runs = select(cases, keyword=keyword, dtype=dtype, seed=seed, points=points,
-                  witnesses=witnesses, device=device, extreme_points=extreme_points,
-                  strict_shapes=strict_shapes or None, allow_op_modules=allow_op_modules)
-    ordered: list[CaseResult | None] = [None] * len(runs)
-    with contextlib.closing(executor(jobs, scheduler).map(runs, timeout=timeout)) as done:
-        for n, (index, result) in enumerate(done, 1):
-            ordered[index] = result
+    # the file errors, then a place for each run's result (None until it comes in)
+    done: list[CaseResult | None] = []
+    try:
+        # Interrupted, unlike a KeyboardInterrupt an op raises (gradcheck.tasks.guarded)
+        with stop_on(signal.SIGINT, only_default=True):
+            cases, errors = read_paths(paths)
+            # A file that cannot be read at all (no case name) is reported whatever -k says.
+            done += [file_error(e) for e in errors
+                     if not keyword or e.case is None or keyword in e.case]
+            runs = select(cases, keyword=keyword, dtype=dtype, seed=seed, points=points,
+                          witnesses=witnesses, device=device,
+                          extreme_points=extreme_points,
+                          strict_shapes=strict_shapes or None,
+                          allow_op_modules=allow_op_modules)
+            done += [None] * len(runs)
+            _execute(executor(jobs, scheduler, isolate=isolate), runs, timeout, progress,
+                     done)
+    except Interrupted as stop:
+        stop.result = RunResult(tuple(r for r in done if r is not None),
+                                time.perf_counter() - start, interrupted=stop.name,
+                                not_run=sum(r is None for r in done))
+        raise
+    return RunResult(tuple(done), time.perf_counter() - start)
+
+
+def _execute(on, runs: list[tuple[Case, str]], timeout: float | None, progress,
+             done: list) -> None:
+    """The results of ``runs`` on the executor ``on``, each put in its place at the end
+    of ``done`` (the last ``len(runs)`` places) as it comes in."""
+    first = len(done) - len(runs)
+    with contextlib.closing(on.map(runs, timeout=timeout)) as results:
+        for n, (index, result) in enumerate(results, 1):
+            done[first + index] = result
             if progress is not None:
                 progress(n, len(runs), result)
-    return RunResult(tuple(results) + tuple(ordered), time.perf_counter() - start)

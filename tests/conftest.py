@@ -29,6 +29,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 os.environ["GRADCHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradcheck-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GRADCHECK_CACHE_DIR"], ignore_errors=True)
 
+# `gradcheck run` runs each case in a worker process by default: a fresh interpreter that
+# imports torch (seconds) for every main([...]) the tests call. The suite runs its cases
+# in-process instead; the tests of the worker path (tests/test_hostile_isolation.py,
+# tests/test_parallel.py) take this variable out of their runs' environment.
+os.environ["GRADCHECK_IN_PROCESS"] = "1"
+
 
 #: Python function calls a rejection of hostile input may take: a measure of work that,
 #: unlike seconds, does not depend on how busy the machine is (the largest rejection in

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import SQUARE_OP
-from gradcheck import parallel
+from gradcheck import parallel, pool
 from gradcheck.cli import ExitCode, main
 from gradcheck.runner import run
+from gradcheck.tasks import tasks_of
 
 CASES = Path(__file__).parent.parent / "cases"
 # A bit of everything, from every bundled file: elementwise and expanded formulas, a YAML
@@ -157,7 +158,7 @@ def test_jobs_dead_or_stuck_worker_costs_only_its_case(tmp_path, monkeypatch, ca
     # "loops" is stopped by the time limit inside its worker (SIGALRM); "deaf" blocks
     # SIGALRM, so the parent kills its worker once the limit and a grace period have
     # passed; "killed" kills its worker, and "after" then runs in a new one
-    monkeypatch.setattr(parallel, "KILL_GRACE", 0.5)
+    monkeypatch.setattr(pool, "KILL_GRACE", 0.5)
     names = ["loops", "deaf", "before", "square-op", "broken", "killed", "after"]
     path = write_crashes(tmp_path, "crash_jobs", names)
     out = tmp_path / "report.json"
@@ -168,8 +169,8 @@ def test_jobs_dead_or_stuck_worker_costs_only_its_case(tmp_path, monkeypatch, ca
     check_report(json.loads(out.read_text()), names, {
         "killed": "worker process died while running this case (killed by SIGKILL)",
         "loops": "ran past its time limit of 3 s",
-        "deaf": "ran past its time limit of 3 s and did not stop; its worker process "
-                "was killed"})
+        "deaf": "ran past its time limit of 3 s and did not stop (it blocks or ignores "
+                "SIGALRM, or is stuck in one long call); its worker process was killed"})
 
 
 def test_jobs_usage_errors(capsys):
@@ -275,7 +276,7 @@ def test_workers_receive_the_case_and_never_open_its_file(tmp_path):
     from gradcheck.cases import Case
 
     runs, serial, path = runs_of_a_moved_file(tmp_path, "moved_ops")
-    task = pickle.loads(pickle.dumps(parallel._tasks(runs, 60)[1]))
+    task = pickle.loads(pickle.dumps(tasks_of(runs, 60)[1]))
     assert isinstance(task.case, Case) and task.case.seed == 5 and task.case.points == 2
     assert task.file == str(path) and task.case.op is not None
     pooled = results_without_seconds(parallel.Pool(2).map(runs, timeout=60))

@@ -98,3 +98,11 @@ def full_text(case) -> str:
     out += gradient_lines(case)
     out += [f"note: {n}" for n in case.notes]
     return "\n".join(out)
+
+
+def incomplete_line(result) -> str:
+    """The line every report gives a run stopped by a signal ("" for a complete one)."""
+    if not result.incomplete:
+        return ""
+    return (f"INCOMPLETE: the run was interrupted by {result.interrupted}; "
+            f"{result.not_run} case run(s) did not finish and are not in this report")

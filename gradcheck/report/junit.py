@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import PurePosixPath
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
-from .details import full_text, headline, skipped, title
+from .details import full_text, headline, incomplete_line, skipped, title
 from .scrub import escape_char, neutral, one_line, printable
 
 SUITE = "gradcheck"
@@ -75,8 +75,15 @@ def render_junit(result) -> str:
         "name": SUITE, "errors": str(s["errored"]), "failures": str(s["failed"]),
         "skipped": str(s["skipped"]), "tests": str(len(result.cases)),
         "time": _seconds(result.seconds)})
+    if result.incomplete:   # the suite's properties come first, as pytest writes them
+        props = ET.SubElement(suite, "properties")
+        for name, value in (("incomplete", "true"), ("interrupted", result.interrupted),
+                            ("not_run", str(result.not_run))):
+            ET.SubElement(props, "property", name=name, value=value)
     for case in result.cases:
         suite.append(_testcase(case))
+    if result.incomplete:
+        ET.SubElement(suite, "system-err").text = incomplete_line(result)
     root = ET.Element("testsuites", name=SUITE)
     root.append(suite)
     ET.indent(root)

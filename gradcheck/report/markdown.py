@@ -18,7 +18,7 @@ import html
 import re
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
-from .details import skipped, where
+from .details import incomplete_line, skipped, where
 from .mismatch import failing
 from .scrub import neutral, printable
 
@@ -56,7 +56,7 @@ def _table(header, rows) -> list[str]:
 
 def _title(result) -> str:
     s = result.summary
-    ok = s["failed"] == 0 and s["errored"] == 0
+    ok = s["failed"] == 0 and s["errored"] == 0 and not result.incomplete
     return (f"## {'✅' if ok else '❌'} gradcheck: {s['passed']} passed, {s['failed']} failed, "
             f"{s['errored']} errored, {s['skipped']} skipped in {s['seconds']:.2f}s")
 
@@ -151,6 +151,8 @@ def _details(result, room: int) -> tuple[list[str], int, int]:
 
 def render_markdown(result) -> str:
     top = [_title(result), ""]
+    if result.incomplete:   # gradcheck's own words: nothing to escape
+        top += [f"**{incomplete_line(result)}**", ""]
     problems = [c for c in result.cases if c.status != PASSED]
     room = _ROOM - _lines_size(top)
     body, cut, chars = [], 0, 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
-from .details import chain, full_text, gradient_lines, skip_line, where
+from .details import chain, full_text, gradient_lines, incomplete_line, skip_line, where
 from .mismatch import describe
 # (the CLI imports these from here: the one scrubber is report.scrub)
 from .scrub import neutral, one_line, printable, split_lines
@@ -49,6 +49,8 @@ def render_text(result, *, color: bool = False, verbose: bool = False) -> str:
     lines.append(f"{s['passed']} passed, {s['failed']} failed, {s['errored']} errored, "
                  f"{s['skipped']} skipped in {s['seconds']:.2f}s "
                  f"(max rel err per witness against the symbolic reference)")
+    if result.incomplete:
+        lines.append(incomplete_line(result))
     # the net under the fields' own scrubbing: no two fields side by side form a command
     return neutral("\n".join(lines) + "\n")
 
