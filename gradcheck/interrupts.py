@@ -19,7 +19,7 @@ import contextlib
 import signal
 import threading
 
-__all__ = ["Interrupted", "stop_on"]
+__all__ = ["Interrupted", "stop_on", "ctrl_c_is_ours"]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -43,6 +43,13 @@ class Interrupted(KeyboardInterrupt):
 
 # Handlers that are "nobody's": replacing them changes nothing a caller chose.
 _DEFAULTS = (signal.default_int_handler, signal.SIG_DFL)
+_OURS: set = set()   # the handlers stop_on has installed (and not yet removed)
+
+
+def ctrl_c_is_ours() -> bool:
+    """Whether a Ctrl-C now raises :class:`Interrupted` (a handler of :func:`stop_on`
+    holds SIGINT), so that any other ``KeyboardInterrupt`` was raised by code itself."""
+    return signal.getsignal(signal.SIGINT) in _OURS
 
 
 @contextlib.contextmanager
@@ -63,12 +70,14 @@ def stop_on(*signums: int, only_default: bool = False):
         raise Interrupted(signum)
 
     previous = {}
-    for s in signums:
-        if only_default and signal.getsignal(s) not in _DEFAULTS:
-            continue
-        previous[s] = signal.signal(s, handler)
+    _OURS.add(handler)
     try:
+        for s in signums:
+            if only_default and signal.getsignal(s) not in _DEFAULTS:
+                continue
+            previous[s] = signal.signal(s, handler)
         yield
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        _OURS.discard(handler)

@@ -16,7 +16,7 @@ import uuid
 from .cases import Case
 from .checking import OP_CRASHED, OP_RAISED, case_base, op_failure, run_case
 from .errors import GradcheckError
-from .interrupts import Interrupted
+from .interrupts import Interrupted, ctrl_c_is_ours
 from .result import ERROR, CaseResult
 
 __all__ = ["Task", "tasks_of", "execute", "guarded", "lost", "died", "ParallelError"]
@@ -89,22 +89,34 @@ def guarded(case: Case, dtype: str, *, cache: dict, timeout: float | None) -> Ca
     """:func:`gradcheck.checking.run_case`, where a ``SystemExit``, ``KeyboardInterrupt``
     or other ``BaseException`` raised while the case runs (an op calling ``sys.exit``,
     raising KeyboardInterrupt) is that case's result rather than the end of the run.
-    Only :class:`Interrupted` (a signal the run is stopped by) goes through."""
+    Only :class:`Interrupted` (a signal the run is stopped by) goes through, and a
+    KeyboardInterrupt that may be a real Ctrl-C: in the main thread of a process that
+    is no worker, where someone else's SIGINT handler holds (a notebook's)."""
     start = time.perf_counter()
     try:
         return run_case(case, dtype, cache=cache, timeout=timeout)
     except Interrupted:
         raise
+    except KeyboardInterrupt as exc:
+        if not (_STATE.get("worker") or ctrl_c_is_ours()
+                or threading.current_thread() is not threading.main_thread()):
+            raise
+        return _raised_itself(case, dtype, start, exc)
     except BaseException as exc:   # the Exceptions are run_case's; the rest are these
-        what = f"{type(exc).__name__}({', '.join(map(repr, exc.args))})"
-        tb = traceback.format_exc(limit=-3)
-        base, seconds = case_base(case, dtype), time.perf_counter() - start
-        if case.op is not None:
-            return op_failure(case, base, f"the op raised {what}, which would have "
-                                          f"ended the run; the other cases ran on\n{tb}",
-                              OP_RAISED, seconds=seconds)
-        return _ended(case, base, f"{what} was raised while running this case\n{tb}",
-                      seconds=seconds)
+        return _raised_itself(case, dtype, start, exc)
+
+
+def _raised_itself(case: Case, dtype: str, start: float, exc: BaseException) -> CaseResult:
+    """The result of a case whose run raised ``exc`` (being handled)."""
+    what = f"{type(exc).__name__}({', '.join(map(repr, exc.args))})"
+    tb = traceback.format_exc(limit=-3)
+    base, seconds = case_base(case, dtype), time.perf_counter() - start
+    if case.op is not None:
+        return op_failure(case, base, f"the op raised {what}, which would have ended "
+                                      f"the run; the other cases ran on\n{tb}",
+                          OP_RAISED, seconds=seconds)
+    return _ended(case, base, f"{what} was raised while running this case\n{tb}",
+                  seconds=seconds)
 
 
 def _task_error(task: Task, message: str, kind: str) -> CaseResult:
@@ -132,6 +144,12 @@ def _worker_case(task: Task) -> tuple[Case, dict]:
 _PRELOAD = ("sympy", "torch", "gradcheck.reference", "gradcheck.backends.torch",
             "gradcheck.backends.engine", "gradcheck.backends.numeric", "gradcheck.opcheck",
             "gradcheck.rounding")
+
+
+def as_worker() -> None:
+    """Mark this process as a worker's: no Ctrl-C reaches it (its own session), so a
+    KeyboardInterrupt here is a case's own doing (:func:`guarded`)."""
+    _STATE["worker"] = True
 
 
 def preload() -> None:

@@ -30,7 +30,7 @@ import time
 from .budgets import limit_worker
 from .checking import TIMEOUT
 from .result import CaseResult
-from .tasks import Task, died, execute, lost, preload
+from .tasks import Task, as_worker, died, execute, lost, preload
 
 __all__ = ["worker_main", "how_ended", "FORKS"]
 
@@ -73,6 +73,7 @@ def worker_main(fd: int, parent: int) -> None:
     from . import checking  # noqa: F401  (a broken install fails here, not in a case)
 
     _die_with(parent)
+    as_worker()
     preload()
     limit_worker()   # --max-memory: this process's address space, and its case processes'
     conn = Connection(fd)

@@ -39,8 +39,8 @@ EXPECTED = {
     "keyboard-interrupt": ("failed", "op raised", "the op raised KeyboardInterrupt()"),
     "segfault": ("failed", "op crashed", "(killed by SIGSEGV)"),
     "sigkill": ("failed", "op crashed", "(killed by SIGKILL)"),
-    "blocks-alarm": ("error", "timeout", "ran past its time limit of 2 s and did not stop"),
-    "ignores-alarm": ("error", "timeout", "ran past its time limit of 2 s and did not stop"),
+    "blocks-alarm": ("error", "timeout", "past its time limit of 2 s and did not stop"),
+    "ignores-alarm": ("error", "timeout", "past its time limit of 2 s and did not stop"),
     "last-passes": ("passed", None, ""),
 }
 
@@ -114,6 +114,22 @@ def test_the_library_raises_keyboardinterrupt_with_the_partial_result():
     partial = raised.value.result
     assert partial.incomplete and partial.interrupted == "SIGINT" and partial.not_run == 2
     assert [c.name for c in partial.cases] == ["before"]
+
+
+def test_a_keyboardinterrupt_is_the_ops_unless_it_may_be_a_real_ctrl_c():
+    # under Python's own SIGINT handler, run() installs its own: a real Ctrl-C would be
+    # Interrupted, so the op's KeyboardInterrupt is the op's failure
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        (case,) = run([CRASHES], keyword="keyboard-interrupt").cases
+        assert (case.status, case.error_kind) == ("failed", "op raised")
+        # under someone else's handler (a notebook's) it may be a real Ctrl-C: it goes on
+        signal.signal(signal.SIGINT, lambda signum, frame: None)
+        with pytest.raises(KeyboardInterrupt) as raised:
+            run([CRASHES], keyword="keyboard-interrupt")
+        assert not isinstance(raised.value, Interrupted)
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 # --------------------------------------------------------------------------- interrupts
@@ -206,8 +222,9 @@ def test_a_bad_output_is_a_usage_error_before_any_case_runs(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     os.environ["HOSTILE_MARKS"] = str(marks)
     try:
+        under_a_file = tmp_path / "file" / "report.json"
         for output, words in [(tmp_path, "is a folder"),
-                              (tmp_path / "file" / "report.json", "is a file, not a folder"),
+                              (under_a_file, "is a file, not a folder"),
                               (Path("/proc/report.json"), "cannot write in /proc")]:
             assert main(["run", str(SLOW), "-k", "slow-1", "--output", str(output)]) == \
                 ExitCode.USAGE
