@@ -48,7 +48,11 @@ def _read(path: Path, file: str) -> str:
             if not stat.S_ISREG(info.st_mode):
                 raise CaseFileError("cannot read: not a regular file", file=file)
             check_size(info.st_size, file)
-            raw = f.read(budgets.MAX_FILE_BYTES + 1)   # a file that grew meanwhile
+            # as much as fstat says (a buffer of the limit would be 2 MiB for any
+            # file), and what it grew by meanwhile, up to the limit
+            raw = f.read(info.st_size + 1)
+            if len(raw) > info.st_size:
+                raw += f.read(max(0, budgets.MAX_FILE_BYTES + 1 - len(raw)))
         check_size(len(raw), file)
         # newlines as text mode reads them (\r\n and \r: \n)
         return raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")

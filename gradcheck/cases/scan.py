@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+import sys
 from typing import Any
 
 from .. import budgets
@@ -25,18 +26,22 @@ from ..errors import CaseFileError
 
 # A string that is never closed runs to the end of its line (of the text, for a
 # multi-line one) rather than failing: a failed match would be tried again at the next
-# quote, and text like "\\"\\"\\"... would cost the square of its length.
+# quote, and text like "\\"\\"\\"... would cost the square of its length. The loops are
+# unrolled (a run of plain characters is one step, not one per character) and
+# possessive where Python has them (3.11): the regular expression engine keeps no
+# state to backtrack into, which for a 2 MB string was 350 MB.
+_P = "+" if sys.version_info >= (3, 11) else ""
 _STRING = "|".join([
-    r'"""(?:[^"\\]|\\[\s\S]|"(?!""))*(?:""""{0,2}|\\?\Z)',   # multi-line basic
-    r"'''[\s\S]*?(?:''''{0,2}|\Z)",                           # multi-line literal
-    r'"(?:[^"\\\n]|\\.)*(?:"|\\?(?=\n)|\\?\Z)',              # basic
-    r"'[^'\n]*(?:'|(?=\n)|\Z)"])                                  # literal
+    r'"""[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*' + _P + r'(?:""""{0,2}|\\?\Z)',
+    r"'''[\s\S]*?(?:''''{0,2}|\Z)",                                  # multi-line literal
+    r'"[^"\\\n]*(?:\\.[^"\\\n]*)*' + _P + r'(?:"|\\?(?=\n)|\\?\Z)',  # basic
+    r"'[^'\n]*(?:'|(?=\n)|\Z)"])                                         # literal
 _WORD = r"[A-Za-z0-9_-]+"
 # a key of more than MAX_KEY_PARTS parts (its quoted parts are a plain word once the
 # strings are replaced); starting only where a word starts, not after a dot, so that a
 # run of letters or of dotted parts is tried once, not at each of its characters
-_KEY = r"(?<![A-Za-z0-9_.-])%s(?:[ \t]*\.[ \t]*%s){%d,}" % (_WORD, _WORD,
-                                                           budgets.MAX_KEY_PARTS)
+_KEY = r"(?<![A-Za-z0-9_.-])%s(?:[ \t]*\.[ \t]*%s){%d}" % (_WORD, _WORD,
+                                                          budgets.MAX_KEY_PARTS)
 # The fast pass runs in C: no Python code per token. Group 1: a string (a comment
 # matches with it empty).
 _STRINGS = re.compile(f"({_STRING})|#[^\\n]*")
@@ -46,11 +51,12 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _SPAN = operator.methodcaller("span", 1)
 # The exact pass, one token at a time: only to find the line of a problem found. Its
 # key is tried before a string, where a quoted part may start it.
-_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
+_PART = (r"""(?:[A-Za-z0-9_-]+|"[^"\\\n]*(?:\\.[^"\\\n]*)*""" + _P
+         + r"""(?:")|'[^'\n]*')""")
 _TOKENS = re.compile(
-    r"(?P<key>(?<![A-Za-z0-9_.\-\"'])%s(?:[ \t]*\.[ \t]*%s){%d,})"
+    r"(?P<key>(?<![A-Za-z0-9_.\-\"'])%s(?:[ \t]*\.[ \t]*%s){%d})"
     % (_PART, _PART, budgets.MAX_KEY_PARTS)
-    + "|(?P<string>" + _STRING + r")|(?P<comment>#[^\n]*)|(?P<open>[\[{])|(?P<close>[\]}])")
+    + "|(?P<string>" + _STRING + r")|(?P<comment>#[^\n]*)|(?P<brackets>[\[\]{}]+)")
 
 
 def _line(text: str, at: int) -> int:
@@ -91,17 +97,23 @@ _PROBLEMS = {
     "key": f"invalid TOML: a dotted key of more than {budgets.MAX_KEY_PARTS} parts"}
 
 
+def _depths(run: str, depth: int):
+    """The depth before, and after each bracket of, the run of brackets ``run``."""
+    return itertools.accumulate(map(_STEP.__getitem__, run), initial=depth)
+
+
 def _locate(text: str) -> tuple[str | None, int | None, int]:
     """(kind, offset, size) of the first problem in ``text``, token by token."""
     depth = 0
     for m in _TOKENS.finditer(text):
         kind = m.lastgroup
-        if kind == "open":
-            depth += 1
-            if depth > budgets.MAX_NESTING:
-                return kind, m.start(), 0
-        elif kind == "close":
-            depth -= 1
+        if kind == "brackets":   # a run of them at once: `[][][]...` is one token
+            run = m.group()
+            if max(_depths(run, depth)) > budgets.MAX_NESTING:
+                # one step at a time: the first depth past the limit is the limit + 1
+                deep = operator.indexOf(_depths(run, depth), budgets.MAX_NESTING + 1)
+                return "open", m.start() + deep - 1, 0
+            depth += sum(map(_STEP.__getitem__, run))
         elif kind == "key":
             return kind, m.start(), 0
         elif kind == "string" and m.end() - m.start() > budgets.MAX_STRING_CHARS:
