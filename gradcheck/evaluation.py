@@ -12,6 +12,33 @@ import numpy as np
 PROJECTED = "·u"
 
 
+class Directions:
+    """The k directions U of a quantity measured along them, shape ``[k, *x.shape]``,
+    each made again when it is needed (``make(k)``) rather than held: at a layer's size
+    one direction is as large as the input, and three of them were the largest arrays
+    alive while the witness's result was compared."""
+
+    def __init__(self, count: int, shape: tuple[int, ...], make):
+        self.count, self.shape, self._make = count, (count, *shape), make
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, k: int) -> np.ndarray:
+        return self._make(k)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.stack([self[k] for k in range(self.count)]).astype(dtype or float)
+
+    def contract(self, a: np.ndarray, absolute: bool = False) -> np.ndarray:
+        """Uₖ·a for each k (|Uₖ|·a with ``absolute``)."""
+        out = np.empty(self.count)
+        for k in range(self.count):
+            u = self[k]
+            out[k] = np.vdot(np.abs(u) if absolute else u, a)
+        return out
+
+
 @dataclass
 class Evaluation:
     """The output and vᵀJ for each input and retained ``let``, at one point.
@@ -20,8 +47,8 @@ class Evaluation:
     per element of each quantity, keyed like :meth:`quantities` (the tolerances of the
     others come from :mod:`gradcheck.rounding`).
 
-    ``directions`` (by quantity, ``"W.grad"``) holds the stacked directions U, shape
-    ``[k, *W.shape]``, of a quantity the witness measured only along them: its entry in
+    ``directions`` (by quantity, ``"W.grad"``) holds the directions U, shape
+    ``[k, *W.shape]`` (an array, or :class:`Directions` made on demand), of a quantity the witness measured only along them: its entry in
     ``grads`` (or ``retained``) is then the k values Uₖ·(vᵀJ), compared as ``W.grad·u``
     with :meth:`project` of the exact gradient. ``notes`` say how the witness checked
     (what a report should know of what it verified).
@@ -62,8 +89,12 @@ class Evaluation:
                 out[self._name(q)] = a
                 continue
             a = np.broadcast_to(np.asarray(a, dtype=float), found.shape[1:])
-            u = np.abs(found) if absolute else found
             with np.errstate(all="ignore"):
+                if isinstance(found, Directions):
+                    out[self._name(q)] = found.contract(np.abs(a) if absolute else a,
+                                                        absolute)
+                    continue
+                u = np.abs(found) if absolute else found
                 out[self._name(q)] = np.tensordot(u, np.abs(a) if absolute else a,
                                                   axes=a.ndim)
         return out

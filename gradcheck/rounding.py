@@ -35,9 +35,7 @@ absolute, per element, keyed like :meth:`gradcheck.evaluation.Evaluation.quantit
 
 from __future__ import annotations
 
-import dis
 import functools
-import inspect
 import math
 from typing import Any
 
@@ -54,6 +52,7 @@ from .composite_rounding import composite_cotangent, composite_value
 from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
 from .tree import Node, ordered, twins, walk
+from .forward_kept import kept, last_uses, parameters_read, placeholder
 
 PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
 
@@ -94,8 +93,10 @@ def _batched(node: Node, rule, g, t, args, lead: tuple[int, ...]):
     if any(p.kind == AXIS for p in rule.params):
         params = tuple((name, tuple(d + 1 for d in value) if p.kind == AXIS else value)
                        for p, (name, value) in zip(rule.params, params))
-        t = np.broadcast_to(t, lead + np.shape(t))
-        args = [np.broadcast_to(a, lead + np.shape(a)) for a in args]
+        # (None: a value the VJP does not read, dropped after the forward)
+        t = None if t is None else np.broadcast_to(t, lead + np.shape(t))
+        args = [None if a is None else np.broadcast_to(a, lead + np.shape(a))
+                for a in args]
     elif node.op == "dot":
         g = g[..., None]
     return g, t, args, params
@@ -115,28 +116,10 @@ def _read(rule, k: int, j: int | None) -> bool:
         return True
     if not rule.engine.saves:
         return False
-    names = _parameters_read(rule.engine.vjps[k])
+    names = parameters_read(rule.engine.vjps[k])
     return names is None or (1 if j is None else 2 + j) in names
 
 
-@functools.lru_cache(maxsize=None)
-def _parameters_read(fn) -> frozenset[int] | None:
-    """The positions of ``fn``'s parameters its code (nested functions included) loads;
-    None when that cannot be told (not Python code, or ``*args``)."""
-    code = getattr(fn, "__code__", None)
-    if code is None or code.co_flags & inspect.CO_VARARGS:
-        return None
-    params = code.co_varnames[:code.co_argcount]
-    loaded: set[str] = set()
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        for ins in dis.get_instructions(c):
-            if "FAST" in ins.opname or "DEREF" in ins.opname or "CLOSURE" in ins.opname:
-                value = ins.argval
-                loaded.update(value if isinstance(value, tuple) else (value,))
-        stack.extend(x for x in c.co_consts if inspect.iscode(x))
-    return frozenset(i for i, name in enumerate(params) if name in loaded)
 
 
 def _plus(a: np.ndarray, b) -> np.ndarray:
@@ -172,17 +155,23 @@ class _Bounds:
         set to values computed in this dtype (a perturbed point, x + h): each carries
         its own rounding, u·|value|."""
         same = twins(root)   # a computation written twice has one value and bound
+        # what no VJP reads is dropped after its last use here (forward_kept)
+        keep = kept(root) if SKIP_UNREAD else None
+        done = last_uses(root)
         for node in ordered(root):
-            if overrides and node.op in ("input", "let") and node.name in overrides:
-                x = _arr(overrides[node.name])
-                self.val[id(node)], self.err[id(node)] = x, self.u * np.abs(x)
-                continue
-            first = same.get(id(node))
-            if first is not None:
-                self.val[id(node)], self.err[id(node)] = (self.val[id(first)],
-                                                          self.err[id(first)])
-                continue
-            self.val[id(node)], self.err[id(node)] = self._forward(node, point)
+            self.val[id(node)], self.err[id(node)] = self._node(node, point, overrides,
+                                                                same.get(id(node)))
+            for a in done.get(id(node), ()) if keep is not None else ():
+                if a not in keep:
+                    del self.val[a], self.err[a]
+
+    def _node(self, node: Node, point, overrides, first: Node | None):
+        if overrides and node.op in ("input", "let") and node.name in overrides:
+            x = _arr(overrides[node.name])
+            return x, self.u * np.abs(x)
+        if first is not None:
+            return self.val[id(first)], self.err[id(first)]
+        return self._forward(node, point)
 
     def _integer_error(self, x: np.ndarray) -> np.ndarray:
         """An integer input's error where float arithmetic takes it: none, but where the
@@ -293,7 +282,7 @@ class _Bounds:
                 self._accumulate(grad, gerr, arg, c, ce)
             del grad[id(node)], gerr[id(node)]
             if release and node is not root:
-                del self.val[id(node)], self.err[id(node)]
+                self.val.pop(id(node), None), self.err.pop(id(node), None)
         return grad, gerr
 
     def _call(self, node, rule, k, g, t, args):
@@ -307,9 +296,10 @@ class _Bounds:
 
     def _vjp(self, node, rule, k, g, ge):
         """The VJP into argument ``k`` and its error bound."""
-        t = self.val[id(node)]
-        args = [self.val[id(a)] for a in node.args]
-        errs = [self.err[id(a)] for a in node.args]
+        # (None: a value no VJP reads, dropped after the forward; see forward_kept)
+        t = placeholder(node, rule, self.val.get(id(node)))
+        args = [placeholder(a, rule, self.val.get(id(a))) for a in node.args]
+        errs = [self.err.get(id(a)) for a in node.args]
         c = self._call(node, rule, k, g, t, args)
         u, u_acc = self.u, self.u_acc
         if isinstance(rule.rounding, Bound):
@@ -353,7 +343,7 @@ class _Bounds:
         # A value the VJP does not read (t in g * b, every value in add's) moves nothing:
         # its probe would measure exactly 0, so none is made (see :func:`_read`).
         probes = [(j, value, e) for j, value, e in
-                  [(None, t, self.err[id(node)])] + list(zip(range(len(args)), args, errs))
+                  [(None, t, self.err.get(id(node)))] + list(zip(range(len(args)), args, errs))
                   if _read(rule, k, j)]
         for j, value, e in probes:
             # The formula also rounds where it uses the value (x*x inside exp(-x*x)):
@@ -470,14 +460,13 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     root = case.output
     key = (id(root), dtype)
     b = None if forward is None else forward.get(key)
+    fresh = b is None
     with np.errstate(all="ignore"):
-        if b is None:
+        if fresh:
             b = _Bounds(dtype)
             b.forward(root, point)
             if forward is not None:
                 forward[key] = b
-            _last[:] = [_point_key(root, point, dtype), b.val[id(root)],
-                        _finite(np.array(b.err[id(root)], dtype=float)), (root, dict(point))]
         grad, gerr = b.backward(root, v, batch, release=forward is None)
     out = {"value": b.err[id(root)]}
     nodes = {n.name: n for n in walk(root) if n.op in ("input", "let")}
@@ -490,4 +479,9 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
         if node is not None and id(node) in gerr:
             out[f"{name}.grad"] = gerr[id(node)]
     # fresh arrays, as the caller may keep them (the value's bound is kept per point)
-    return {k: _finite(np.array(e, dtype=float)) for k, e in out.items()}
+    out = {k: _finite(np.array(e, dtype=float)) for k, e in out.items()}
+    if fresh:   # (after the backward: its copy is not alive beside the backward's peak)
+        out["value"].flags.writeable = False    # shared with _last: nobody may change it
+        _last[:] = [_point_key(root, point, dtype), b.val[id(root)], out["value"],
+                    (root, dict(point))]
+    return out

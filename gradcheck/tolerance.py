@@ -104,7 +104,7 @@ def with_projection_rounding(tolerance: dict, got, exact: dict) -> dict:
     for q, s in size.items():
         if s is None:
             continue
-        n = got.directions[q.removesuffix(PROJECTED)][0].size
+        n = int(np.prod(got.directions[q.removesuffix(PROJECTED)].shape[1:]))
         out[q] = out.get(q, 0.0) + (accumulation(n) + 1.0) * u * np.nan_to_num(
             s, nan=0.0, posinf=0.0)
     return out

@@ -274,3 +274,22 @@ def test_values_a_vjp_does_not_read_are_not_probed_and_no_bound_changes(monkeypa
         assert probed.keys() == bounds.keys()
         for q in bounds:
             np.testing.assert_array_equal(probed[q], bounds[q])
+
+
+def test_the_forward_keeps_only_what_a_vjp_reads():
+    """Layer norm's bounds: the product with gamma feeds only an add (whose VJP reads
+    nothing) and the square only a mean (which reads its operand's shape): both are
+    dropped after the forward; what div, mul and pow read stays; the bounds are those
+    of a forward that keeps everything (the test above)."""
+    from conftest import make_case
+    from gradcheck.forward_kept import kept
+    from gradcheck.tree import ordered
+
+    case = make_case("(x - mu) / sqrt(variance + 0.00001) * gamma + beta",
+                     {"x": [4, 8], "gamma": [8], "beta": [8]},
+                     let={"mu": "mean(x, axis=-1, keepdims=True)",
+                          "variance": "mean((x - mu)**2, axis=-1, keepdims=True)"})
+    keep = kept(case.output)
+    full = {n.op: id(n) in keep for n in ordered(case.output) if n.shape == (4, 8)}
+    assert full == {"input": True, "sub": True, "pow": False, "div": True, "mul": False,
+                    "add": True}

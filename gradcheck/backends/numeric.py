@@ -32,7 +32,7 @@ import hashlib
 import numpy as np
 
 from ..arrays import cut, slabs, top_cotangent, unbroadcast
-from ..evaluation import PROJECTED, Evaluation
+from ..evaluation import PROJECTED, Directions, Evaluation
 from ..forward import evaluate
 from ..dtypes import unit_roundoff
 from ..rounding import accumulation, forward_bound
@@ -286,24 +286,36 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
     element), and it is what dominates: the ladder takes larger steps while the bound
     falls.
 
-    Returns the k measured values Uₖ·(vᵀJ), their error bounds, and U [k, *x.shape]."""
+    Returns the k measured values Uₖ·(vᵀJ), their error bounds, and U [k, *x.shape]
+    (:class:`~gradcheck.evaluation.Directions`: drawn again when projected, not held)."""
     if "rounding" not in shared:
         shared.update(_rounding(root, env, v))
     v, rounding = shared["v"], shared["rounding"]
     frozen = _frozen(root, env, name)
-    scale = np.maximum(1.0, np.abs(x0))
-    directions = np.empty((DIRECTIONS, *x0.shape))
+    generator = type(rng.bit_generator)
+    states = []          # each direction is drawn again from its state when projected
+
+    def direction(k: int) -> np.ndarray:
+        again = np.random.Generator(generator())
+        again.bit_generator.state = states[k]
+        return again.standard_normal(x0.shape) * np.maximum(1.0, np.abs(x0))
+
     got, err = np.empty(DIRECTIONS), np.empty(DIRECTIONS)
     rungs = shared.get("rungs", range(LADDER))
+    moved = np.empty(x0.shape)   # x + t·s, one buffer for every evaluation
     for k in range(DIRECTIONS):
+        states.append(rng.bit_generator.state)
         u = rng.standard_normal(x0.shape)
-        directions[k] = u * scale
-        size = STEP / max(float(np.sqrt(np.sum(u * u))), 1.0)
-        step = size * directions[k]
+        size = STEP / max(float(np.sqrt(np.vdot(u, u))), 1.0)
+        step = u
+        step *= np.maximum(1.0, np.abs(x0))
+        step *= size
+        del u
 
         def g(t, step=step):
-            value = evaluate(root, env, dict(frozen, **{name: x0 + t * step}),
-                             merge=True)
+            np.multiply(step, t, out=moved)
+            np.add(moved, x0, out=moved)
+            value = evaluate(root, env, dict(frozen, **{name: moved}), merge=True)
             return float(np.vdot(v, np.broadcast_to(value, v.shape))), rounding
 
         d, e, rung = _ladder(g, rungs)    # d/dt vᵀf = size·Uₖ·(vᵀJ)
@@ -312,7 +324,7 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
         # relative scale: the rung the first one chose (each direction's own bound is
         # still computed, only not minimised again)
         rungs = shared["rungs"] = (rung,)
-    return got, err, directions
+    return got, err, Directions(DIRECTIONS, x0.shape, direction)
 
 
 def _ladder(g, rungs) -> tuple[float, float, int]:
