@@ -292,25 +292,22 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
         shared.update(_rounding(root, env, v))
     v, rounding = shared["v"], shared["rounding"]
     frozen = _frozen(root, env, name)
-    generator = type(rng.bit_generator)
-    states = []          # each direction is drawn again from its state when projected
+    # u is drawn in float32 and kept so (half an input's size per direction): each U
+    # is made again from it when projected, exactly as the step was
+    drawn: list[np.ndarray] = []
 
     def direction(k: int) -> np.ndarray:
-        again = np.random.Generator(generator())
-        again.bit_generator.state = states[k]
-        return again.standard_normal(x0.shape) * np.maximum(1.0, np.abs(x0))
+        return np.multiply(drawn[k], np.maximum(1.0, np.abs(x0)), dtype=np.float64)
 
     got, err = np.empty(DIRECTIONS), np.empty(DIRECTIONS)
     rungs = shared.get("rungs", range(LADDER))
     moved = np.empty(x0.shape)   # x + t·s, one buffer for every evaluation
     for k in range(DIRECTIONS):
-        states.append(rng.bit_generator.state)
-        u = rng.standard_normal(x0.shape)
-        size = STEP / max(float(np.sqrt(np.vdot(u, u))), 1.0)
-        step = u
-        step *= np.maximum(1.0, np.abs(x0))
+        drawn.append(rng.standard_normal(x0.shape, dtype=np.float32))
+        # (‖u‖ in float32 arithmetic: it only scales the step, and the result by it)
+        size = STEP / max(float(np.sqrt(np.vdot(drawn[k], drawn[k]))), 1.0)
+        step = direction(k)
         step *= size
-        del u
 
         def g(t, step=step):
             np.multiply(step, t, out=moved)
