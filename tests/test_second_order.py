@@ -101,7 +101,19 @@ def test_a_wrong_second_partial_is_caught(monkeypatch):
         _assert_agree(case)
 
 
-def test_a_product_falls_back_to_the_expanded_reference():
+def test_a_product_is_differentiated_twice_at_tensor_level():
+    """prod's product of the others has its adjoint (second.others_adjoint): no fallback
+    to the expanded reference, whose SymPy products grow quadratically in the length."""
+    case = make_case("prod(x, axis=0) * sum(x, axis=0)", {"x": [3, 2]}, gradient="random")
+    tensor = _assert_agree(case)
+    assert isinstance(tensor._second(), Hessian)
+
+
+def test_what_has_no_tensor_adjoint_falls_back_to_the_expanded_reference(monkeypatch):
+    def unsupported(self, ref, cotangent):
+        raise second_module.UnsupportedOpError("no adjoint here")
+
+    monkeypatch.setattr(second_module.Hessian, "__init__", unsupported)
     case = make_case("prod(x, axis=0) * sum(x, axis=0)", {"x": [3, 2]}, gradient="random")
     tensor = _assert_agree(case)
     assert isinstance(tensor._second(), ExpandedReference)

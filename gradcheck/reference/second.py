@@ -11,9 +11,10 @@ tensor columns (a matmul's adjoint is a matmul again), a fused kernel's value th
 its partials and a kernel's partial through its second partials (SymPy differentiates
 the region's expression once more, compiled like the kernel itself), an elementwise row
 a tensor column used (logsumexp's softmax) through a kernel of its own. A selection
-(max, min) is constant where the pick is. What has no adjoint here (the product of the
-others, prod's) raises :class:`~gradcheck.errors.UnsupportedOpError`: the caller then
-uses the element-expanded reference.
+(max, min) is constant where the pick is; prod's product of the others has the adjoint
+:func:`others_adjoint` (prefix and suffix products: no division, exact at zeros, linear
+in the size). What has no adjoint here raises :class:`~gradcheck.errors.
+UnsupportedOpError`: the caller then uses the element-expanded reference.
 
 :func:`evaluate_sizes` evaluates such a program with every term by its magnitude (a
 kernel's outputs by :func:`~gradcheck.reference.derivatives.magnitude`, a product of
@@ -167,12 +168,14 @@ class Hessian:
             yield from _applied(b, node, g)
         elif op == "embed":                  # zeros with x at key: its adjoint takes key
             yield node.args[0], b.row("index", g, key=node.data)
+        elif op == "others":                 # prod's: ∂(∏_{j≠i} x_j)/∂x_k
+            x = node.args[0]
+            yield x, b.apply(others_adjoint, g, x, shape=x.shape, axis=node.data)
         elif op in ("select", "const", "leaf", "kernel"):
             return                           # constant where the pick is; no operands
         else:
             raise UnsupportedOpError(
-                f"double backward at tensor level has no adjoint for {op!r} (prod's "
-                "product of the others)")
+                f"double backward at tensor level has no adjoint for {op!r}")
 
     def _part(self, node: T, g: T):
         """A kernel's output: its value through the partials, a partial through the
@@ -235,6 +238,32 @@ def _applied(b, node: T, g: T):
         raise UnsupportedOpError(f"double backward at tensor level has no adjoint for "
                                  f"{fn.__name__}")
     yield from adjoint(b, g, *node.args, shape=node.shape, **dict(params))
+
+
+def others_adjoint(g, x, *, shape, axis):
+    """The adjoint of the product of the others along ``axis`` (o_i = ∏_{j≠i} x_j) for
+    the cotangent ``g``: Σ_{i≠k} g_i ∏_{j∉{i,k}} x_j for each k. Along each slice, with
+    L_k = ∏_{j<k} x_j and R_k = ∏_{j>k} x_j, it is A_k R_k + L_k B_k where A_k =
+    Σ_{i<k} g_i L_i ∏_{i<j<k} x_j and B_k its mirror, each one running sum (no division:
+    exact at zeros, and linear in the slice's length where expanding it is quadratic)."""
+    axis = tuple(axis)
+    x = np.asarray(x, dtype=float)
+    moved = [d for d in range(x.ndim) if d not in axis] + list(axis)
+    xs = np.transpose(x, moved)
+    lead = xs.shape[: x.ndim - len(axis)]
+    xf = xs.reshape(lead + (-1,))
+    gf = np.transpose(np.broadcast_to(g, x.shape), moved).reshape(xf.shape)
+    ones = np.ones(lead + (1,))
+    left = np.cumprod(np.concatenate([ones, xf[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([ones, xf[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    a, c = np.zeros(xf.shape), np.zeros(xf.shape)
+    n = xf.shape[-1]
+    for k in range(1, n):
+        a[..., k] = a[..., k - 1] * xf[..., k - 1] + gf[..., k - 1] * left[..., k - 1]
+        j = n - 1 - k
+        c[..., j] = c[..., j + 1] * xf[..., j + 1] + gf[..., j + 1] * right[..., j + 1]
+    out = (a * right + left * c).reshape(xs.shape)
+    return np.transpose(out, np.argsort(moved)).reshape(shape)
 
 
 # ---------------------------------------------------------------------- sizes
