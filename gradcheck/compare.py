@@ -8,6 +8,13 @@ rtol·|expected|`` on top, which only loosens.
 A tally takes two kinds of outcome (:meth:`Tally.record`): a :class:`Comparison` of
 quantities element by element, and a :class:`Finding`, a verdict that is no element
 comparison (an input modified in place, what a Function's backward returned).
+
+An exact quantity that is NaN or infinite is no verdict at all: nothing can be checked
+against it, so it raises :class:`NotFiniteReference` (the case's error), whatever the
+witness holds there. Two NaNs never agree, nor two infinities; an exact value beyond the
+dtype's range but finite, computed as inf of its sign, is the right answer in that
+dtype. A comparison of an op with itself (``exact=False``: the same backward twice)
+takes NaN for NaN and inf for the same inf: the op repeated what it did.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Iterable, Union
 import numpy as np
 
 from .dtypes import max_finite
+from .errors import GradcheckError
 from .evaluation import Evaluation
 from .report.mismatch import witness_message
 from .tolerance import with_projection_rounding
@@ -48,6 +56,9 @@ class Comparison:
     tolerance: dict | None = None
     #: what a mismatch here means, said when the tally has no other problem to say
     hint: str = ""
+    #: ``expected`` is the exact reference (False: the op's own earlier result, which
+    #: may be NaN where the op repeats it)
+    exact: bool = True
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,27 @@ class Finding:
 
 
 Outcome = Union[Comparison, Finding]
+
+
+class NotFiniteReference(GradcheckError):
+    """The exact reference is NaN or infinite at a sampled point: no witness can be
+    checked there. An error of the case (its formula, its domains, its pinned values),
+    never a pass, nor a failure of a witness the reference cannot vouch against."""
+
+
+def _require_finite(quantity: str, expected: np.ndarray, point: int) -> None:
+    """Raise :class:`NotFiniteReference` where ``expected`` is not finite."""
+    # NaN and inf reach the extremes: two passes, no temporary of a layer's size
+    if np.isfinite(np.min(expected)) and np.isfinite(np.max(expected)):
+        return
+    idx = tuple(int(i) for i in np.argwhere(~np.isfinite(expected))[0])
+    element = quantity + (f"[{', '.join(map(str, idx))}]" if idx else "")
+    raise NotFiniteReference(
+        f"the reference is not finite at point {point}: the exact {element} is "
+        f"{float(expected[idx])}, so no witness can be checked against it there (this is "
+        "no pass). Sampling redraws points where the formula's values are not finite but "
+        "could not avoid this one: give the inputs domains (or pinned values) where the "
+        "formula and its gradient are finite")
 
 
 class Tally:
@@ -103,7 +135,8 @@ class Tally:
         """Take each :class:`Comparison` and :class:`Finding`, in order."""
         for o in outcomes:
             if isinstance(o, Comparison):
-                self.add_quantities(o.obtained, o.expected, o.point, o.tolerance)
+                self.add_quantities(o.obtained, o.expected, o.point, o.tolerance,
+                                    exact=o.exact)
                 if o.hint and self.mismatched and not self.problems:
                     self.problems.append(o.hint)
                 continue
@@ -115,15 +148,31 @@ class Tally:
             if o.diagnosis is not None:
                 self.diagnoses.append(o.diagnosis)
 
+    def merge(self, other: "Tally") -> None:
+        """Take ``other``'s outcomes (a tally of the same witness) as this one's own."""
+        self.checked += other.checked
+        self.mismatched += other.mismatched
+        self.max_abs, self.max_rel = (max(self.max_abs, other.max_abs),
+                                      max(self.max_rel, other.max_rel))
+        self.top = sorted(self.top + other.top, key=lambda pair: -pair[0])[:WORST_KEPT]
+        self.problems += other.problems
+        self.notes += other.notes
+        self.diagnoses += other.diagnoses
+        self.grad_fn = self.grad_fn or other.grad_fn
+
     def _problem(self, message: str) -> None:
         self.mismatched += 1
         self.problems.append(message)
 
     def add_quantities(self, obtained: dict, expected_all: dict, point: int,
-                       tolerance: dict | None = None) -> None:
+                       tolerance: dict | None = None, *, exact: bool = True) -> None:
         """Compare ``obtained`` with ``expected_all`` quantity by quantity (by name),
         each element allowed ``tolerance[quantity]`` (absolute, per element; 0 where
-        absent) plus the user's ``atol + rtol·|expected|``."""
+        absent) plus the user's ``atol + rtol·|expected|``.
+
+        Raises:
+            NotFiniteReference: ``exact`` and an expected element is NaN or infinite.
+        """
         tolerance = tolerance or {}
         for quantity, expected in expected_all.items():
             value = obtained.get(quantity)
@@ -138,15 +187,17 @@ class Tally:
                 continue
             self._compare(quantity, np.asarray(value, dtype=float),
                           np.asarray(expected, dtype=float), tolerance.get(quantity, 0.0),
-                          point)
+                          point, exact)
 
-    def _compare(self, quantity, value, expected, allowed, point) -> None:
+    def _compare(self, quantity, value, expected, allowed, point, exact=True) -> None:
         if value.shape != expected.shape:
             self._problem(f"{quantity} has shape {list(value.shape)}, expected "
                           f"{list(expected.shape)}")
             return
         if expected.size == 0:
             return
+        if exact:
+            _require_finite(quantity, expected, point)
         # (each step skipped where it would change nothing: a layer's quantities have
         # millions of elements, nearly all finite and nowhere near the dtype's range)
         size = np.abs(expected)

@@ -78,7 +78,8 @@ def _finite(x: np.ndarray, posinf: float | None = 0.0) -> np.ndarray:
     calls) where ``x`` is finite already, as it nearly always is."""
     if np.isfinite(x).all():
         return x
-    return np.nan_to_num(x, nan=0.0, posinf=posinf)
+    # (an array still where x has no dimensions: nan_to_num gives a NumPy scalar)
+    return np.asarray(np.nan_to_num(x, nan=0.0, posinf=posinf))
 
 
 def _batched(node: Node, rule, g, t, args, lead: tuple[int, ...]):

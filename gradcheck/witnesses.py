@@ -41,6 +41,10 @@ class Witness:
     #: ``tolerance(dtype, bounds, own_error) -> {quantity: allowed error}``
     tolerance: Callable
     description: str
+    #: it evaluates the formula at nearby points (finite differences): at a point that
+    #: stays near a kink its disagreement is a note, not a mismatch (a difference across
+    #: a kink measures no derivative)
+    perturbs: bool = False
 
 
 def _lazy_run(module: str) -> Callable:
@@ -78,7 +82,8 @@ REGISTRY: dict[str, Witness] = {w.name: w for w in (
             "PyTorch autograd on the same formula (y.backward(v), retain_grad())"),
     Witness("numeric", _lazy_run("gradcheck.backends.numeric"), _LOW_PRECISION_UNTESTED,
             formula_tolerance,
-            "central finite differences in float64, with their own error estimate"),
+            "central finite differences in float64, with their own error estimate",
+            perturbs=True),
 )}
 
 # The lists of names are read from the registry when asked for, so that an entry added

@@ -116,8 +116,24 @@ def top_two_gap(x, axis, keepdims):
     return gap
 
 
-def bottom_two_gap(x, axis, keepdims):
-    return top_two_gap(-np.asarray(x, dtype=float), axis, keepdims)
+def runner_up_gaps(x, axis, keepdims):
+    """max's hazard, shaped like its argument: each element's distance below the largest
+    of its slice along ``axis``, the largest itself (np.argmax's pick) none (inf). Their
+    smallest is the gap between the largest two, where max switches; shaped so that
+    sampling redraws the runners-up near the top and keeps the top: redrawing it too
+    would only uncover the next element, as close (a thousand elements drawn in [-2, 2]
+    lie 0.004 apart, 0.05 is the margin kept)."""
+    x = np.asarray(x, dtype=float)
+    if int(np.prod([x.shape[d] for d in axis], dtype=np.int64)) < 2:
+        return None
+    gaps = np.max(x, axis=axis, keepdims=True) - x
+    return np.where(one_hot(np.argmax)(x, axis) > 0, np.inf, gaps)
+
+
+def runner_down_gaps(x, axis, keepdims):
+    """min's hazard: :func:`runner_up_gaps` of -x (each element's distance above the
+    smallest of its slice, the smallest itself none)."""
+    return runner_up_gaps(-np.asarray(x, dtype=float), axis, keepdims)
 
 
 def one_hot(pick):

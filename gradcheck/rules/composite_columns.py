@@ -288,14 +288,25 @@ def norm_selector(x, order, axis, keepdims):
 # --------------------------------------------------------------------------- hazards
 
 def _gaps(x, d: int, first: int | None = None):
-    """The gaps between neighbours of ``x`` sorted along ``d`` (the first ``first`` of
-    them, largest first); None where there are none."""
+    """Shaped like ``x``: each element's distance below the next larger one along ``d``
+    (the largest: none, inf), counting only the ``first`` largest as neighbours (an
+    element below them: its distance below the ``first``-th). The smallest is the
+    smallest gap between neighbours among the ``first`` + 1 largest; shaped so that
+    sampling redraws the element below a near tie and keeps the one above (None where
+    there are no two elements)."""
     x = np.asarray(x, dtype=float)
-    if x.shape[d] < 2:
+    n = x.shape[d]
+    if n < 2:
         return None
-    s = -np.sort(-x, axis=d)
-    gaps = -np.diff(s, axis=d)
-    return gaps if first is None else np.take(gaps, range(min(first, gaps.shape[d])), axis=d)
+    order = np.argsort(-x, axis=d, kind="stable")
+    s = np.take_along_axis(x, order, axis=d)            # largest first
+    rank = np.arange(n)
+    above = np.take(s, np.maximum(np.minimum(rank, first or n) - 1, 0), axis=d)
+    gaps = np.where(np.expand_dims(rank, tuple(a for a in range(x.ndim) if a != d)) == 0,
+                    np.inf, above - s)
+    out = np.empty_like(x)
+    np.put_along_axis(out, order, gaps, axis=d)
+    return out
 
 
 def sort_hazard(x, axis, descending):

@@ -15,11 +15,11 @@ import numpy as np
 
 from ..shapes import matmul_shape
 from .columns import (
-    abs_distance, bottom_two_gap, cfunction, clamp_hazard, clamp_shape, dot_shape, np_clamp,
+    abs_distance, cfunction, clamp_hazard, clamp_shape, dot_shape, np_clamp,
     np_erf, np_logsumexp, np_matmul, np_reduce, np_sigmoid, obj_dot, obj_matmul, one_hot,
-    pow_hazard, sym_clamp, sym_logsumexp, sym_mean, sym_reduction, sym_relu, sym_selected, sym_sigmoid,
-    sym_softplus, sym_where, sympy, sympy_fn as s, top_two_gap, torch_clamp, torch_fn as t,
-    torch_reduce, torch_softplus)
+    pow_hazard, runner_down_gaps, runner_up_gaps, sym_clamp, sym_logsumexp, sym_mean,
+    sym_reduction, sym_relu, sym_selected, sym_sigmoid, sym_softplus, sym_where, sympy,
+    sympy_fn as s, torch_clamp, torch_fn as t, torch_reduce, torch_softplus)
 from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, INT, LINALG, NUMBER, REDUCTION, Param, Rule
 from . import tensor as tv
 from .activations import ROWS as ACTIVATION_ROWS
@@ -211,13 +211,13 @@ _ROWS: list[Rule] = [
                        keep(g, axis, keepdims) * others_product(x, axis)),
               tensor=tv.tensor_rule(tv.prod_vjp)),
     Rule("max", REDUCTION, 1, sym_selected, np_reduce(np.max), torch_reduce("amax"),
-         hazard=top_two_gap, selector=one_hot(np.argmax), rounding=0,
+         hazard=runner_up_gaps, selector=one_hot(np.argmax), rounding=0,
          params=REDUCE_PARAMS, tensor=tv.tensor_rule(tv.selected_vjp("max")),
          example="max(x, axis=1)",
          engine=e("AmaxBackward0", lambda g, ans, x, axis, keepdims:
                   keep(g, axis, keepdims) * ties(x, ans, axis, keepdims))),
     Rule("min", REDUCTION, 1, sym_selected, np_reduce(np.min), torch_reduce("amin"),
-         hazard=bottom_two_gap, selector=one_hot(np.argmin), rounding=0,
+         hazard=runner_down_gaps, selector=one_hot(np.argmin), rounding=0,
          params=REDUCE_PARAMS, tensor=tv.tensor_rule(tv.selected_vjp("min")),
          example="min(x, axis=1)",
          engine=e("AminBackward0", lambda g, ans, x, axis, keepdims:
