@@ -24,6 +24,7 @@ from typing import Iterable, Union
 
 import numpy as np
 
+from .arrays import slabs
 from .dtypes import max_finite
 from .errors import GradcheckError
 from .evaluation import Evaluation
@@ -32,6 +33,7 @@ from .tolerance import with_projection_rounding
 from .result import FAILED, PASSED, Worst, WitnessResult
 
 WORST_KEPT = 5       # worst elements a result keeps for its report
+COMPARED = 1 << 16   # elements compared at a time (see Tally._compare)
 
 
 def _largest(flat: np.ndarray, k: int) -> np.ndarray:
@@ -198,45 +200,64 @@ class Tally:
             return
         if exact:
             _require_finite(quantity, expected, point)
-        # (each step skipped where it would change nothing: a layer's quantities have
-        # millions of elements, nearly all finite and nowhere near the dtype's range)
+        allowed = np.broadcast_to(np.asarray(allowed, dtype=float), expected.shape)
+        # a layer's quantities have millions of elements: compared slab by slab, so
+        # that the temporaries below are a slab's, not six arrays of the layer's size
+        cuts = slabs(expected.shape, COMPARED)
+        largest = max(float(np.max(np.abs(expected[where]))) for _, _, where in cuts)
+        candidates = []     # (ratio, flat index) of each slab's worst elements
+        for axis, part, where in cuts:
+            diff, rel, ratio = self._errors(value[where], expected[where], allowed[where],
+                                            largest)
+            self.mismatched += int(np.count_nonzero(ratio > 1))
+            self.max_abs = max(self.max_abs, float(diff.max()))
+            self.max_rel = max(self.max_rel, float(rel.max()))
+            local = ratio.reshape(-1)
+            for k in _largest(local, WORST_KEPT):
+                idx = np.unravel_index(int(k), ratio.shape)
+                if where is not ...:
+                    idx = idx[:axis] + (idx[axis] + (part.start or 0),) + idx[axis + 1:]
+                candidates.append((float(local[k]), int(np.ravel_multi_index(
+                    idx, expected.shape))))
+        self.checked += expected.size
+        # ties in index order, as one stable sort of every element would give
+        candidates.sort(key=lambda c: (-np.nan_to_num(c[0], nan=-np.inf), c[1]))
+        for r, k in candidates[:WORST_KEPT]:
+            idx = tuple(int(i) for i in np.unravel_index(k, expected.shape))
+            with np.errstate(all="ignore"):   # (0 · inf where an op repeats an inf)
+                tol = allowed[idx] + self.atol + self.rtol * np.abs(expected[idx])
+            self.top.append((r, Worst(quantity, idx, float(value[idx]),
+                                      float(expected[idx]), float(tol), point)))
+        self.top.sort(key=lambda pair: -pair[0])
+        del self.top[WORST_KEPT:]
+
+    def _errors(self, value, expected, allowed, largest: float):
+        """|value - expected|, the relative error (a statistic, not the verdict) and
+        the ratio to the tolerance, elementwise; ``largest``: the quantity's largest
+        |expected| (of every slab)."""
+        # (each step skipped where it would change nothing: nearly every element is
+        # finite and nowhere near the dtype's range)
         size = np.abs(expected)
-        tol = np.asarray(allowed, dtype=float) + self.atol + self.rtol * size
+        tol = allowed + self.atol + self.rtol * size
         with np.errstate(all="ignore"):
             diff = np.abs(value - expected)
             if not np.isfinite(diff).all():
                 diff = np.where(np.isnan(diff) & ~(np.isnan(value) & np.isnan(expected)),
                                 np.inf, np.nan_to_num(diff, nan=0.0, posinf=np.inf))
-            largest = float(np.max(size))
             # An exact value beyond the dtype's range is computed as inf of its sign:
             # that is the right answer in that dtype, not a mismatch.
             if not largest <= max_finite(self.dtype):
                 beyond = size > max_finite(self.dtype)
                 diff = np.where(beyond & (value == np.sign(expected) * np.inf), 0.0, diff)
-            # The reported relative error (a statistic, not the verdict) skips elements
-            # that are zero up to rounding against the quantity's largest.
-            scale = max(1.0, largest)
-            meaningful = size > 1e-12 * scale
+            # The reported relative error skips elements that are zero up to rounding
+            # against the quantity's largest.
+            meaningful = size > 1e-12 * max(1.0, largest)
             rel = np.divide(diff, size, out=np.zeros(np.shape(diff)), where=meaningful)
             if np.all(tol > 0):
                 ratio = diff / tol
             else:
                 ratio = np.where(tol > 0, diff / tol, np.where(diff > 0, np.inf, 0.0))
-        bad = ratio > 1
-        self.checked += expected.size
-        self.mismatched += int(bad.sum())
-        self.max_abs = max(self.max_abs, float(diff.max()))
-        self.max_rel = max(self.max_rel, float(rel.max()))
-        tol = np.broadcast_to(tol, expected.shape)
-        flat = ratio.reshape(-1)
-        top = _largest(flat, WORST_KEPT)
-        for k in top:
-            idx = tuple(int(i) for i in np.unravel_index(int(k), expected.shape))
-            self.top.append((float(flat[k]), Worst(quantity, idx, float(value.flat[k]),
-                                                   float(expected.flat[k]),
-                                                   float(tol.flat[k]), point)))
-        self.top.sort(key=lambda pair: -pair[0])
-        del self.top[WORST_KEPT:]
+        return diff, rel, ratio
 
     @property
     def worst(self) -> Worst | None:
