@@ -214,20 +214,22 @@ class Tally:
             self.max_rel = max(self.max_rel, float(rel.max()))
             local = ratio.reshape(-1)
             for k in _largest(local, WORST_KEPT):
-                idx = np.unravel_index(int(k), ratio.shape)
-                if where is not ...:
+                flat = int(k)
+                if where is not ...:   # the slab's index, as an index of the whole
+                    idx = np.unravel_index(flat, ratio.shape)
                     idx = idx[:axis] + (idx[axis] + (part.start or 0),) + idx[axis + 1:]
-                candidates.append((float(local[k]), int(np.ravel_multi_index(
-                    idx, expected.shape))))
+                    flat = int(np.ravel_multi_index(idx, expected.shape))
+                candidates.append((float(local[k]), flat))
         self.checked += expected.size
-        # ties in index order, as one stable sort of every element would give
-        candidates.sort(key=lambda c: (-np.nan_to_num(c[0], nan=-np.inf), c[1]))
-        for r, k in candidates[:WORST_KEPT]:
-            idx = tuple(int(i) for i in np.unravel_index(k, expected.shape))
-            with np.errstate(all="ignore"):   # (0 · inf where an op repeats an inf)
-                tol = allowed[idx] + self.atol + self.rtol * np.abs(expected[idx])
-            self.top.append((r, Worst(quantity, idx, float(value[idx]),
-                                      float(expected[idx]), float(tol), point)))
+        # worst first, NaN last, ties in index order: as one stable sort of every
+        # element would give
+        candidates.sort(key=lambda c: (-c[0] if c[0] == c[0] else np.inf, c[1]))
+        with np.errstate(all="ignore"):   # (0 · inf where an op repeats an inf)
+            for r, k in candidates[:WORST_KEPT]:
+                idx = tuple(int(i) for i in np.unravel_index(k, expected.shape))
+                tol = allowed[idx] + self.atol + self.rtol * abs(float(expected[idx]))
+                self.top.append((r, Worst(quantity, idx, float(value[idx]),
+                                          float(expected[idx]), float(tol), point)))
         self.top.sort(key=lambda pair: -pair[0])
         del self.top[WORST_KEPT:]
 

@@ -59,6 +59,7 @@ def _own_code(rule, node: Node) -> bool:
             or node.op in POOLS or bool(getattr(rule.rounding, "vjps", ())))
 
 
+@functools.lru_cache(maxsize=1024)
 def kept(root: Node) -> frozenset[int]:
     """The ids of the nodes whose forward value and bound the backward may read: the
     root (its bound is the value's), inputs, constants, ``let`` s and twins (their
@@ -97,6 +98,7 @@ def placeholder(node: Node, rule, value):
     return np.broadcast_to(0.0, node.shape)
 
 
+@functools.lru_cache(maxsize=1024)
 def last_uses(root: Node) -> dict[int, list[Node]]:
     """For each node's id, the arguments whose last consumer (in forward order) it is."""
     last: dict[int, Node] = {}
