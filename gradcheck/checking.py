@@ -126,6 +126,23 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
                       notes=tuple(dict.fromkeys(check.notes)), error_kind=kind)
 
 
+def preflight(case: Case, dtype: str) -> CaseResult | None:
+    """The result of ``case`` when what it asks can be refused without running anything
+    of it (its memory budget, an op module it may not import), else None: the parent of
+    a run answers these itself, before any worker process starts (seconds of imports).
+    :func:`run_case` makes the same checks, in the same words."""
+    start = time.perf_counter()
+    try:
+        check_case(case)
+        if case.op is not None:
+            from .backends.op import refuse
+
+            refuse(case.op, case.file, case.allow_op_modules)
+    except GradcheckError as exc:
+        return _raised(case_base(case, dtype), exc, start)
+    return None
+
+
 def _raised(base: dict, exc: Exception, start: float) -> CaseResult:
     """The result of a check that raised ``exc`` (called while it is being handled):
     a time-out, a problem of the case (a bad case, an op that cannot be imported), or

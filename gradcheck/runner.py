@@ -18,7 +18,7 @@ from .cases import Case, read_paths
 # run_case and the helpers below are imported from here by callers of the runner that
 # predate gradcheck.checking: they stay importable from this module
 from .checking import (OP_CRASHED, OP_RAISED, TIMEOUT, cotangent, file_error,  # noqa: F401
-                       op_failure, run_case)
+                       op_failure, preflight, run_case)
 from .interrupts import Interrupted, stop_on
 from .parallel import executor
 from .result import CaseResult, RunResult
@@ -143,8 +143,20 @@ def _execute(on, runs: list[tuple[Case, str]], timeout: float | None, progress,
     """The results of ``runs`` on the executor ``on``, each put in its place at the end
     of ``done`` (the last ``len(runs)`` places) as it comes in."""
     first = len(done) - len(runs)
-    with contextlib.closing(on.map(runs, timeout=timeout)) as results:
-        for n, (index, result) in enumerate(results, 1):
-            done[first + index] = result
+    # what can be refused unrun is answered here, before any worker is started
+    answered = {i: preflight(case, dtype) for i, (case, dtype) in enumerate(runs)}
+    rest = [i for i, result in answered.items() if result is None]
+    n = 0
+    for i, result in answered.items():
+        if result is not None:
+            done[first + i] = result
+            n += 1
+            if progress is not None:
+                progress(n, len(runs), result)
+    if not rest:
+        return
+    with contextlib.closing(on.map([runs[i] for i in rest], timeout=timeout)) as results:
+        for n, (index, result) in enumerate(results, n + 1):
+            done[first + rest[index]] = result
             if progress is not None:
                 progress(n, len(runs), result)

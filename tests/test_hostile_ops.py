@@ -165,3 +165,25 @@ def test_the_corpus_is_what_the_issue_names():
            for line in f.read_text().splitlines() if line.startswith("op = ")}
     assert {"os:spawnl", "torch:save", "this:s", "subprocess:run", "builtins:eval",
             "hostile_ops:os.system"} <= ops
+
+
+def test_a_refused_op_and_a_case_over_its_budget_start_no_worker(monkeypatch):
+    """What can be refused without running anything of the case (an op module it may
+    not import, an estimate over the memory budget) is answered by the run's parent:
+    no worker process is started for it (a worker imports torch first: seconds), and
+    the result is the one the worker would have given."""
+    from gradcheck import pool, runner
+
+    def no_worker(*args, **kwargs):
+        raise AssertionError("a worker process was started")
+
+    monkeypatch.setattr(pool._Worker, "__init__", no_worker)
+    files = [CORPUS / "spawnl.toml", CORPUS.parent / "budgets" / "memory-points.toml"]
+    result = runner.run(files, isolate=True)
+    kinds = {c.name: (c.status, c.error_kind) for c in result.cases}
+    assert set(kinds.values()) == {("error", "case")}
+    messages = " ".join(c.message for c in result.cases)
+    assert "--allow-op-module os" in messages and "--max-memory" in messages
+    in_process = runner.run(files).cases   # the same, in the same order
+    assert [(c.name, c.status, c.message) for c in result.cases] == [
+        (c.name, c.status, c.message) for c in in_process]

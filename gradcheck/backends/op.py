@@ -131,14 +131,7 @@ def load(spec: str, case_file: str = "", allowed: tuple[str, ...] = ()) -> Any:
         SettingsError: the pyproject.toml that would hold the patterns is invalid.
     """
     module_name, _, attr = spec.partition(":")
-    policy = _Policy(spec, case_file, tuple(allowed))
-    folder = op_folder(module_name, case_file)
-    if folder is None and not policy.allows(module_name):   # refused before any import
-        searched = " and ".join(map(str, dict.fromkeys((policy.here,
-                                                         project_root(case_file)))))
-        raise OpRefused(f"op {spec!r} refused: module {module_name!r} is no file of this "
-                        f"project (looked for under {searched}), and a case file may import "
-                        f"no other module unless it is allowed. {policy.how(module_name)}")
+    policy, folder = refuse(spec, case_file, allowed)
     try:
         module = (importlib.import_module(module_name) if folder is None
                   else _import_from(folder, module_name))
@@ -146,6 +139,23 @@ def load(spec: str, case_file: str = "", allowed: tuple[str, ...] = ()) -> Any:
         raise OpImportError(f"cannot import op {spec!r}: {describe_exception(exc)}") \
             from None
     return _attribute(module, attr, policy)
+
+
+def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = ()):
+    """Raise :class:`OpRefused` when ``spec``'s module may not be imported (no file of
+    the project, no pattern allowing it), importing nothing: a run's parent calls this
+    before any worker starts. Returns the policy and the module's folder (None: an
+    installed module a pattern allows)."""
+    module_name = spec.partition(":")[0]
+    policy = _Policy(spec, case_file, tuple(allowed))
+    folder = op_folder(module_name, case_file)
+    if folder is None and not policy.allows(module_name):
+        searched = " and ".join(map(str, dict.fromkeys((policy.here,
+                                                         project_root(case_file)))))
+        raise OpRefused(f"op {spec!r} refused: module {module_name!r} is no file of this "
+                        f"project (looked for under {searched}), and a case file may import "
+                        f"no other module unless it is allowed. {policy.how(module_name)}")
+    return policy, folder
 
 
 class _Policy:
