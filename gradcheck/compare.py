@@ -36,6 +36,12 @@ WORST_KEPT = 5       # worst elements a result keeps for its report
 COMPARED = 1 << 16   # elements compared at a time (see Tally._compare)
 
 
+def kth_best(candidates: list[tuple[float, int]]) -> float:
+    """The WORST_KEPT-th largest ratio among ``candidates`` (NaN counting as -inf)."""
+    ratios = sorted((r if r == r else -np.inf for r, _ in candidates), reverse=True)
+    return ratios[WORST_KEPT - 1]
+
+
 def _largest(flat: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` largest entries, largest first, ties in index order (as a
     stable sort of all of them gives, in O(n) rather than O(n log n))."""
@@ -213,6 +219,8 @@ class Tally:
             self.max_abs = max(self.max_abs, float(diff.max()))
             self.max_rel = max(self.max_rel, float(rel.max()))
             local = ratio.reshape(-1)
+            if len(candidates) >= WORST_KEPT and float(local.max()) < kth_best(candidates):
+                continue   # nothing here is among the worst (NaN, never below, is kept)
             for k in _largest(local, WORST_KEPT):
                 flat = int(k)
                 if where is not ...:   # the slab's index, as an index of the whole

@@ -295,9 +295,11 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
     # u is drawn in float32 and kept so (half an input's size per direction): each U
     # is made again from it when projected, exactly as the step was
     drawn: list[np.ndarray] = []
+    scale = np.abs(x0)
+    np.maximum(scale, 1.0, out=scale)
 
     def direction(k: int) -> np.ndarray:
-        return np.multiply(drawn[k], np.maximum(1.0, np.abs(x0)), dtype=np.float64)
+        return np.multiply(drawn[k], scale, dtype=np.float64)
 
     got, err = np.empty(DIRECTIONS), np.empty(DIRECTIONS)
     rungs = shared.get("rungs", range(LADDER))
