@@ -12,10 +12,10 @@ from ..evaluation import Evaluation
 from ..tree import evaluate
 
 
-def grad_fn_chain(y) -> tuple[str, ...]:
-    """Class names of the nodes of ``y``'s backward graph, depth first from ``y.grad_fn``,
+def grad_fns(y) -> list:
+    """The nodes of ``y``'s backward graph, each once, depth first from ``y.grad_fn``,
     following ``next_functions`` (PyTorch's graph and the engine's alike)."""
-    names: list[str] = []
+    nodes: list = []
     seen: set[int] = set()
     stack = [y.grad_fn] if getattr(y, "grad_fn", None) is not None else []
     while stack:
@@ -23,9 +23,14 @@ def grad_fn_chain(y) -> tuple[str, ...]:
         if fn is None or id(fn) in seen:
             continue
         seen.add(id(fn))
-        names.append(type(fn).__name__)
+        nodes.append(fn)
         stack.extend(f for f, _ in reversed(fn.next_functions) if f is not None)
-    return tuple(names)
+    return nodes
+
+
+def grad_fn_chain(y) -> tuple[str, ...]:
+    """Class names of :func:`grad_fns`' nodes, in its order."""
+    return tuple(type(fn).__name__ for fn in grad_fns(y))
 
 
 def rebuild(root, leaves: dict, apply: Callable, on_let: Callable | None = None):
