@@ -9,6 +9,7 @@ Public API (imported on first use, so ``import gradcheck`` stays light):
 - :func:`check`, :func:`assert_gradients`: a formula, in a test;
 - :func:`check_op`, :func:`assert_op`: a custom autograd op against its formula;
 - :func:`run`, :func:`load_cases`: case files;
+- :func:`explain`: what autograd computes for one formula (``gradcheck explain``);
 - ``gradcheck.engine`` (``Tensor``, ``Function``, ``no_grad``), ``gradcheck.strategies``;
 - errors: :class:`GradcheckError` > :class:`CaseFileError`, :class:`UnsupportedOpError`,
   :class:`GradientMismatch` (also an ``AssertionError``).
@@ -31,10 +32,11 @@ _LAZY = {
     "load_cases": ("cases", "load_cases"),
     "engine": ("engine", None),
     "strategies": ("strategies", None),
+    "explain": ("explain", "explain"),
 }
 
 __all__ = ["__version__", "check", "assert_gradients", "check_op", "assert_op", "run",
-           "load_cases", "engine", "strategies", "GradcheckError", "CaseFileError",
+           "load_cases", "explain", "engine", "strategies", "GradcheckError", "CaseFileError",
            "UnsupportedOpError", "GradientMismatch"]
 
 

@@ -45,6 +45,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Every function and operator a formula may use: how it is called, "
                     "an example, PyTorch's grad_fn name for it and what it computes.")
     fns.add_argument("--format", choices=("text", "markdown"), default="text")
+    _explain_arguments(sub.add_parser(
+        "explain", help="explain what autograd computes for a formula",
+        description="The formula's exact gradients as formulas, PyTorch's grad_fn "
+                    "graph beside gradcheck's engine's (each node's class, what it "
+                    "computes, its next_functions), what backward(v) computes for a "
+                    "non-scalar output (and its Jacobian when small), and every .grad "
+                    "after backward (why a non-retained one is None), at one sampled "
+                    "point."))
     cache = sub.add_parser(
         "cache", help="show or clear the cache of compiled reference kernels",
         description="The symbolic reference's compiled kernels are cached on disk, so a "
@@ -58,6 +66,20 @@ def _parser() -> argparse.ArgumentParser:
         description="Run fixed workloads side by side and save reports/bench.json and "
                     "reports/bench.md."), DTYPES)
     return p
+
+
+def _explain_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("expr", metavar="EXPR", help="the formula, e.g. 'sum(tanh(x @ W))'")
+    p.add_argument("--inputs", required=True, metavar="SHAPES",
+                   help="each input's shape: 'x=[2,3],W=[3,2]' (s=[] for a scalar)")
+    p.add_argument("--gradient", choices=("ones", "random"),
+                   help="the v of y.backward(v) for a non-scalar output (default ones)")
+    p.add_argument("--let", action="append", default=[], metavar="NAME=EXPR",
+                   help="a named intermediate the formula may use (repeatable)")
+    p.add_argument("--retain", action="append", default=[], metavar="NAME",
+                   help="call retain_grad() on this --let intermediate (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="the sampled point's seed")
+    p.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def _dtype_help(dtypes) -> str:
@@ -365,6 +387,16 @@ def _cmd_functions(args) -> int:
     return ExitCode.OK
 
 
+def _cmd_explain(args) -> int:
+    from .explain import explain, parse_inputs, parse_let
+    from .report.explain import render_json, render_text
+
+    found = explain(args.expr, parse_inputs(args.inputs), gradient=args.gradient,
+                    let=parse_let(args.let), retain=args.retain, seed=args.seed)
+    sys.stdout.write(render_json(found) if args.format == "json" else render_text(found))
+    return ExitCode.OK
+
+
 def _cmd_cache(args) -> int:
     from . import kernelcache
     from .report.text import printable   # the folder's name comes from the environment
@@ -428,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.USAGE
     try:
         commands = {"run": _cmd_run, "list": _cmd_list, "cache": _cmd_cache,
-                    "bench": _cmd_bench, "functions": _cmd_functions}
+                    "bench": _cmd_bench, "functions": _cmd_functions,
+                    "explain": _cmd_explain}
         return int(commands[args.command](args))
     except CaseFileError as exc:
         from .report.text import printable

@@ -1,0 +1,156 @@
+"""gradcheck explain: the graphs are PyTorch's own, the values are real, every .grad is
+what PyTorch leaves (None with its reason for a non-retained intermediate)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from gradcheck.cli import main
+from gradcheck.errors import CaseFileError
+from gradcheck.explain import explain, parse_inputs, parse_let
+from gradcheck.report.explain import render_json, render_text
+
+SHAPES = {"x": [2, 3], "W": [3, 2]}
+
+
+def _torch_leaves(e):
+    return {n: torch.tensor(a, dtype=torch.float64, requires_grad=True)
+            for n, a in e.point.items()}
+
+
+def _names(fn, seen=None) -> list[str]:
+    """torch's graph walked here on its own: depth first, each node once."""
+    seen = set() if seen is None else seen
+    if fn is None or fn in seen:
+        return []
+    seen.add(fn)
+    out = [type(fn).__name__]
+    for child, _ in fn.next_functions:
+        out += _names(child, seen)
+    return out
+
+
+def test_scalar_formula_graphs_formulas_and_grads():
+    e = explain("sum(tanh(x @ W))", SHAPES)
+    t = _torch_leaves(e)
+    y = torch.tanh(t["x"] @ t["W"]).sum()
+    assert [n.name for n in e.torch_graph] == _names(y.grad_fn) == [
+        "SumBackward0", "TanhBackward0", "MmBackward0", "AccumulateGrad", "AccumulateGrad"]
+    assert [n.name for n in e.engine_graph] == [n.name for n in e.torch_graph]
+    mm = e.torch_graph[2]
+    assert [e.torch_graph[i].of for i in mm.next] == ["x", "W"]
+    assert mm.of == "x @ W" and mm.shape == (2, 2) and "a @ b" in mm.computes
+    assert e.torch_graph[3].computes == "adds the incoming gradient into x.grad"
+    assert "Wᵀ" in e.formulas["x.grad"] and "xᵀ" in e.formulas["W.grad"]
+    assert any("tanh(x @ W)**2" in s for s in e.shared)
+    y.backward()
+    grads = {g.name: g for g in e.grads}
+    for name in ("x", "W"):
+        np.testing.assert_allclose(grads[name].value, t[name].grad.numpy(), rtol=1e-12)
+        assert grads[name].error < 1e-12
+    assert np.isclose(float(e.value), y.item())
+    assert grads["y"].value is None and "not a leaf" in grads["y"].why
+    assert e.errors == {} and e.jacobian == {}
+
+
+def test_non_retained_intermediate_is_none_with_torchs_reason():
+    e = explain("sum(h * u)", {"x": [3]}, let={"h": "sin(x)", "u": "exp(x)"},
+                retain=["h"])
+    grads = {g.name: g for g in e.grads}
+    t = torch.tensor(e.point["x"], dtype=torch.float64, requires_grad=True)
+    # h.grad is ∂sum(h u)/∂h = u = exp(x), retained
+    np.testing.assert_allclose(grads["h"].value, torch.exp(t).detach().numpy(), rtol=1e-12)
+    assert grads["h"].retained and grads["h"].why == ""
+    u = grads["u"]
+    assert u.value is None and not u.retained
+    assert "not retained (add --retain u)" in u.why
+    assert "is not a leaf Tensor is being accessed" in u.why   # PyTorch's own warning
+    text = render_text(e)
+    assert "u.grad = None" in text and "--retain u" in text
+
+
+def test_unused_let_is_never_computed():
+    e = explain("sum(x)", {"x": [2]}, let={"h": "x * 2"})
+    h = next(g for g in e.grads if g.name == "h")
+    assert h.value is None and "never computed" in h.why
+
+
+def test_vector_output_backward_v_and_jacobian():
+    e = explain("tanh(x @ W)", SHAPES, gradient="random", seed=3)
+    assert e.gradient == "random" and e.v.shape == (2, 2)
+    assert e.errors["no_v"] == "grad can be implicitly created only for scalar outputs"
+    assert "Mismatch in shape" in e.errors["wrong_shape"]
+    assert any("vᵀJ" in s for s in e.backward)
+    t = _torch_leaves(e)
+    jac = torch.autograd.functional.jacobian(lambda x, W: torch.tanh(x @ W),
+                                             (t["x"], t["W"]))
+    grads = {g.name: g for g in e.grads}
+    for name, j in zip(("x", "W"), jac):
+        np.testing.assert_allclose(e.jacobian[name], j.reshape(4, 6).numpy(), atol=1e-12)
+        # the .grad of backward(v) is vᵀJ
+        np.testing.assert_allclose(e.v.ravel() @ e.jacobian[name],
+                                   grads[name].value.ravel(), atol=1e-12)
+
+
+def test_vector_default_v_is_ones_and_large_jacobian_is_not_shown():
+    e = explain("x * 2", {"x": [65]})
+    assert e.gradient == "ones" and np.all(e.v == 1)
+    assert e.jacobian == {} and "at most 64" in e.jacobian_note
+    np.testing.assert_allclose(e.grads[0].value, np.full(65, 2.0))
+
+
+def test_json_shape():
+    e = explain("tanh(h)", SHAPES, let={"h": "x @ W"})
+    doc = json.loads(render_json(e))
+    assert set(doc) == {"expr", "lets", "inputs", "output_shape", "gradient", "seed",
+                        "point", "value", "v", "formulas", "backward", "graph", "grads",
+                        "jacobian"}
+    assert doc["lets"] == {"h": "x @ W"} and doc["inputs"]["W"] == [3, 2]
+    node = doc["graph"]["torch"][0]
+    assert set(node) == {"index", "name", "computes", "next_functions", "of", "shape"}
+    assert node["name"] == "TanhBackward0" and node["next_functions"] == [1]
+    assert [n["name"] for n in doc["graph"]["engine"]] == [
+        n["name"] for n in doc["graph"]["torch"]]
+    h = next(g for g in doc["grads"] if g["name"] == "h")
+    assert h["value"] is None and "retain_grad" in h["why_none"]
+    x = next(g for g in doc["grads"] if g["name"] == "x")
+    assert np.array(x["value"]).shape == (2, 3) and x["why_none"] is None
+    assert np.array(doc["jacobian"]["matrices"]["W"]).shape == (4, 6)
+
+
+def test_parse_inputs_and_let():
+    assert parse_inputs("x=[3], W=[3,2],s=[]") == {"x": [3], "W": [3, 2], "s": []}
+    assert parse_let(["h=x == 1"]) == {"h": "x == 1"}
+    for bad in ("x=3", "x=[3],,", ""):
+        with pytest.raises(CaseFileError):
+            parse_inputs(bad)
+    with pytest.raises(CaseFileError):
+        parse_let(["2h=x"])
+
+
+def test_cli_text_and_usage_error(capsys):
+    assert main(["explain", "sum(sin(x))", "--inputs", "x=[2]"]) == 0
+    out = capsys.readouterr().out
+    assert "SinBackward0" in out and "x.grad = ḡ ⊙ (cos(x))" in out
+    assert main(["explain", "sum(x", "--inputs", "x=[2]"]) == 2
+    assert main(["explain", "sum(x)", "--inputs", "x=2"]) == 2
+    assert "NAME=[D1,D2,...]" in capsys.readouterr().err
+
+
+def test_cli_json_in_a_subprocess():
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "explain", "tanh(h)", "--inputs",
+         "x=[2,3],W=[3,2]", "--let", "h=x @ W", "--retain", "h", "--gradient", "ones",
+         "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert [n["name"] for n in doc["graph"]["torch"]] == [
+        "TanhBackward0", "MmBackward0", "AccumulateGrad", "AccumulateGrad"]
+    h = next(g for g in doc["grads"] if g["name"] == "h")
+    assert h["retained"] and np.array(h["value"]).shape == (2, 2)
