@@ -10,6 +10,7 @@ Public API (imported on first use, so ``import gradcheck`` stays light):
 - :func:`check_op`, :func:`assert_op`: a custom autograd op against its formula;
 - :func:`run`, :func:`load_cases`: case files;
 - :func:`explain`: what autograd computes for one formula (``gradcheck explain``);
+- :func:`doctor`, :func:`assert_healthy`: a training setup's wiring (``gradcheck.health``);
 - ``gradcheck.engine`` (``Tensor``, ``Function``, ``no_grad``), ``gradcheck.strategies``;
 - errors: :class:`GradcheckError` > :class:`CaseFileError`, :class:`UnsupportedOpError`,
   :class:`GradientMismatch` (also an ``AssertionError``).
@@ -33,11 +34,15 @@ _LAZY = {
     "engine": ("engine", None),
     "strategies": ("strategies", None),
     "explain": ("explain", "explain"),
+    "doctor": ("health", "doctor"),
+    "assert_healthy": ("health", "assert_healthy"),
+    "DoctorReport": ("health", "DoctorReport"),
 }
 
 __all__ = ["__version__", "check", "assert_gradients", "check_op", "assert_op", "run",
            "load_cases", "explain", "engine", "strategies", "GradcheckError", "CaseFileError",
-           "UnsupportedOpError", "GradientMismatch"]
+           "UnsupportedOpError", "GradientMismatch", "doctor", "assert_healthy",
+           "DoctorReport"]
 
 
 def __getattr__(name: str):

@@ -8,6 +8,7 @@ import os
 import sys
 from enum import IntEnum
 
+from . import doctor_cli
 from .io import write_atomic
 
 
@@ -65,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         "bench", help="measure gradcheck against other checkers",
         description="Run fixed workloads side by side and save reports/bench.json and "
                     "reports/bench.md."), DTYPES)
+    doctor_cli.add_parser(sub)
     return p
 
 
@@ -461,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {"run": _cmd_run, "list": _cmd_list, "cache": _cmd_cache,
                     "bench": _cmd_bench, "functions": _cmd_functions,
+                    "doctor": doctor_cli.command,
                     "explain": _cmd_explain}
         return int(commands[args.command](args))
     except CaseFileError as exc:
