@@ -46,14 +46,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Every function and operator a formula may use: how it is called, "
                     "an example, PyTorch's grad_fn name for it and what it computes.")
     fns.add_argument("--format", choices=("text", "markdown"), default="text")
-    _explain_arguments(sub.add_parser(
+    from .explain import arguments as explain_arguments
+
+    explain_arguments(sub.add_parser(
         "explain", help="explain what autograd computes for a formula",
-        description="The formula's exact gradients as formulas, PyTorch's grad_fn "
-                    "graph beside gradcheck's engine's (each node's class, what it "
-                    "computes, its next_functions), what backward(v) computes for a "
-                    "non-scalar output (and its Jacobian when small), and every .grad "
-                    "after backward (why a non-retained one is None), at one sampled "
-                    "point."))
+        description="Exact gradient formulas, PyTorch's grad_fn graph beside the engine's, "
+                    "backward(v), the Jacobian when small, and every .grad (and why one "
+                    "is None), at one sampled point."))
     cache = sub.add_parser(
         "cache", help="show or clear the cache of compiled reference kernels",
         description="The symbolic reference's compiled kernels are cached on disk, so a "
@@ -68,20 +67,6 @@ def _parser() -> argparse.ArgumentParser:
                     "reports/bench.md."), DTYPES)
     doctor_cli.add_parser(sub)
     return p
-
-
-def _explain_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("expr", metavar="EXPR", help="the formula, e.g. 'sum(tanh(x @ W))'")
-    p.add_argument("--inputs", required=True, metavar="SHAPES",
-                   help="each input's shape: 'x=[2,3],W=[3,2]' (s=[] for a scalar)")
-    p.add_argument("--gradient", choices=("ones", "random"),
-                   help="the v of y.backward(v) for a non-scalar output (default ones)")
-    p.add_argument("--let", action="append", default=[], metavar="NAME=EXPR",
-                   help="a named intermediate the formula may use (repeatable)")
-    p.add_argument("--retain", action="append", default=[], metavar="NAME",
-                   help="call retain_grad() on this --let intermediate (repeatable)")
-    p.add_argument("--seed", type=int, default=0, help="the sampled point's seed")
-    p.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def _dtype_help(dtypes) -> str:
@@ -390,12 +375,9 @@ def _cmd_functions(args) -> int:
 
 
 def _cmd_explain(args) -> int:
-    from .explain import explain, parse_inputs, parse_let
-    from .report.explain import render_json, render_text
+    from .explain import command
 
-    found = explain(args.expr, parse_inputs(args.inputs), gradient=args.gradient,
-                    let=parse_let(args.let), retain=args.retain, seed=args.seed)
-    sys.stdout.write(render_json(found) if args.format == "json" else render_text(found))
+    sys.stdout.write(command(args))
     return ExitCode.OK
 
 

@@ -19,9 +19,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import numpy as np
-
 from .errors import CaseFileError
+
+# NumPy is imported by the functions that compute: the CLI's parser imports this module
+# for its arguments, and ``gradcheck --help`` loads no NumPy
 
 #: a Jacobian is shown when the output and the input each have at most this many elements
 JACOBIAN_LIMIT = 64
@@ -108,6 +109,30 @@ def parse_inputs(text: str) -> dict[str, list[int]]:
     return out
 
 
+def arguments(p) -> None:
+    """``gradcheck explain``'s arguments on the argparse parser ``p``."""
+    p.add_argument("expr", metavar="EXPR", help="the formula, e.g. 'sum(tanh(x @ W))'")
+    p.add_argument("--inputs", required=True, metavar="SHAPES",
+                   help="each input's shape: 'x=[2,3],W=[3,2]' (s=[] for a scalar)")
+    p.add_argument("--gradient", choices=("ones", "random"),
+                   help="the v of y.backward(v) for a non-scalar output (default ones)")
+    p.add_argument("--let", action="append", default=[], metavar="NAME=EXPR",
+                   help="a named intermediate the formula may use (repeatable)")
+    p.add_argument("--retain", action="append", default=[], metavar="NAME",
+                   help="call retain_grad() on this --let intermediate (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="the sampled point's seed")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def command(args) -> str:
+    """``gradcheck explain``'s output for its parsed ``args`` (the CLI prints it)."""
+    from .report.explain import render_json, render_text
+
+    found = explain(args.expr, parse_inputs(args.inputs), gradient=args.gradient,
+                    let=parse_let(args.let), retain=args.retain, seed=args.seed)
+    return render_json(found) if args.format == "json" else render_text(found)
+
+
 def parse_let(items) -> dict[str, str]:
     """``["h=x @ W"]`` -> ``{"h": "x @ W"}`` (the first ``=`` splits)."""
     out = {}
@@ -133,6 +158,8 @@ def explain(expr: str, inputs: Mapping[str, Any], *, gradient: Any = None,
     Raises:
         CaseFileError: the formula or an option is invalid.
     """
+    import numpy as np
+
     from .cases import case_from_dict
     from .checking import cotangent
     from .reference import TensorReference
@@ -296,6 +323,8 @@ def _run_engine(case, point: dict, v: np.ndarray) -> tuple[GraphNode, ...]:
 # --------------------------------------------------------------------------- the answers
 
 def _backward_text(case, mode: str) -> tuple[str, ...]:
+    import numpy as np
+
     shape = list(case.output.shape)
     names = ", ".join(f"{n}.grad" for n in [s.name for s in case.inputs])
     if mode == "scalar":
@@ -316,6 +345,8 @@ def _backward_text(case, mode: str) -> tuple[str, ...]:
 def _jacobian(case, ref, point) -> tuple[dict[str, np.ndarray], str]:
     """J of each input (output elements × input elements, both flat in row-major
     order) from one one-hot VJP of the reference per output element, when small."""
+    import numpy as np
+
     m = case.output.size
     if case.output.shape == ():
         return {}, "y is a scalar: its Jacobian is the gradient itself"
@@ -364,6 +395,8 @@ def _grads(case, torch_side: dict, exact) -> tuple[GradEntry, ...]:
 
 
 def _entry(name, kind, shape, retained, value, exact, why) -> GradEntry:
+    import numpy as np
+
     error = None
     if value is not None and exact is not None:
         error = float(np.max(np.abs(np.asarray(value) - np.asarray(exact)), initial=0.0))
