@@ -67,7 +67,9 @@ class TinyTransformer(nn.Module):
         self.head = nn.Linear(d, vocab)
 
     def forward(self, tokens):
-        return self.head(self.block(self.embed(tokens)))
+        # a causal mask holds -inf: softmax makes it finite again, no finding
+        mask = nn.Transformer.generate_square_subsequent_mask(tokens.shape[1])
+        return self.head(self.block(self.embed(tokens), src_mask=mask, is_causal=True))
 
 
 def healthy_transformer():

@@ -96,7 +96,7 @@ def test_no_graph_when_nothing_requires_grad():
 def test_non_finite_forward_names_the_first_op():
     (f,) = diagnose(gallery.non_finite_forward()).findings
     assert f.name == "loss_fn:log" and f.shape == (8, 1)
-    assert "first produced by log" in f.message and "reaching the loss" in f.message
+    assert "the loss is NaN: first produced by log in loss_fn" in f.message
 
 
 def test_non_finite_gradient_names_the_backward_op():
@@ -125,6 +125,13 @@ def test_a_broadcast_off_the_loss_path_is_no_finding():
     def loss_fn(m, x, y):
         (m(x) - y.squeeze(1)).sum()   # made, then thrown away
         return gallery.mse(m, x, y)
+    assert diagnose(gallery.healthy_mlp(), loss_fn=loss_fn).healthy
+
+
+def test_explicit_pairwise_broadcast_is_no_finding():
+    def loss_fn(m, x, y):   # every pair of rows, singleton axes written out
+        h = m[0](x)
+        return ((h[:, None, :] - h[None, :, :]) ** 2).mean() + gallery.mse(m, x, y)
     assert diagnose(gallery.healthy_mlp(), loss_fn=loss_fn).healthy
 
 

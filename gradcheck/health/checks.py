@@ -74,14 +74,14 @@ def no_graph(loss, rec: Recorder, named: dict) -> Finding:
 def forward_findings(loss, rec: Recorder) -> list[Finding]:
     """Non-finite values born in the forward, and broadcasts on the path to the loss."""
     out = []
-    if rec.nonfinite is not None:
-        e = rec.nonfinite
-        where = "the loss" if not finite(loss) else "an activation (the loss stays finite)"
-        out.append(Finding("non-finite", f"{e.where}:{e.op}", e.shapes,
-                           f"NaN or inf first produced by {e.op} in {e.where} at "
-                           f"{e.line} (output shape {list(e.shapes)}), reaching {where}"))
-    elif not finite(loss):
-        out.append(Finding("non-finite", "loss", _shape(loss), "the loss is NaN or inf"))
+    if not finite(loss):
+        value = "NaN" if bool(torch.isnan(loss).any()) else "inf"
+        e = rec.origin(loss)
+        out.append(Finding("non-finite", "loss", _shape(loss), f"the loss is {value}")
+                   if e is None else
+                   Finding("non-finite", f"{e.where}:{e.op}", e.shapes,
+                           f"the loss is {value}: first produced by {e.op} in {e.where} "
+                           f"at {e.line} (output shape {list(e.shapes)})"))
     if loss.grad_fn is not None:
         path = graph_nodes(loss.grad_fn)
         for e in rec.broadcasts:

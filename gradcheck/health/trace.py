@@ -76,7 +76,10 @@ def finite(t) -> bool:
 class Recorder(TorchFunctionMode):
     """Records, while active: ``cuts`` (graph cuts of tensors that depended on a
     parameter), ``broadcasts`` (binary ops whose result is larger than both operands),
-    ``nonfinite`` (the first op whose output is NaN or inf from finite inputs) and
+    ``origins`` (for each non-finite output, the op where its NaN or inf was born:
+    its own op when no input was non-finite, else its non-finite input's origin, so a
+    harmless -inf attention mask that softmax makes finite again is no loss's origin)
+    and
     ``nodes`` (each output's grad_fn with the op that made it, for the backward)."""
 
     def __init__(self, names: dict[int, str]):
@@ -85,7 +88,7 @@ class Recorder(TorchFunctionMode):
         self.stack: list[str] = []    # the modules running now, innermost last
         self.cuts: list[Event] = []
         self.broadcasts: list[Event] = []
-        self.nonfinite: Event | None = None
+        self.origins: dict[int, tuple] = {}   # id(tensor) -> (it, its Event)
         self.nodes: dict[int, Event] = {}
         self._detached: dict[int, tuple] = {}   # id(detached) -> (it, its cut)
 
@@ -127,14 +130,27 @@ class Recorder(TorchFunctionMode):
         if out.grad_fn is not None:
             self.nodes.setdefault(id(out.grad_fn),
                                   Event(name, self.where(), "", node=out.grad_fn))
-        if self.nonfinite is None and not finite(out) and all(map(finite, ins)):
-            self.nonfinite = Event(name, self.where(), user_line(),
-                                   shapes=tuple(out.shape))
+        if not finite(out):
+            self._birth(name, ins, out)
         if name in BINARY and len(ins) >= 2 and out.grad_fn is not None:
             self._broadcast(name, ins[0], ins[1], out)
 
+    def _birth(self, name: str, ins: list, out: torch.Tensor) -> None:
+        inherited = [self.origins[id(t)][1] for t in ins
+                     if id(t) in self.origins and self.origins[id(t)][0] is t]
+        event = inherited[0] if inherited else Event(name, self.where(), user_line(),
+                                                     shapes=tuple(out.shape))
+        self.origins[id(out)] = (out, event)
+
+    def origin(self, t) -> Event | None:
+        """The op where the NaN or inf of ``t`` (an output seen) was born."""
+        got = self.origins.get(id(t))
+        return got[1] if got is not None and got[0] is t else None
+
     def _broadcast(self, name: str, a, b, out: torch.Tensor) -> None:
-        if not (a.dim() and b.dim()) or a.shape == b.shape:
+        # operands of different ranks: [N, 1] against [N] (a pairwise op written with
+        # explicit singleton axes, [N, 1, D] against [1, N, D], is meant)
+        if not (a.dim() and b.dim()) or a.dim() == b.dim():
             return
         try:   # the operands' common shape: a reducing loss returns less than that
             shape = torch.broadcast_shapes(a.shape, b.shape)
