@@ -154,3 +154,19 @@ def test_cli_json_in_a_subprocess():
         "TanhBackward0", "MmBackward0", "AccumulateGrad", "AccumulateGrad"]
     h = next(g for g in doc["grads"] if g["name"] == "h")
     assert h["retained"] and np.array(h["value"]).shape == (2, 2)
+
+
+def test_readme_examples_are_the_real_output(capsys):
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    blocks = re.findall(r"```console\n\$ (gradcheck explain .*?)\n(.*?)```", readme, re.S)
+    assert len(blocks) >= 2
+    # (the last bits of torch's float64 rounding are the BLAS's: not compared)
+    rounding = re.compile(r"max \|torch - exact\| = [0-9.e+-]+")
+    for command, shown in blocks:
+        assert main(shlex.split(command)[1:]) == 0
+        got = capsys.readouterr().out
+        assert rounding.sub("", got) == rounding.sub("", shown), command
