@@ -155,7 +155,9 @@ def test_doctor_leaves_weights_grads_and_optimizer_as_they_were():
     grads = {n: None if p.grad is None else p.grad.clone()
              for n, p in model.named_parameters()}
     steps = [s["step"].item() for s in made["optimizer"].state.values()]
+    rng = torch.get_rng_state()
     assert diagnose(made).healthy
+    assert torch.equal(torch.get_rng_state(), rng)
     for n, p in model.named_parameters():
         assert torch.equal(p, weights[n])
         assert (p.grad is None) == (grads[n] is None)

@@ -189,6 +189,7 @@ def diagnose(model, loss_fn, batch, optimizer, train_step, frozen) -> list[Findi
     named = dict(model.named_parameters())
     found = targets(batch) + held_frozen(named, optimizer, frozen) + bad_values(batch, named)
     saved = {n: p.grad for n, p in named.items()}
+    rng = torch.get_rng_state()   # dropout draws: the user's next draw is unchanged
     for p in named.values():
         p.grad = None
     try:
@@ -198,6 +199,7 @@ def diagnose(model, loss_fn, batch, optimizer, train_step, frozen) -> list[Findi
     finally:
         for n, p in named.items():
             p.grad = saved[n]
+        torch.set_rng_state(rng)
     return sorted(found, key=lambda f: KINDS.index(f.kind))
 
 

@@ -51,7 +51,9 @@ def user_line() -> str:
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
         if not (path.startswith(_TORCH) or path.startswith(_HERE)):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+            cwd = os.getcwd() + os.sep   # a project's own file, as its user names it
+            shown = path[len(cwd):] if path.startswith(cwd) else path
+            return f"{shown}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"
 
