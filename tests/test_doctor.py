@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -208,3 +209,25 @@ def test_cli_refuses_a_module_outside_the_project(monkeypatch, capsys):
         setup("examples.doctor_gallery:EXPECTED")
     with pytest.raises(FactoryError, match="raised TypeError"):
         setup("examples.doctor_gallery:mse")
+
+
+def test_readme_output_is_the_commands_real_output(monkeypatch, capsys):
+    readme = (ROOT / "README.md").read_text()
+    (block,) = re.findall(r"```console\n\$ gradcheck doctor (\S+)\n(.*?)```", readme, re.S)
+    monkeypatch.chdir(ROOT)
+    assert main(["doctor", block[0]]) == 1
+    assert capsys.readouterr().out == block[1]
+
+
+def test_a_loss_that_is_no_scalar_is_refused():
+    model, _, x = _tiny()
+    with pytest.raises(ValueError, match="scalar loss"):
+        doctor(model, lambda m, x: m(x), x)
+
+
+def test_nan_in_the_data_is_one_finding():
+    made = gallery.healthy_mlp()
+    x, y = made["batch"]
+    x[2, 1] = float("nan")
+    found = diagnose(made, train_step=None).findings
+    assert [(f.kind, f.name) for f in found] == [("non-finite", "batch[0]")]

@@ -18,7 +18,8 @@ def doctor(model, loss_fn, *batch, optimizer=None, train_step=None,
     ``loss_fn(model, *batch)`` returns the scalar loss; it is run once forward and
     backward while every torch call is recorded. ``train_step(model, *batch)``, when
     given, is the user's own step, run twice on the same batch from the same weights,
-    optimizer state and random state (then all put back). ``frozen``: names of
+    optimizer state and random state (then all put back; the optimizer's state only
+    when it is passed as ``optimizer``). ``frozen``: names of
     parameters (or of modules above them) frozen on purpose. The model's weights and
     ``.grad`` are as they were when this returns.
     """

@@ -150,6 +150,9 @@ def accumulation(named: dict, batch, train_step, optimizer, model) -> list[Findi
     weights = {n: p.detach().clone() for n, p in params.items()}
     state = copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None
     rng = torch.get_rng_state()
+    # a CUDA model's dropout draws from the devices' generators (read only when CUDA
+    # is in use already: reading them would initialise it)
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
 
     def rewind():
         with torch.no_grad():
@@ -158,6 +161,8 @@ def accumulation(named: dict, batch, train_step, optimizer, model) -> list[Findi
         if state is not None:
             optimizer.load_state_dict(copy.deepcopy(state))
         torch.set_rng_state(rng)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
     for p in params.values():
         p.grad = None
     try:
@@ -187,13 +192,17 @@ def diagnose(model, loss_fn, batch, optimizer, train_step, frozen) -> list[Findi
     from .findings import KINDS
 
     named = dict(model.named_parameters())
-    found = targets(batch) + held_frozen(named, optimizer, frozen) + bad_values(batch, named)
+    bad = bad_values(batch, named)
+    found = targets(batch) + held_frozen(named, optimizer, frozen) + bad
     saved = {n: p.grad for n, p in named.items()}
     rng = torch.get_rng_state()   # dropout draws: the user's next draw is unchanged
     for p in named.values():
         p.grad = None
     try:
-        found += _forward_backward(model, loss_fn, batch, named, frozen)
+        later = _forward_backward(model, loss_fn, batch, named, frozen)
+        if bad:   # NaN in the data or the weights: what follows from it says nothing new
+            later = [f for f in later if f.kind not in ("non-finite", "grad-zero")]
+        found += later
         if train_step is not None and not any(f.kind == "no-graph" for f in found):
             found += accumulation(named, batch, train_step, optimizer, model)
     finally:
