@@ -33,7 +33,7 @@ _LAZY = {
     "load_cases": ("cases", "load_cases"),
     "engine": ("engine", None),
     "strategies": ("strategies", None),
-    "explain": ("explain", "explain"),
+    "explain": ("explanation", "explain"),
     "doctor": ("health", "doctor"),
     "assert_healthy": ("health", "assert_healthy"),
     "DoctorReport": ("health", "DoctorReport"),

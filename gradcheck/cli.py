@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Every function and operator a formula may use: how it is called, "
                     "an example, PyTorch's grad_fn name for it and what it computes.")
     fns.add_argument("--format", choices=("text", "markdown"), default="text")
-    from .explain import arguments as explain_arguments
+    from .explanation import arguments as explain_arguments
 
     explain_arguments(sub.add_parser(
         "explain", help="explain what autograd computes for a formula",
@@ -375,7 +375,7 @@ def _cmd_functions(args) -> int:
 
 
 def _cmd_explain(args) -> int:
-    from .explain import command
+    from .explanation import command
 
     sys.stdout.write(command(args))
     return ExitCode.OK

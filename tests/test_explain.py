@@ -13,7 +13,7 @@ import torch
 
 from gradcheck.cli import main
 from gradcheck.errors import CaseFileError
-from gradcheck.explain import explain, parse_inputs, parse_let
+from gradcheck.explanation import explain, parse_inputs, parse_let
 from gradcheck.report.explain import render_json, render_text
 
 SHAPES = {"x": [2, 3], "W": [3, 2]}
@@ -170,3 +170,23 @@ def test_readme_examples_are_the_real_output(capsys):
         assert main(shlex.split(command)[1:]) == 0
         got = capsys.readouterr().out
         assert rounding.sub("", got) == rounding.sub("", shown), command
+
+
+def test_a_row_torch_records_as_several_nodes_and_the_package_function():
+    import gradcheck
+
+    gradcheck.explain("sum(x)", {"x": [2]})   # the module's import must not shadow it
+    e = gradcheck.explain("sum(a @ W)", {"a": [2, 2, 3], "W": [3, 2]})
+    t = _torch_leaves(e)
+    y = (t["a"] @ t["W"]).sum()
+    assert [n.name for n in e.torch_graph] == _names(y.grad_fn)
+    assert [n.name for n in e.engine_graph] == [n.name for n in e.torch_graph]
+    mm = next(n for n in e.torch_graph if n.name == "MmBackward0")
+    assert mm.of == "(part of a @ W)" and mm.shape is None
+
+
+def test_given_v():
+    e = explain("x * 2", {"x": np.arange(3.0)}, gradient=[1, 2, 3])
+    assert e.gradient == "given"
+    np.testing.assert_array_equal(e.grads[0].value, [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(e.jacobian["x"], 2 * np.eye(3))

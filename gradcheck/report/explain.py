@@ -1,4 +1,4 @@
-"""``gradcheck explain``'s renderers: an :class:`~gradcheck.explain.Explanation` as text
+"""``gradcheck explain``'s renderers: an :class:`~gradcheck.explanation.Explanation` as text
 for a terminal or as JSON. They never compute."""
 
 from __future__ import annotations
@@ -101,7 +101,11 @@ def render_text(e) -> str:
     if e.output_shape != ():
         lines += ["  " + s for s in _block("v", e.v)]
     lines += ["", "grad_fn graph (PyTorch | gradcheck's engine), from y.grad_fn:"]
-    lines += _graph_lines(e)
+    if e.torch_graph:
+        lines += _graph_lines(e)
+        lines.append("  (next_functions: #k the node k, - no edge: a constant operand)")
+    else:
+        lines.append("  none: y.grad_fn is None (y is a leaf itself)")
     lines += ["", ".grad after backward (PyTorch):"]
     lines += ["  " + s for s in _grad_lines(e)]
     lines += ["", "Jacobian:" + ("" if e.jacobian else f" {e.jacobian_note}")]

@@ -200,14 +200,18 @@ def _graph(y, made: dict[int, Any], leaves: dict[str, Any]) -> tuple[GraphNode, 
     """``y``'s backward graph as data: ``made`` maps ``id(grad_fn)`` to the formula node
     that recorded it, ``leaves`` names the inputs (found back from AccumulateGrad)."""
     from .backends.drive import grad_fns
-    from .diagnose.points import _text
 
     nodes = grad_fns(y)
     index = {id(fn): i for i, fn in enumerate(nodes)}
     by_leaf = {id(t): n for n, t in leaves.items()}
     docs = _docs_by_name()
+    inside: dict[int, Any] = {}   # a node one row recorded several of -> that row's node
     out = []
     for i, fn in enumerate(nodes):
+        owner = made.get(id(fn), inside.get(id(fn)))
+        for f, _ in fn.next_functions:   # (the walk is depth first: parents come first)
+            if f is not None and id(f) not in made and owner is not None:
+                inside.setdefault(id(f), owner)
         name = type(fn).__name__
         nexts = tuple(None if f is None else index.get(id(f))
                       for f, _ in fn.next_functions)
@@ -217,14 +221,21 @@ def _graph(y, made: dict[int, Any], leaves: dict[str, Any]) -> tuple[GraphNode, 
                                  nexts, leaf, tuple(fn.variable.shape)))
             continue
         node = made.get(id(fn))
-        if node is None:   # a node torch's own composite recorded inside one row
-            out.append(GraphNode(i, name, docs.get(name, ""), nexts))
+        if node is None:   # one of the nodes a row records several of (a @ W on 3-d a)
+            part = f"part of {_label(owner)}" if owner is not None else ""
+            out.append(GraphNode(i, name, docs.get(name, part), nexts, f"({part})"
+                                 if part else ""))
             continue
-        label = _text(node)
-        label = label if len(label) <= LABEL else label[: LABEL - 1] + "…"
-        out.append(GraphNode(i, name, _computes(node.rule), nexts, label,
+        out.append(GraphNode(i, name, _computes(node.rule), nexts, _label(node),
                              tuple(node.shape)))
     return tuple(out)
+
+
+def _label(node) -> str:
+    from .diagnose.points import _text
+
+    label = _text(node)
+    return label if len(label) <= LABEL else label[: LABEL - 1] + "…"
 
 
 def _computes(rule) -> str:
@@ -277,7 +288,7 @@ def _run_torch(case, point: dict, v: np.ndarray) -> dict:
                 on_let)
     errors = _v_errors(y) if y.dim() else {}
     graph = _graph(y, made, leaves)
-    if case.gradient == "scalar":
+    if isinstance(case.gradient, str) and case.gradient == "scalar":
         y.backward()
     else:
         y.backward(torch.tensor(v, dtype=torch.float64))
