@@ -123,6 +123,11 @@ def _no_grad_stage(m, x):
         return m[1](m[0](x))
 
 
+def _inference_stage(m, x):
+    with torch.inference_mode():
+        return m[1](m[0](x))
+
+
 def cut_by_no_grad():
     return _two_stage(_no_grad_stage)
 

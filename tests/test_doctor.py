@@ -64,6 +64,17 @@ def test_param_no_grad_names_the_cut(factory, names, cause):
     assert all("doctor_gallery.py:" in f.message for f in found)   # the user's line
 
 
+@pytest.mark.parametrize("first, cause", [
+    (lambda m, x: torch.from_numpy(m[1](m[0](x)).detach().cpu().double().numpy()).float(),
+     "a NumPy round trip"),
+    (lambda m, x: gallery._inference_stage(m, x).clone(), "torch.inference_mode()"),
+], ids=["numpy-by-way-of-cpu", "inference_mode"])
+def test_cut_named_through_the_calls_around_it(first, cause):
+    found = by_kind(diagnose(gallery._two_stage(first)), "param-no-grad")
+    assert {f.name for f in found} == {"0.weight", "0.bias"}
+    assert all(f"cut from the graph by {cause}" in f.message for f in found)
+
+
 def test_item_cut_and_unused_are_told_apart():
     found = {f.name: f for f in by_kind(diagnose(gallery.cut_by_item_and_unused()),
                                         "param-no-grad")}

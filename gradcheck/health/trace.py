@@ -22,6 +22,7 @@ BINARY = frozenset({
 # the calls that cut a tensor from the graph, by what the user wrote
 CUTS = {"detach": ".detach()", "data": ".data", "item": ".item()", "tolist": ".tolist()",
         "numpy": "a NumPy round trip (.detach().numpy())"}
+_CARRY = frozenset({"cpu", "to", "clone", "contiguous", "double", "float"})   # on the way
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TORCH = os.path.dirname(os.path.abspath(torch.__file__))
 
@@ -109,15 +110,20 @@ class Recorder(TorchFunctionMode):
         return out
 
     def _cut(self, name: str, ins: list, out) -> None:
-        if name == "numpy" and ins and id(ins[0]) in self._detached:
-            self._detached[id(ins[0])][1].op = CUTS["numpy"]   # .detach().numpy()
+        if ins and id(ins[0]) in self._detached and self._detached[id(ins[0])][0] is ins[0]:
+            event = self._detached[id(ins[0])][1]
+            if name == "numpy":   # .detach().numpy(), maybe by way of .cpu()
+                event.op = CUTS["numpy"]
+            elif name in _CARRY and isinstance(out, torch.Tensor):
+                self._detached[id(out)] = (out, event)
             return
         graded = [t for t in ins if t.requires_grad]
         if not graded:
             return
         how = CUTS.get(name)
         if how is None and not torch.is_grad_enabled():
-            how = "torch.no_grad()"
+            how = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
+                   else "torch.no_grad()")
         if how is None:
             return
         params = frozenset().union(*(self.reached(t) for t in graded))
