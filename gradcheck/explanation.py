@@ -26,6 +26,9 @@ from .errors import CaseFileError
 
 #: a Jacobian is shown when the output and the input each have at most this many elements
 JACOBIAN_LIMIT = 64
+#: elements (inputs and output together) an explanation holds at most: it shows every
+#: value, and its JSON writes them all
+ELEMENTS = 1_000_000
 #: characters of a subexpression shown beside its graph node
 LABEL = 48
 
@@ -174,6 +177,7 @@ def explain(expr: str, inputs: Mapping[str, Any], *, gradient: Any = None,
     case = case_from_dict(raw, file="<explain>")
     if gradient is None and case.output.shape != ():   # a vector's default v: ones
         case = case_from_dict({**raw, "gradient": "ones"}, file="<explain>")
+    _check_size(case)
     point = next(case_points(case, "float64")).values
     v = cotangent(case, "float64", 0)
     ref = TensorReference(case)
@@ -192,6 +196,16 @@ def explain(expr: str, inputs: Mapping[str, Any], *, gradient: Any = None,
         torch_graph=torch_side["graph"], engine_graph=engine_graph,
         grads=_grads(case, torch_side, exact), jacobian=jac, jacobian_note=note,
         seed=seed)
+
+
+def _check_size(case) -> None:
+    import math
+
+    n = sum(math.prod(s.shape) for s in case.inputs) + math.prod(case.output.shape)
+    if n > ELEMENTS:
+        raise CaseFileError(f"explain shows every value: its inputs and output may hold "
+                            f"{ELEMENTS:,} elements in all, these hold {n:,}; use smaller "
+                            "shapes")
 
 
 # --------------------------------------------------------------------------- the graphs

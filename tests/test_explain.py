@@ -190,3 +190,19 @@ def test_given_v():
     assert e.gradient == "given"
     np.testing.assert_array_equal(e.grads[0].value, [2.0, 4.0, 6.0])
     np.testing.assert_array_equal(e.jacobian["x"], 2 * np.eye(3))
+
+
+def test_too_large_is_refused_before_anything_runs():
+    with pytest.raises(CaseFileError, match="1,000,000 elements"):
+        explain("sum(x)", {"x": [1001, 1000]})
+
+
+def test_graphs_that_differ_are_shown_one_after_the_other():
+    import dataclasses
+
+    e = explain("sum(sin(x))", {"x": [2]})
+    other = dataclasses.replace(e, engine_graph=e.engine_graph[1:])
+    text = render_text(other)
+    assert "  #   torch " in text and "  #   engine " in text
+    assert "  #   torch           engine " not in text
+    assert "  #   torch           engine " in render_text(e)
