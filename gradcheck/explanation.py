@@ -424,7 +424,10 @@ def _entry(name, kind, shape, retained, value, exact, why) -> GradEntry:
 
     error = None
     if value is not None and exact is not None:
-        error = float(np.max(np.abs(np.asarray(value) - np.asarray(exact)), initial=0.0))
+        a, b = np.asarray(value, dtype=float), np.asarray(exact, dtype=float)
+        with np.errstate(invalid="ignore"):   # inf against inf agrees: no difference
+            diff = np.where(a == b, 0.0, np.abs(a - b))
+        error = float(np.max(diff, initial=0.0))
     return GradEntry(name, kind, tuple(shape), retained, value,
                      None if exact is None else np.asarray(exact, dtype=float), error,
                      why if value is None else "")

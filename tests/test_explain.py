@@ -206,3 +206,10 @@ def test_graphs_that_differ_are_shown_one_after_the_other():
     assert "  #   torch " in text and "  #   engine " in text
     assert "  #   torch           engine " not in text
     assert "  #   torch           engine " in render_text(e)
+
+
+def test_an_infinite_gradient_that_torch_and_the_reference_share_differs_by_nothing():
+    e = explain("sum(sqrt(x))", {"x": np.array([0.0, 1.0])})
+    assert e.grads[0].value[0] == np.inf and e.grads[0].error == 0.0
+    doc = json.loads(render_json(e))   # strict JSON: no bare Infinity
+    assert doc["grads"][0]["value"] == ["inf", 0.5]
