@@ -141,6 +141,10 @@ def test_cli_text_and_usage_error(capsys):
     assert main(["explain", "sum(x", "--inputs", "x=[2]"]) == 2
     assert main(["explain", "sum(x)", "--inputs", "x=2"]) == 2
     assert "NAME=[D1,D2,...]" in capsys.readouterr().err
+    assert main(["explain", "x * 2", "--inputs", "x=[2]", "--gradient", "[1, 3]"]) == 0
+    assert "x.grad = [2., 6.]" in capsys.readouterr().out
+    assert main(["explain", "x * 2", "--inputs", "x=[2]", "--gradient", "[1, 2, 3]"]) == 2
+    assert "gradient has shape [3] but expr has shape [2]" in capsys.readouterr().err
 
 
 def test_cli_json_in_a_subprocess():
