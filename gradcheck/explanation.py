@@ -46,6 +46,9 @@ class GraphNode:
     next: tuple[int | None, ...]
     of: str = ""
     shape: tuple[int, ...] | None = None
+    #: the row's exact VJP on the node's operand shapes, ḡ the gradient arriving at the
+    #: node (``x.grad = ḡ ⊙ (1 - tanh(x)**2)``); "" where there is none to show
+    vjp: str = ""
 
 
 @dataclass(frozen=True)
@@ -259,7 +262,7 @@ def _graph(y, made: dict[int, Any], leaves: dict[str, Any]) -> tuple[GraphNode, 
                                  if part else ""))
             continue
         out.append(GraphNode(i, name, _computes(node.rule), nexts, _label(node),
-                             tuple(node.shape)))
+                             tuple(node.shape), _vjp(node)))
     return tuple(out)
 
 
@@ -268,6 +271,38 @@ def _label(node) -> str:
 
     label = _text(node)
     return label if len(label) <= LABEL else label[: LABEL - 1] + "…"
+
+
+def _vjp(node) -> str:
+    """The row's VJP as the tensor reference prints it, for the row alone applied to
+    operands of the node's shapes (named as ``gradcheck functions`` names them)."""
+    from .cases import case_from_dict
+    from .errors import GradcheckError
+    from .reference import TensorReference
+
+    names = iter(["x"] if len(node.args) == 1 else "abcdefgh")
+    inputs, operands = {}, []
+    for arg in node.args:
+        if arg.op == "const" and arg.shape == ():
+            text = arg.exact or repr(arg.const)
+            operands.append(text if not text.startswith("-") else f"({text})")
+        elif arg.dtype is not None or arg.const is not None:
+            return ""   # an index or a constant tensor: the row alone would differ
+        else:
+            name = next(names)
+            inputs[name] = {"shape": list(arg.shape)}
+            operands.append(name)
+    rule = node.rule
+    expr = rule.spell(operands, rule.keywords(node.params))
+    try:
+        case = case_from_dict({"name": expr, "expr": expr, "inputs": inputs,
+                               "gradient": "ones" if node.shape else "scalar"})
+        shown = TensorReference(case).formulas()
+    except (GradcheckError, ValueError, TypeError):
+        return ""   # a row that cannot stand alone so (a variadic row's spelling)
+    shared = shown.pop("", "")
+    return "; ".join(([shared.replace("\n", "; ")] if shared else [])
+                     + [f"{k} = {w}" for k, w in shown.items()])
 
 
 def _computes(rule) -> str:
@@ -371,15 +406,15 @@ def _backward_text(case, mode: str) -> tuple[str, ...]:
     shape = list(case.output.shape)
     names = ", ".join(f"{n}.grad" for n in [s.name for s in case.inputs])
     if mode == "scalar":
-        return ("y is a scalar: y.backward() seeds it with 1 (ḡ = 1), and each leaf's "
-                f".grad is ∂y/∂leaf, shaped like the leaf ({names}).",)
+        return ("y is a scalar: y.backward() seeds it with 1 (ḡ = 1), and the .grad of "
+                f"each leaf is ∂y/∂leaf, shaped like the leaf ({names}).",)
     size = int(np.prod(shape, dtype=np.int64))
     return (f"y has shape {shape} ({size} elements): y.backward() alone raises, since "
             "a vector has no single gradient.",
-            f"y.backward(v) needs v of y's shape {shape} (ḡ = v) and computes the "
+            f"y.backward(v) needs a v shaped like y, {shape} (ḡ = v), and computes the "
             "vector-Jacobian product vᵀJ: leaf.grad[j] = Σᵢ v[i] ∂y[i]/∂leaf[j], the "
             "gradient of sum(v ⊙ y), shaped like the leaf.",
-            {"ones": "Here v = ones: each .grad is the sum of J's rows, the gradient "
+            {"ones": "Here v = ones: each .grad is the sum of the rows of J, the gradient "
                      "of sum(y).",
              "random": "Here v is random (seeded): one random projection of J.",
              "given": "Here v is the numbers given."}[mode])

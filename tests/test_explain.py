@@ -46,6 +46,8 @@ def test_scalar_formula_graphs_formulas_and_grads():
     mm = e.torch_graph[2]
     assert [e.torch_graph[i].of for i in mm.next] == ["x", "W"]
     assert mm.of == "x @ W" and mm.shape == (2, 2) and "a @ b" in mm.computes
+    assert mm.vjp == "a.grad = ḡ @ bᵀ; b.grad = aᵀ @ ḡ"
+    assert e.torch_graph[1].vjp == "x.grad = ḡ ⊙ (1 - tanh(x)**2)"
     assert e.torch_graph[3].computes == "adds the incoming gradient into x.grad"
     assert "Wᵀ" in e.formulas["x.grad"] and "xᵀ" in e.formulas["W.grad"]
     assert any("tanh(x @ W)**2" in s for s in e.shared)
@@ -113,7 +115,8 @@ def test_json_shape():
                         "jacobian"}
     assert doc["lets"] == {"h": "x @ W"} and doc["inputs"]["W"] == [3, 2]
     node = doc["graph"]["torch"][0]
-    assert set(node) == {"index", "name", "computes", "next_functions", "of", "shape"}
+    assert set(node) == {"index", "name", "computes", "next_functions", "of", "shape",
+                         "vjp"}
     assert node["name"] == "TanhBackward0" and node["next_functions"] == [1]
     assert [n["name"] for n in doc["graph"]["engine"]] == [
         n["name"] for n in doc["graph"]["torch"]]

@@ -50,8 +50,9 @@ def _graph_lines(e) -> list[str]:
         rows = []
         for i, n in enumerate(nodes):
             of = f"{n.of} {list(n.shape)}" if n.shape is not None else n.of
+            computes = n.computes + (f"; {n.vjp}" if n.vjp else "")
             rows.append([f"#{n.index}", n.name] + (
-                [twin[i].name] if twin is not None else []) + [of, _next(n), n.computes])
+                [twin[i].name] if twin is not None else []) + [of, _next(n), computes])
         widths = [max(len(r[k]) for r in [head] + rows) for k in range(len(head) - 1)]
         for r in [head] + rows:
             out.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths))
@@ -72,7 +73,9 @@ def _grad_lines(e) -> list[str]:
         what = g.kind + (", retained" if g.kind == "intermediate" and g.retained else "")
         label = f"{g.name}.grad"
         if g.value is None:
-            out.append(f"{label} = None   ({what} {list(g.shape)}: {_short(g.why)})")
+            # (the reason out of brackets: PyTorch's words hold an apostrophe, and the
+            # README quotes this text where Python tokenizes it)
+            out.append(f"{label} = None   {what} {list(g.shape)}: {_short(g.why)}")
             continue
         out += _block(label, g.value)
         out.append(f"    ({what} {list(g.shape)}; max |torch - exact| = {g.error:.1e})"
@@ -100,10 +103,12 @@ def render_text(e) -> str:
                      + e.errors["wrong_shape"])
     if e.output_shape != ():
         lines += ["  " + s for s in _block("v", e.v)]
-    lines += ["", "grad_fn graph (PyTorch | gradcheck's engine), from y.grad_fn:"]
+    lines += ["", "grad_fn graph of PyTorch and of the engine, from y.grad_fn:"]
     if e.torch_graph:
         lines += _graph_lines(e)
-        lines.append("  (next_functions: #k the node k, - no edge: a constant operand)")
+        # (no bracket before the #: the README quotes this, and Python tokenizes it)
+        lines.append("  next_functions: #k is node k, - is no edge, to a constant operand; "
+                     "ḡ in a VJP is the gradient arriving at the node")
     else:
         lines.append("  none: y.grad_fn is None (y is a leaf itself)")
     lines += ["", ".grad after backward (PyTorch):"]
@@ -136,7 +141,7 @@ def to_dict(e) -> dict:
     """The explanation as JSON's data (the schema is these keys)."""
     def node(n):
         return {"index": n.index, "name": n.name, "computes": n.computes,
-                "next_functions": list(n.next), "of": n.of,
+                "next_functions": list(n.next), "of": n.of, "vjp": n.vjp,
                 "shape": None if n.shape is None else list(n.shape)}
 
     return _plain({
