@@ -14,6 +14,7 @@ own words for why a non-retained one is None. Rendering is
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -276,10 +277,6 @@ def _label(node) -> str:
 def _vjp(node) -> str:
     """The row's VJP as the tensor reference prints it, for the row alone applied to
     operands of the node's shapes (named as ``gradcheck functions`` names them)."""
-    from .cases import case_from_dict
-    from .errors import GradcheckError
-    from .reference import TensorReference
-
     names = iter(["x"] if len(node.args) == 1 else "abcdefgh")
     inputs, operands = {}, []
     for arg in node.args:
@@ -290,13 +287,23 @@ def _vjp(node) -> str:
             return ""   # an index or a constant tensor: the row alone would differ
         else:
             name = next(names)
-            inputs[name] = {"shape": list(arg.shape)}
+            inputs[name] = tuple(arg.shape)
             operands.append(name)
     rule = node.rule
-    expr = rule.spell(operands, rule.keywords(node.params))
+    return _row_vjp(rule.spell(operands, rule.keywords(node.params)),
+                    tuple(inputs.items()), node.shape == ())
+
+
+@functools.lru_cache(maxsize=256)   # a formula repeats its rows; SymPy is slow
+def _row_vjp(expr: str, inputs: tuple, scalar: bool) -> str:
+    from .cases import case_from_dict
+    from .errors import GradcheckError
+    from .reference import TensorReference
+
     try:
-        case = case_from_dict({"name": expr, "expr": expr, "inputs": inputs,
-                               "gradient": "ones" if node.shape else "scalar"})
+        case = case_from_dict({"name": expr, "expr": expr,
+                               "inputs": {n: {"shape": list(s)} for n, s in inputs},
+                               "gradient": "scalar" if scalar else "ones"})
         shown = TensorReference(case).formulas()
     except (GradcheckError, ValueError, TypeError):
         return ""   # a row that cannot stand alone so (a variadic row's spelling)
