@@ -141,11 +141,13 @@ def load(spec: str, case_file: str = "", allowed: tuple[str, ...] = ()) -> Any:
     return _attribute(module, attr, policy)
 
 
-def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = ()):
+def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
+           command: str = "run"):
     """Raise :class:`OpRefused` when ``spec``'s module may not be imported (no file of
     the project, no pattern allowing it), importing nothing: a run's parent calls this
     before any worker starts. Returns the policy and the module's folder (None: an
-    installed module a pattern allows)."""
+    installed module a pattern allows). ``command``: the gradcheck command whose flag
+    the message names (``run``, ``doctor``)."""
     module_name = spec.partition(":")[0]
     policy = _Policy(spec, case_file, tuple(allowed))
     folder = op_folder(module_name, case_file)
@@ -153,8 +155,9 @@ def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = ()):
         searched = " and ".join(map(str, dict.fromkeys((policy.here,
                                                          project_root(case_file)))))
         raise OpRefused(f"op {spec!r} refused: module {module_name!r} is no file of this "
-                        f"project (looked for under {searched}), and a case file may import "
-                        f"no other module unless it is allowed. {policy.how(module_name)}")
+                        f"project (looked for under {searched}), and gradcheck imports no "
+                        f"other module unless it is allowed. "
+                        f"{policy.how(module_name, command)}")
     return policy, folder
 
 
@@ -197,11 +200,13 @@ class _Policy:
             return True
         return self.allows(name)
 
-    def how(self, name: str) -> str:
+    def how(self, name: str, command: str = "run") -> str:
         where = self.settings.path or "the project's pyproject.toml"
-        return (f"To allow it, pass --allow-op-module {name} to gradcheck run "
-                f"(allow_op_modules=[{name!r}] in gradcheck.run), or add "
-                f"{ALLOW_KEY} = [\"{name}\"] under [tool.gradcheck] in {where}")
+        library = (f" (allow_op_modules=[{name!r}] in gradcheck.run)"
+                   if command == "run" else "")
+        return (f"To allow it, pass --allow-op-module {name} to gradcheck {command}"
+                f"{library}, or add {ALLOW_KEY} = [\"{name}\"] under [tool.gradcheck] "
+                f"in {where}")
 
 
 def _shown(name: str) -> str:

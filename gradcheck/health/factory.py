@@ -28,7 +28,7 @@ def load(spec: str, allowed: tuple[str, ...] = ()):
         raise FactoryError(f"{spec!r}: expected module:function, e.g. "
                            "examples.doctor_gallery:loss_broadcast")
     try:
-        _, folder = op.refuse(spec, "", tuple(allowed))
+        _, folder = op.refuse(spec, "", tuple(allowed), command="doctor")
         module = (importlib.import_module(module_name) if folder is None
                   else op._import_from(folder, module_name))
     except op.OpImportError as exc:
