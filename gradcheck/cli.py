@@ -456,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:   # 128 + the signal, as a shell counts it
         print("gradcheck: interrupted", file=sys.stderr)
         return getattr(exc, "exit_code", 130)
+    except BrokenPipeError:   # the reader went away (| head): stop quietly, as on SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
     except Exception:
         import traceback
 

@@ -566,3 +566,20 @@ def test_help_does_not_import_torch_or_sympy():
                 for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "gradcheck" in imported  # the import log is really there
     assert not imported & {"torch", "sympy"}
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    """``gradcheck list cases/ | head -1``: when the reader closes the pipe, gradcheck
+    stops without a traceback, with 141 (128 + SIGPIPE) as a command killed by the
+    signal would."""
+    root = Path(__file__).resolve().parents[1]
+    cases = tmp_path / "many.toml"
+    cases.write_text("".join(f'[[case]]\nname = "c{i}"\nexpr = "sum(x)"\n'
+                             f'inputs = {{ x = {{ shape = [2] }} }}\n' for i in range(3000)))
+    proc = subprocess.Popen([sys.executable, "-m", "gradcheck", "list", str(cases)],
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()          # the reader goes away after one line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert b"c0" in first and "Traceback" not in err and "internal error" not in err
