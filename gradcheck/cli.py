@@ -285,6 +285,8 @@ def _run_usage_error(args) -> str:
         return "--points must be from 1 to 1000"
     if args.extreme_points is not None and not 0 <= args.extreme_points <= 1000:
         return "--extreme-points must be from 0 to 1000"
+    if not args.timeout > 0:   # (NaN too)
+        return "--timeout must be a positive number of seconds"
     if args.jobs < 0:
         return "--jobs must be 0 or more"
     if args.jobs != 1 and args.scheduler:

@@ -84,7 +84,7 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
         jobs: int = 1, scheduler: str | None = None,
         extreme_points: int | None = None, strict_shapes: bool | None = None,
         allow_op_modules: Iterable[str] = (), isolate: bool = False) -> RunResult:
-    """Run every case under ``paths``.
+    """Run every case under ``paths`` (one path, or several).
 
     ``isolate`` runs the cases in a worker process even with ``jobs=1``, as ``gradcheck
     run`` does: an op that crashes, exits or hangs costs only its own case. Without it

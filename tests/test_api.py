@@ -98,3 +98,16 @@ def test_assert_gradients_fails_like_pytest_approx(monkeypatch):
     assert "x.grad[" in text
     assert "reproduce: gradcheck.check('sum(exp(x))', {'x': (4,)}, seed=7, " \
            "dtype='float64')" in text
+
+
+def test_run_takes_one_path_as_one_path():
+    """``gradcheck.run("cases/activations.toml")`` is that file, not the characters of
+    its name (a str is iterable)."""
+    from pathlib import Path
+
+    import gradcheck
+
+    file = str(Path(__file__).resolve().parents[1] / "cases" / "activations.toml")
+    one = gradcheck.run(file)
+    assert one.cases and [c.name for c in one.cases] == [
+        c.name for c in gradcheck.run([file]).cases]

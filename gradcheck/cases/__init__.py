@@ -78,6 +78,8 @@ def case_files(paths: Iterable[str | Path]) -> list[Path]:
     Raises:
         CaseFileError: a path does not exist or is not a case file.
     """
+    if isinstance(paths, (str, Path)):   # one path, not a sequence of its characters
+        paths = [paths]
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
