@@ -312,8 +312,9 @@ def _report(args, result) -> str:
     was)."""
     from .report import render
 
+    # NO_COLOR counts when it is set and not empty (no-color.org)
     color = (args.output is None and sys.stdout.isatty()
-             and "NO_COLOR" not in os.environ)
+             and not os.environ.get("NO_COLOR"))
     text = render(result, args.format, color=color, verbose=args.verbose)
     annotations = []
     if os.environ.get("GITHUB_ACTIONS") == "true":

@@ -463,6 +463,15 @@ def test_no_color_turns_colour_off_on_a_terminal(capsys, passing, monkeypatch):
     assert ESC not in out
 
 
+def test_an_empty_no_color_leaves_colour_on(capsys, passing, monkeypatch):
+    """NO_COLOR counts only when it is set to something (the no-color.org convention)."""
+    monkeypatch.setenv("NO_COLOR", "")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    code, out, _ = gc(capsys, "run", passing, "-k", "square")
+    assert code == 0
+    assert "\x1b[32m" in out
+
+
 def test_error_messages_escape_control_characters(capsys, tmp_path):
     path = write(tmp_path, "evil.toml", """
         [[case]]
