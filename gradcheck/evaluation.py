@@ -21,9 +21,6 @@ class Directions:
     def __init__(self, count: int, shape: tuple[int, ...], make):
         self.count, self.shape, self._make = count, (count, *shape), make
 
-    def __len__(self) -> int:
-        return self.count
-
     def __getitem__(self, k: int) -> np.ndarray:
         return self._make(k)
 

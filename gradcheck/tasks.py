@@ -15,7 +15,7 @@ import uuid
 
 from .cases import Case
 from .checking import OP_CRASHED, OP_RAISED, case_base, op_failure, run_case
-from .errors import GradcheckError
+from .errors import GradcheckError, describe_exception
 from .interrupts import Interrupted, ctrl_c_is_ours
 from .result import ERROR, CaseResult
 
@@ -185,6 +185,6 @@ def execute(task: Task) -> CaseResult:
         # the time limit holds in a Dask worker's thread too (see gradcheck.timelimit)
         result = guarded(case, task.dtype, cache=refs, timeout=task.timeout)
     except Exception as exc:
-        return _task_error(task, f"{type(exc).__name__}: {exc}\n"
+        return _task_error(task, f"{describe_exception(exc)}\n"
                                  f"{traceback.format_exc(limit=-3)}", "internal")
     return dataclasses.replace(result, file=task.file)

@@ -142,19 +142,19 @@ def load(spec: str, case_file: str = "", allowed: tuple[str, ...] = ()) -> Any:
 
 
 def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
-           command: str = "run"):
+           command: str = "run", what: str = "op"):
     """Raise :class:`OpRefused` when ``spec``'s module may not be imported (no file of
     the project, no pattern allowing it), importing nothing: a run's parent calls this
     before any worker starts. Returns the policy and the module's folder (None: an
     installed module a pattern allows). ``command``: the gradcheck command whose flag
-    the message names (``run``, ``doctor``)."""
+    the message names (``run``, ``doctor``); ``what``: what ``spec`` names, in it."""
     module_name = spec.partition(":")[0]
     policy = _Policy(spec, case_file, tuple(allowed))
     folder = op_folder(module_name, case_file)
     if folder is None and not policy.allows(module_name):
         searched = " and ".join(map(str, dict.fromkeys((policy.here,
                                                          project_root(case_file)))))
-        raise OpRefused(f"op {spec!r} refused: module {module_name!r} is no file of this "
+        raise OpRefused(f"{what} {spec!r} refused: module {module_name!r} is no file of this "
                         f"project (looked for under {searched}), and gradcheck imports no "
                         f"other module unless it is allowed. "
                         f"{policy.how(module_name, command)}")

@@ -28,11 +28,11 @@ def load(spec: str, allowed: tuple[str, ...] = ()):
         raise FactoryError(f"{spec!r}: expected module:function, e.g. "
                            "examples.doctor_gallery:loss_broadcast")
     try:
-        _, folder = op.refuse(spec, "", tuple(allowed), command="doctor")
+        _, folder = op.refuse(spec, "", tuple(allowed), command="doctor", what="factory")
         module = (importlib.import_module(module_name) if folder is None
                   else op._import_from(folder, module_name))
     except op.OpImportError as exc:
-        raise FactoryError(str(exc).replace("op ", "factory ", 1)) from None
+        raise FactoryError(str(exc)) from None
     except Exception as exc:   # importing the user's module runs the user's code
         raise FactoryError(f"cannot import {module_name!r}: "
                            f"{describe_exception(exc)}") from None
