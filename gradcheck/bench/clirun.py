@@ -1,5 +1,6 @@
 """``gradcheck run`` as a user runs it, in a fresh process (:func:`run_cli`): its wall
-time, its peak resident memory (the child's own ``ru_maxrss``, from ``os.wait4``) and
+time, its peak resident memory (the child's ``ru_maxrss``, from ``os.wait4``: the largest
+of the child and the processes it waited for, its worker's included) and
 its JSON report; and the case files it runs, written from plain data
 (:func:`case_toml`)."""
 
@@ -50,7 +51,8 @@ def _env(cache_dir: str, cache: bool) -> dict:
 
 
 def _wait(proc: subprocess.Popen) -> tuple[int, int | None]:
-    """The child's exit code and peak resident bytes (its own ru_maxrss)."""
+    """The child's exit code and peak resident bytes (the largest ru_maxrss of it and
+    of the processes it waited for)."""
     if not hasattr(os, "wait4"):  # pragma: no cover - not POSIX
         return proc.wait(), None
     _, status, usage = os.wait4(proc.pid, 0)

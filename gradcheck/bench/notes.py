@@ -86,8 +86,10 @@ def _tensor_notes(cfg: Config) -> list[str]:
         "and OMP/MKL/OpenBLAS on one thread; seconds: its wall time, start-up and "
         "the reference's compile included. A case gradcheck cannot check is shown "
         "with its status and message, its targets not met.",
-        "Peak memory: the child's own ru_maxrss (os.wait4) minus the baseline row's "
-        "(the same formulas at small sizes in one process: interpreter, torch, SymPy), "
+        "Peak memory: the child's ru_maxrss (os.wait4: the largest of the child and "
+        "the processes it waited for, i.e. its worker and the worker's case "
+        "processes, forked from a worker that preloaded torch and SymPy) minus the "
+        "baseline row's (the same formulas at small sizes in one run), "
         "against the inputs' float64 bytes (every input, requires_grad or not). A "
         "child's ru_maxrss also counts what the bench's process held when it spawned "
         "the child, so every child runs before that process holds any layer's tensors.",
