@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-FORMATS = ("text", "json", "junit", "markdown")
+FORMATS = ("text", "json", "junit", "markdown", "html")
 
 
-def render(result, fmt: str, *, color: bool = False, verbose: bool = False) -> str:
-    """``result`` rendered in ``fmt`` (one of :data:`FORMATS`)."""
+def render(result, fmt: str, *, color: bool = False, verbose: bool = False,
+           quiet: bool = False) -> str:
+    """``result`` rendered in ``fmt`` (one of :data:`FORMATS`). ``quiet`` (text only)
+    leaves out the lines of the cases that passed: the failures and the summary."""
     if fmt == "json":
         from .json import render_json
 
@@ -14,7 +16,7 @@ def render(result, fmt: str, *, color: bool = False, verbose: bool = False) -> s
     if fmt == "text":
         from .text import render_text
 
-        return render_text(result, color=color, verbose=verbose)
+        return render_text(result, color=color, verbose=verbose, quiet=quiet)
     if fmt == "junit":
         from .junit import render_junit
 
@@ -23,4 +25,8 @@ def render(result, fmt: str, *, color: bool = False, verbose: bool = False) -> s
         from .markdown import render_markdown
 
         return render_markdown(result)
+    if fmt == "html":
+        from .html import render_html
+
+        return render_html(result)
     raise ValueError(f"unknown format {fmt!r}")

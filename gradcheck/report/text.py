@@ -31,12 +31,15 @@ def _errs(case) -> str:
     return "  ".join(parts)
 
 
-def render_text(result, *, color: bool = False, verbose: bool = False) -> str:
+def render_text(result, *, color: bool = False, verbose: bool = False,
+                quiet: bool = False) -> str:
     cases = result.cases
     lines = []
     if cases:
         name_w = min(40, max(len(one_line(c.name)) for c in cases))
         for c in cases:
+            if quiet and c.status in (PASSED, SKIPPED):
+                continue
             label = _paint(f"{_LABEL[c.status]:<5}", c.status, color)
             expect = " (expect fail)" if c.expect == "fail" else ""
             lines.append(f"{label} {one_line(c.name):<{name_w}}  {one_line(c.dtype):<7}  "
