@@ -6,20 +6,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from enum import IntEnum
 
-from . import doctor_cli
-from .io import write_atomic
-
-
-class ExitCode(IntEnum):
-    OK = 0          # every case passed (or failed as expect = "fail" said)
-    MISMATCH = 1    # a gradient mismatch, an op that raised, or a case past its time limit
-    USAGE = 2       # a usage or case-file error (an op that cannot be imported included)
-    INTERNAL = 3    # an internal error
-    NO_CASES = 5    # no case selected (pytest's code for "no tests collected")
-    SIGINT = 130    # interrupted: 128 + the signal, as a shell counts it; the report
-    SIGTERM = 143   # holds the cases that finished, marked incomplete
+from . import doctor_cli, run_command
+from .exit_codes import ExitCode, exit_code  # noqa: F401  (the CLI's codes, from here too)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,14 +20,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Check gradients against the exact symbolic derivative.")
     p.add_argument("--version", action="version", version=f"gradcheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    _run_arguments(sub.add_parser(
-        "run", help="run case files and print a report",
-        description="Run case files (or folders of them) and report, for every case, "
-                    "whether each witness agrees with the symbolic reference. Exit codes: "
-                    "0 all passed, 1 a gradient mismatch, an op that raised or a case past "
-                    "its time limit, 2 a usage or case-file error, 3 an internal error, "
-                    "5 no case selected, 130 or 143 interrupted by SIGINT or SIGTERM (the "
-                    "report holds the cases that finished, marked incomplete)."), DTYPES)
+    run_command.add_parser(sub, DTYPES)
     ls = sub.add_parser("list", help="list the cases without running them")
     ls.add_argument("paths", nargs="+", metavar="PATH")
     fns = sub.add_parser(
@@ -69,94 +51,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _dtype_help(dtypes) -> str:
-    """--dtype's help: which witnesses of the registry run in which dtypes."""
-    from .witnesses import REGISTRY
-
-    text = "run every case in this dtype only"
-    limited: dict[tuple, list[str]] = {}
-    for w in REGISTRY.values():
-        if w.runs_in is not None:
-            limited.setdefault(w.runs_in, []).append(w.name)
-    for runs_in, names in limited.items():
-        others = [d for d in dtypes if d not in runs_in]
-        text += (f" (the {' and '.join(names)} witness{'es' if len(names) > 1 else ''} "
-                 f"run{'' if len(names) > 1 else 's'} in {' and '.join(runs_in)} only: in "
-                 f"{' and '.join(others)} {'they are' if len(names) > 1 else 'it is'} "
-                 "reported as skipped)")
-    return text
-
-
-def _run_arguments(run: argparse.ArgumentParser, dtypes) -> None:
-    from .report import FORMATS
-    from .witnesses import names as witness_names
-
-    run.add_argument("paths", nargs="+", metavar="PATH", help="case file or folder")
-    run.add_argument("-k", dest="keyword", metavar="SUBSTRING",
-                     help="only cases whose name contains SUBSTRING")
-    run.add_argument("--dtype", choices=dtypes, help=_dtype_help(dtypes))
-    run.add_argument("--seed", type=int, help="override every case's seed")
-    run.add_argument("--points", type=int, help="override the number of points per case")
-    run.add_argument("--extreme-points", type=int, metavar="N",
-                     help="override the number of extra points at large and small "
-                          "magnitudes per case (default 2; 0 turns them off)")
-    run.add_argument("--strict-shapes", action="store_true",
-                     help="op.shapes fails what autograd accepts but changes in what an "
-                          "op's backward returns (a gradient it sums back to its input's "
-                          "shape, trailing Nones, a gradient for an input that needs "
-                          "none), as strict_shapes = true in a case does")
-    run.add_argument("--allow-op-module", action="append", default=[], metavar="PATTERN",
-                     help="let a case's op come from the installed modules PATTERN names "
-                          "(fnmatch on the dotted name: torch, mypkg.*; repeatable); "
-                          "without it, only modules that are files of the project")
-    run.add_argument("--witness", action="append", choices=witness_names(),
-                     help="only these witnesses (repeatable)")
-    run.add_argument("--format", default="text", choices=FORMATS,
-                     help="report format (default text); under GitHub Actions failures "
-                          "are also printed as ::error annotations")
-    run.add_argument("--output", metavar="FILE", help="write the report to FILE")
-    run.add_argument("--device", choices=["cpu", "cuda"],
-                     help="run ops and the torch witness on this device (cases on an "
-                          "absent device are skipped)")
-    run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
-                     help="time limit per case and dtype (default 300)")
-    run.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                     help="run the cases in N worker processes (0: one per CPU; default "
-                          "1); the report is the same as a serial run's")
-    run.add_argument("--in-process", action="store_true",
-                     help="run the cases in this process, one after the other, for a "
-                          "debugger (also GRADCHECK_IN_PROCESS=1); by default each runs "
-                          "in a worker process, so that an op that crashes, exits or "
-                          "hangs costs only its own case")
-    run.add_argument("--scheduler", metavar="ADDRESS",
-                     help="run the cases on the Dask distributed cluster whose scheduler "
-                          "is at ADDRESS, e.g. tcp://host:8786 (pip install "
-                          "'gradcheck[distributed]')")
-    run.add_argument("--no-cache", action="store_true",
-                     help="neither read nor write the cache of compiled reference "
-                          "kernels (see `gradcheck cache`)")
-    run.add_argument("--max-memory", type=_size, metavar="SIZE",
-                     help="the memory a case may take, e.g. 4G or 512M: a case whose "
-                          "estimate (its elements times its points) is larger is refused "
-                          "before it runs (default 2G), and each worker process is "
-                          "limited to it (its address space beyond its start-up), so a "
-                          "case that takes more fails alone with a MemoryError")
-    run.add_argument("--exit-zero", action="store_true",
-                     help="exit 0 even when cases fail (the report still says so)")
-    run.add_argument("-v", "--verbose", action="store_true",
-                     help="show grad_fn chains and notes for every case")
-
-
-def _size(text: str) -> int:
-    """``--max-memory``'s bytes (argparse reports an ArgumentTypeError as a usage error)."""
-    from .budgets import parse_size
-
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _bench_arguments(bench: argparse.ArgumentParser, dtypes) -> None:
     bench.add_argument("--out", default="reports", metavar="DIR",
                        help="folder for bench.json and bench.md (default reports)")
@@ -183,175 +77,6 @@ def _bench_arguments(bench: argparse.ArgumentParser, dtypes) -> None:
     bench.add_argument("-j", "--jobs", type=int, default=2, metavar="N",
                        help="verdicts: worker processes per run (default 2; 0: one per "
                             "CPU)")
-
-
-def exit_code(result) -> ExitCode:
-    """The exit code a run earns (see :class:`ExitCode`)."""
-    if not result.cases:
-        return ExitCode.NO_CASES
-    kinds = {c.error_kind for c in result.cases if c.status == "error"}
-    if "internal" in kinds:
-        return ExitCode.INTERNAL
-    if "case" in kinds:
-        return ExitCode.USAGE
-    # a time-out is a check that did not pass, as a CI counts a test that hung (the op's
-    # failures, "op raised", are status failed already)
-    if "timeout" in kinds or any(c.status == "failed" for c in result.cases):
-        return ExitCode.MISMATCH
-    return ExitCode.OK
-
-
-# Set to 1, the cases of a plain `gradcheck run` (one job) run in its own process, as
-# --in-process says: for a debugger, or for tests that call main() many times.
-IN_PROCESS = "GRADCHECK_IN_PROCESS"
-
-
-def _in_process(args) -> bool:
-    return args.in_process or (args.jobs == 1 and not args.scheduler
-                               and os.environ.get(IN_PROCESS, "") not in ("", "0"))
-
-
-def _cmd_run(args) -> int:
-    import signal
-
-    from .interrupts import Interrupted, stop_on
-    from .io import output_problem
-    from .budgets import memory_budget
-    from .kernelcache import turned_off
-    from .parallel import ParallelError
-    from .runner import run
-
-    usage = _run_usage_error(args) or (args.output and output_problem(args.output))
-    if usage:
-        print(f"gradcheck: error: {usage}", file=sys.stderr)
-        return ExitCode.USAGE
-    tty = sys.stderr.isatty()
-    # SIGINT and SIGTERM stop the run; what finished is still reported (incomplete)
-    with stop_on(signal.SIGINT, signal.SIGTERM):
-        try:
-            with turned_off(args.no_cache), memory_budget(args.max_memory):
-                result = run(args.paths, keyword=args.keyword, dtype=args.dtype,
-                             seed=args.seed,
-                             points=args.points, extreme_points=args.extreme_points,
-                             strict_shapes=args.strict_shapes,
-                             allow_op_modules=args.allow_op_module,
-                             witnesses=args.witness, timeout=args.timeout,
-                             device=args.device, jobs=args.jobs, scheduler=args.scheduler,
-                             isolate=not _in_process(args),
-                             progress=_progress if tty else None)
-        except ParallelError as exc:
-            if tty:
-                print("\r\033[K", end="", file=sys.stderr, flush=True)
-            from .report.text import printable
-
-            print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
-            return ExitCode.USAGE
-        except Interrupted as stop:
-            if stop.result is None:   # before the run had begun: nothing to report
-                raise
-            result = stop.result
-        if tty:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)
-        unwritten = _report(args, result)
-    return _run_code(args, result, unwritten)
-
-
-def _run_code(args, result, unwritten: str) -> int:
-    """The exit code of a run whose report was written (or not: ``unwritten`` says why),
-    with what stderr should say about it."""
-    if unwritten:
-        print(f"gradcheck: error: {unwritten}", file=sys.stderr)
-    if result.incomplete:
-        import signal
-
-        done = len(result.cases)
-        print(f"gradcheck: interrupted by {result.interrupted}: the report holds the "
-              f"{done} case run(s) that finished; {result.not_run} did not",
-              file=sys.stderr)
-        return 128 + signal.Signals[result.interrupted].value
-    code = exit_code(result)
-    if unwritten and code != ExitCode.INTERNAL:
-        return ExitCode.USAGE
-    if code == ExitCode.NO_CASES:
-        _no_cases(args)
-    if args.exit_zero and code == ExitCode.MISMATCH:
-        return ExitCode.OK
-    return code
-
-
-def _run_usage_error(args) -> str:
-    """What is wrong with ``gradcheck run``'s numbers ("" when nothing is)."""
-    if args.points is not None and not 1 <= args.points <= 1000:
-        return "--points must be from 1 to 1000"
-    if args.extreme_points is not None and not 0 <= args.extreme_points <= 1000:
-        return "--extreme-points must be from 0 to 1000"
-    if not args.timeout > 0:   # (NaN too)
-        return "--timeout must be a positive number of seconds"
-    if args.jobs < 0:
-        return "--jobs must be 0 or more"
-    if args.jobs != 1 and args.scheduler:
-        return "--jobs and --scheduler exclude each other"
-    if args.in_process and (args.jobs != 1 or args.scheduler):
-        return ("--in-process runs the cases in this process, one after the other: it "
-                "excludes --jobs and --scheduler")
-    return ""
-
-
-def _progress(n: int, total: int, result) -> None:
-    """The progress line on a terminal's stderr, rewritten as each result comes in."""
-    from .report.text import one_line
-
-    # the name comes from a case file: never let it drive the terminal
-    print(f"\r\033[K[{n}/{total}] {one_line(result.name)} ({one_line(result.dtype)})",
-          end="", file=sys.stderr, flush=True)
-
-
-def _report(args, result) -> str:
-    """The report in ``--format``, to ``--output`` or stdout, with GitHub Actions'
-    annotations when running there; why ``--output`` could not be written ("" when it
-    was)."""
-    from .report import render
-
-    # NO_COLOR counts when it is set and not empty (no-color.org)
-    color = (args.output is None and sys.stdout.isatty()
-             and not os.environ.get("NO_COLOR"))
-    text = render(result, args.format, color=color, verbose=args.verbose)
-    annotations = []
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        from .report.annotations import github_annotations
-
-        annotations = github_annotations(result)
-    if args.output:
-        try:
-            write_atomic(args.output, text)
-        except OSError as exc:   # checked before the run, yet a disk fills (/dev/full)
-            return f"cannot write the report to {args.output}: {exc.strerror or exc}"
-        for line in annotations:
-            print(line)
-        s = result.summary
-        from .report.text import one_line
-
-        print(f"{s['passed']} passed, {s['failed']} failed, {s['errored']} errored, "
-              f"{s['skipped']} skipped; report written to {one_line(args.output)}"
-              + (f" (incomplete: interrupted by {result.interrupted})"
-                 if result.incomplete else ""))
-    else:
-        sys.stdout.write(text)
-        # keep a JSON/JUnit/Markdown document on stdout whole: the runner reads
-        # workflow commands from stderr too
-        stream = sys.stdout if args.format == "text" else sys.stderr
-        for line in annotations:
-            print(line, file=stream)
-    return ""
-
-
-def _no_cases(args) -> None:
-    from .report.text import one_line
-
-    where = ", ".join(map(one_line, args.paths))
-    print("gradcheck: no cases selected: " + (
-        f"no case name under {where} contains {one_line(args.keyword)!r}"
-        if args.keyword else f"no cases under {where}"), file=sys.stderr)
 
 
 def _cmd_list(args) -> int:
@@ -446,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE
     try:
-        commands = {"run": _cmd_run, "list": _cmd_list, "cache": _cmd_cache,
+        commands = {"run": run_command.command, "list": _cmd_list, "cache": _cmd_cache,
                     "bench": _cmd_bench, "functions": _cmd_functions,
                     "doctor": doctor_cli.command,
                     "explain": _cmd_explain}

@@ -1,0 +1,133 @@
+"""What ``gradcheck run`` writes once its cases have run: the report on stdout (the
+text report, or the ``--format`` document when no file takes it), GitHub Actions'
+``::error`` annotations, each report file (atomically, one after the other: one that
+cannot be written leaves the others written), and the Markdown report appended to
+``$GITHUB_STEP_SUMMARY`` under GitHub Actions. Which streams get colour is
+:func:`use_color`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["publish", "report_problem", "use_color", "step_summary_file"]
+
+
+def use_color(choice: str, stream, environ=None) -> bool:
+    """Whether ``stream`` gets colour: ``always`` and ``never`` say so; ``auto``: never
+    where NO_COLOR is set to something (no-color.org), always where FORCE_COLOR is
+    (force-color.org; NO_COLOR wins over it, as in pytest and CPython), else where the
+    stream is a terminal."""
+    environ = os.environ if environ is None else environ
+    if choice in ("always", "never"):
+        return choice == "always"
+    if environ.get("NO_COLOR"):
+        return False
+    if environ.get("FORCE_COLOR"):
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):   # no such method, or a closed stream
+        return False
+
+
+def report_problem(reports) -> str:
+    """Why one of ``reports`` (:class:`~gradcheck.run_config.Report`) could not be
+    written ("" when each can), checked before the run so that no report is lost at
+    its end: a path that cannot be written, or two reports to the same file."""
+    from .io import output_problem
+
+    seen: dict[str, object] = {}
+    for r in reports:
+        problem = output_problem(r.path)
+        if problem:
+            if r.origin == "--output":
+                return problem
+            return f"{r.origin} {r.fmt}:{problem.removeprefix('--output ')}"
+        key = os.path.realpath(r.path)
+        if key in seen:
+            first = seen[key]
+            return (f"two reports to the same file {r.path}: {first.origin} "
+                    f"{first.fmt}:{first.path} and {r.origin} {r.fmt}:{r.path}")
+        seen[key] = r
+    return ""
+
+
+class _Rendered:
+    """Each format rendered once, whatever number of places it goes to."""
+
+    def __init__(self, result, verbose: bool):
+        self.result, self.verbose, self.done = result, verbose, {}
+
+    def __call__(self, fmt: str, color: bool = False, quiet: bool = False) -> str:
+        from .report import render
+
+        key = (fmt, color, quiet)
+        if key not in self.done:
+            self.done[key] = render(self.result, fmt, color=color, verbose=self.verbose,
+                                    quiet=quiet)
+        return self.done[key]
+
+
+def publish(args, result) -> list[str]:
+    """Write ``result``'s reports (see the module's docstring); why each report that
+    could not be written was not (empty when all were)."""
+    from .report.text import one_line
+
+    rendered = _Rendered(result, args.verbose)
+    # stdout is the --format document when no file takes it, else the text report
+    fmt = "text" if args.output else args.format
+    text = fmt == "text"
+    sys.stdout.write(rendered(fmt, color=text and use_color(args.color, sys.stdout),
+                              quiet=text and args.quiet))
+    # keep a JSON/JUnit/Markdown document on stdout whole: the runner reads workflow
+    # commands (and these lines) from stderr too
+    aside = sys.stdout if text else sys.stderr
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from .report.annotations import github_annotations
+
+        for line in github_annotations(result):
+            print(line, file=aside)
+    unwritten = []
+    for r in args.reports:
+        try:
+            _write(r.path, rendered(r.fmt))
+        except OSError as exc:   # checked before the run, yet a disk fills (/dev/full)
+            unwritten.append(f"cannot write the {r.fmt} report to {one_line(r.path)}: "
+                             f"{exc.strerror or exc}")
+            continue
+        print(f"report written to {one_line(r.path)} ({r.fmt})", file=aside)
+    if args.step_summary and step_summary_file():
+        _append_step_summary(rendered("markdown"))
+    sys.stdout.flush()
+    return unwritten
+
+
+def _write(path: str, text: str) -> None:
+    from .io import write_atomic
+
+    write_atomic(path, text)
+
+
+def step_summary_file() -> str:
+    """The file of GitHub Actions' job summary where this runs under it ("" else)."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return ""
+    return os.environ.get("GITHUB_STEP_SUMMARY", "")
+
+
+def _append_step_summary(markdown: str) -> None:
+    """Append ``markdown`` to the job summary: appended, never replaced, since the
+    job's other steps write there too. A summary that cannot be written is a warning:
+    the run's verdict is the exit code, not its summary page."""
+    from .report.text import one_line
+
+    path = step_summary_file()
+    try:
+        with open(Path(path), "a", encoding="utf-8") as f:
+            # a blank line before ours, so that it starts a Markdown block of its own
+            f.write(("\n" if f.tell() else "") + markdown.rstrip("\n") + "\n")
+    except OSError as exc:
+        print(f"gradcheck: warning: cannot append the summary to $GITHUB_STEP_SUMMARY "
+              f"({one_line(path)}): {exc.strerror or exc}", file=sys.stderr)
