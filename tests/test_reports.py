@@ -40,8 +40,12 @@ WORST = Worst(quantity="x.grad", index=(1, 2), obtained=0.5, expected=-0.5,
               tolerance=1e-7, point=2)
 
 
-def ok(name: str, rel: float = 1e-16) -> WitnessResult:
-    return WitnessResult(name, PASSED, max_abs_err=rel, max_rel_err=rel, checked=6)
+def ok(name: str, err: float = 1e-16, tol: float = 1e-12) -> WitnessResult:
+    """A witness that agreed: its worst element off by ``err`` within ``tol``."""
+    worst = Worst(quantity="x.grad", index=(0,), obtained=err, expected=0.0, tolerance=tol,
+                  point=0)
+    return WitnessResult(name, PASSED, max_abs_err=err, max_rel_err=err, worst=worst,
+                         checked=6)
 
 
 def make_result() -> RunResult:
@@ -54,7 +58,7 @@ def make_result() -> RunResult:
                    witnesses=(ok("engine"), ok("torch"), ok("numeric", 3e-13)),
                    seconds=0.25, mode="elementwise", points=2),
         CaseResult("swish-flipped", "cases/ops/wrong.toml", 12, "float32", FAILED,
-                   witnesses=(bad, ok("torch", 4e-8)), seconds=0.5, mode="expanded",
+                   witnesses=(bad, ok("torch", 4e-8, 1e-7)), seconds=0.5, mode="expanded",
                    message="op: 6 / 6 elements differ; worst x.grad[1,2]", points=3),
         CaseResult("broken", "cases/bad.yaml", 7, "-", ERROR, error_kind="case",
                    message="cases/bad.yaml:7: case 'broken': invalid expression\n"
@@ -85,7 +89,8 @@ def parse(xml: str) -> ET.Element:
 
 def test_formats_include_the_ci_formats():
     assert {"junit", "markdown"} <= set(FORMATS)
-    assert render(RESULT, "junit") == render_junit(RESULT)
+    stamp = re.compile(r'timestamp="[^"]*"')   # the time it is rendered at
+    assert stamp.sub("", render(RESULT, "junit")) == stamp.sub("", render_junit(RESULT))
     assert render(RESULT, "markdown") == render_markdown(RESULT)
 
 
@@ -135,7 +140,8 @@ def test_junit_failure_carries_message_worst_element_and_diagnosis():
                    "witness op: failed", "6 / 6 elements differ",
                    "quantity:  x.grad", "index:     [1, 2]", "point:     2",
                    "obtained:  0.5", "expected:  -0.5", "tolerance: 1e-07",
-                   f"diagnosis: {DIAGNOSIS}", "agreed (max rel err): torch 4.0e-08"):
+                   f"diagnosis: {DIAGNOSIS}", "error:     1",
+                   "agreed (worst error/tolerance): torch 4.0e-08/1.0e-07"):
         assert needle in body, needle
     agreed = cases[5].find("failure")
     assert "every witness agreed" in agreed.get("message")
@@ -235,7 +241,7 @@ def test_junit_has_the_shape_pytest_writes(tmp_path):
         extra = attrs - theirs[tag] - {"type"}    # the schema allows type everywhere
         assert not extra, (tag, extra)
     for tag in ("testsuite", "testcase"):
-        missing = theirs[tag] - ours[tag] - {"timestamp", "hostname"}
+        missing = theirs[tag] - ours[tag]
         assert not missing, (tag, missing)
     for tag in ("failure", "error", "skipped"):
         assert "message" in ours[tag]
@@ -304,9 +310,11 @@ def test_markdown_details_has_every_case_and_each_witness_error():
     rows = _table_rows(md, head)
     assert len(rows) == len(RESULT.cases)
     square = [c.strip() for c in _cells(rows[0])]
-    assert square[4:8] == ["1.0e-16", "1.0e-16", "3.0e-13", "-"]
-    assert _cells(rows[1])[7].strip() == "2.0e+00 ❌"
-    assert _cells(rows[2])[4].strip() == "-"               # the errored case ran nothing
+    # each witness: its worst element's error/tolerance, a failed one marked
+    assert square[4:8] == ["1.0e-16/1.0e-12", "1.0e-16/1.0e-12", "3.0e-13/1.0e-12", ""]
+    assert _cells(rows[1])[7].strip() == "1.0e+00/1.0e-07 ✗"
+    assert _cells(rows[2])[4].strip() == ""               # the errored case ran nothing
+    assert "error/tolerance" in md
 
 
 def test_markdown_escapes_hostile_text():
@@ -488,7 +496,8 @@ def test_cli_junit_output_end_to_end(capsys, tmp_path, failing, monkeypatch):
     assert fine.get("name") == "fine[float64]" and fine.find("failure") is None
     assert bad.get("file") == str(failing) and bad.get("line") == "1"
     assert "every witness agreed" in bad.find("failure").get("message")
-    assert re.search(r"agreed \(max rel err\): .*torch \d", bad.find("failure").text)
+    assert re.search(r"agreed \(worst error/tolerance\): .*torch \d\.\de[-+]\d+/\d\.\de",
+                     bad.find("failure").text)
 
 
 def test_cli_markdown_end_to_end(capsys, failing, monkeypatch):
@@ -539,7 +548,7 @@ def test_mismatch_description_is_data_from_the_witness_result():
     assert m.elements == () and m.outside == ()
     assert m.explanation() == f"6 / 6 elements differ; worst x.grad[1,2]\n{DIAGNOSIS}"
     assert [x.witness for x in failing(RESULT.cases[1].witnesses)] == ["op"]
-    assert describe(ok("torch")).worst_line == ""
+    assert describe(WitnessResult("torch", PASSED)).worst_line == ""
     assert witness_message(WORST, 6, 6) == (
         "6 / 6 elements differ; worst x.grad[1,2] at point 2: got 0.5, expected -0.5 "
         "(|diff| 1 > tol 1e-07)")
@@ -602,3 +611,113 @@ def test_failure_text_ends_with_the_command_that_reruns_the_case():
     assert text.endswith("reproduce: gradcheck run cases/ops/wrong.toml -k 'swish-flipped' "
                          "--dtype float32")
     assert "\x1b" not in failure_text(RESULT.cases[6])
+
+
+# --------------------------------------------------------------------------- error column
+
+def _case_line(text: str, name: str) -> str:
+    return next(line for line in text.splitlines()
+                if line.split(" ", 1)[0] in ("PASS", "FAIL", "ERROR", "SKIP")
+                and f" {name} " in line)
+
+
+def test_the_error_column_is_the_worst_elements_error_against_its_tolerance():
+    """A witness that fails on an element judged by its absolute error shows that
+    element's error and tolerance, marked, not the tiny maximum relative error that
+    once read as a pass ("numeric 7.3e-14" on a failure)."""
+    worst = Worst("x.grad", (3,), obtained=1e6 + 3.1e-5, expected=1e6, tolerance=1.2e-7,
+                  point=1)
+    tiny = WitnessResult("numeric", FAILED, max_abs_err=3.1e-5, max_rel_err=7.3e-14,
+                         worst=worst, checked=6, mismatched=1, message="1 / 6 differ")
+    case = CaseResult("tight", "cases/t.toml", 1, "float64", FAILED,
+                      witnesses=(ok("torch", 2e-9, 1e-8), tiny), mode="elementwise")
+    text = render(RunResult((case,)), "text")
+    line = _case_line(text, "tight")
+    assert re.search(r"numeric 3\.1e-05/1\.2e-07 ✗", line), line
+    assert "torch 2.0e-09/1.0e-08 " in line + " " and "torch 2.0e-09/1.0e-08 ✗" not in line
+    assert "7.3e-14" not in text
+    md = render_markdown(RunResult((case,)))
+    assert "3.1e-05/1.2e-07 ✗" in md and "2.0e-09/1.0e-08" in md
+    body = parse(render_junit(RunResult((case,)))).find("testsuite/testcase/failure").text
+    assert "agreed (worst error/tolerance): torch 2.0e-09/1.0e-08" in body
+    assert "error:     3.1e-05" in body and "tolerance: 1.2e-07" in body
+
+
+def test_the_error_column_without_an_element():
+    """Failed on no element (a None gradient): the mark alone; errored, skipped and
+    nothing compared say so."""
+    from gradcheck.report.mismatch import shown_error
+
+    assert shown_error(WitnessResult("op", FAILED, message="x.grad is None")) == "✗"
+    assert shown_error(WitnessResult("op", ERROR)) == "error"
+    assert shown_error(WitnessResult("op", SKIPPED)) == "skip"
+    assert shown_error(WitnessResult("op", PASSED)) == "-"
+    nan = Worst("x.grad", (0,), obtained=float("nan"), expected=1.0, tolerance=1e-7, point=0)
+    assert shown_error(WitnessResult("op", FAILED, worst=nan)) == "inf/1.0e-07 ✗"
+
+
+def test_the_text_reports_witness_columns_line_up():
+    """The same witness starts at the same column on every case line, whatever the
+    widths of the others (an error, a skip, a missing witness, a mark)."""
+    text = render(RESULT, "text")
+    lines = [line for line in text.splitlines()   # (a name over 40 wide pushes its line)
+             if line.split(" ", 1)[0] in ("PASS", "FAIL", "ERROR", "SKIP")
+             and "evil" not in line]
+    for name in ("torch ", "op "):
+        starts = {line.index(f" {name}") for line in lines if f" {name}" in line}
+        assert len(starts) == 1, (name, lines)
+    times = {len(line.split("s (expect")[0].rstrip("s")) for line in lines}
+    assert len(times) == 1, lines                  # the time column too
+    assert "per witness: its worst element's error/tolerance" in text.splitlines()[-1]
+
+
+def test_quiet_text_keeps_failures_and_the_summary():
+    loud, quiet = render(RESULT, "text"), render(RESULT, "text", quiet=True)
+    shown = [line.split()[0] for line in quiet.splitlines()
+             if line.split(" ", 1)[0] in ("PASS", "FAIL", "ERROR", "SKIP")]
+    assert shown == ["FAIL", "ERROR", "FAIL", "FAIL"]     # no PASS, no SKIP
+    assert "square" not in quiet and "on-gpu" not in quiet and "caught" not in quiet
+    assert "swish-flipped" in quiet and "op: worst x.grad[1,2]" in quiet
+    assert quiet.splitlines()[-1] == loud.splitlines()[-1]   # the summary
+    assert quiet.splitlines()[-1].startswith("2 passed, 3 failed, 1 errored, 1 skipped")
+    details = [line for line in loud.splitlines() if line.startswith("      ")]
+    skip = ["      at cases/gpu.toml:2", "      no CUDA device"]     # the skipped case's
+    assert [line for line in quiet.splitlines() if line.startswith("      ")] == \
+        [line for line in details if line not in skip]             # every failure's kept
+
+
+# --------------------------------------------------------------------------- JUnit suite
+
+def test_junit_suite_has_pytests_timestamp_and_hostname():
+    import platform
+    import time
+    from datetime import datetime
+
+    junitparser = pytest.importorskip("junitparser")
+    before = time.time()
+    xml = render_junit(RESULT)
+    after = time.time()
+    suite = parse(xml).find("testsuite")
+    stamp = datetime.fromisoformat(suite.get("timestamp"))
+    assert stamp.tzinfo is not None                      # local time with its offset
+    # the run's start: rendered now, less the run's 1.25 s
+    assert before - 1.25 - 1 <= stamp.timestamp() <= after - 1.25 + 1
+    assert suite.get("hostname") == platform.node()
+    (parsed,) = list(junitparser.JUnitXml.fromstring(xml))
+    assert parsed.hostname == platform.node()
+    assert parsed.timestamp == suite.get("timestamp")
+    datetime.fromisoformat(parsed.timestamp)
+
+
+def test_junit_timestamp_is_the_start_a_result_records():
+    from datetime import datetime
+
+    from gradcheck.report.junit import started
+
+    start = 1_700_000_000.25
+    assert started(RESULT, now=start + 1.25) == start
+    stamp = parse(render_junit(RESULT, now=start + 1.25)).find("testsuite").get("timestamp")
+    assert datetime.fromisoformat(stamp).timestamp() == pytest.approx(start)
+    recorded = RESULT
+    object.__setattr__(recorded := dataclasses.replace(RESULT), "started", start - 60)
+    assert started(recorded, now=start) == start - 60     # a RunResult.started wins

@@ -9,7 +9,7 @@ messages as the case file wrote them, broken into lines at ``\n`` only:
 from __future__ import annotations
 
 from ..result import PASSED, SKIPPED
-from .mismatch import chain, describe  # noqa: F401  (chain: for the renderers)
+from .mismatch import chain, describe, shown_error  # noqa: F401  (chain: for the renderers)
 from .scrub import split_lines
 
 
@@ -89,10 +89,9 @@ def full_text(case) -> str:
             out.append(skip_line(w))
         elif w.status != PASSED:
             out += witness_lines(w)
-    agreed = [f"{w.witness} {w.max_rel_err:.1e}" for w in case.witnesses
-              if w.status == PASSED]
+    agreed = [f"{w.witness} {shown_error(w)}" for w in case.witnesses if w.status == PASSED]
     if agreed:
-        out.append("agreed (max rel err): " + ", ".join(agreed))
+        out.append("agreed (worst error/tolerance): " + ", ".join(agreed))
     if case.mode or case.points:
         out.append(f"reference: {case.mode or '-'}; {case.points} point(s), seed {case.seed}")
     out += gradient_lines(case)

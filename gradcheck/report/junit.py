@@ -10,8 +10,11 @@ so the document is always well-formed whatever text it is given."""
 
 from __future__ import annotations
 
+import platform
 import re
+import time
 import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
 from pathlib import PurePosixPath
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
@@ -69,12 +72,33 @@ def _testcase(case) -> ET.Element:
     return node
 
 
-def render_junit(result) -> str:
+def started(result, now: float | None = None) -> float:
+    """When the run began, in seconds since the epoch: the result's ``started`` where it
+    records one, else ``now`` (the time of rendering) less the run's duration, which is
+    the start for a report rendered as the run ends (what ``gradcheck run`` does)."""
+    start = getattr(result, "started", None)
+    if start:
+        return float(start)
+    return (time.time() if now is None else now) - max(float(result.seconds), 0.0)
+
+
+def timestamp(seconds: float) -> str:
+    """ISO 8601 local time with its UTC offset, as pytest's junitxml writes a suite's
+    ``timestamp`` (``2026-12-01T22:50:03.123456+01:00``)."""
+    return datetime.fromtimestamp(seconds, timezone.utc).astimezone().isoformat()
+
+
+def render_junit(result, *, now: float | None = None) -> str:
+    """The JUnit XML of ``result``; ``now`` (seconds since the epoch, default the
+    clock's) is the time it is rendered at (:func:`started`)."""
     s = result.summary
     suite = ET.Element("testsuite", {
         "name": SUITE, "errors": str(s["errored"]), "failures": str(s["failed"]),
         "skipped": str(s["skipped"]), "tests": str(len(result.cases)),
-        "time": _seconds(result.seconds)})
+        "time": _seconds(result.seconds),
+        # as pytest: the machine's network name (the job's runner, in a CI log)
+        "timestamp": timestamp(started(result, now)),
+        "hostname": xml_text(one_line(platform.node()))})
     if result.incomplete:   # the suite's properties come first, as pytest writes them
         props = ET.SubElement(suite, "properties")
         for name, value in (("incomplete", "true"), ("interrupted", result.interrupted),

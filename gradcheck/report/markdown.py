@@ -19,7 +19,7 @@ import re
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
 from .details import incomplete_line, skipped, where
-from .mismatch import failing
+from .mismatch import FAILED_MARK, failing, shown_error
 from .scrub import neutral, printable
 
 _ICON = {PASSED: "✅ passed", FAILED: "❌ failed", ERROR: "💥 error", SKIPPED: "⏭️ skipped"}
@@ -83,9 +83,8 @@ def _all_rows(result) -> tuple[list[str], list[list[str]]]:
         errs = []
         for name in names:
             w = c.witness(name)
-            errs.append("-" if w is None else "error" if w.status == ERROR
-                        else "skipped" if w.status == SKIPPED
-                        else f"{w.max_rel_err:.1e}" + ("" if w.status == PASSED else " ❌"))
+            errs.append("" if w is None else "skipped" if w.status == SKIPPED
+                        else shown_error(w))
         rows.append([_ICON[c.status], cell(c.name, _NAME_MAX, code=True), cell(c.dtype),
                      cell(where(c), _NAME_MAX, code=True),
                      *(cell(e) for e in errs), f"{c.seconds:.2f}s"])
@@ -137,8 +136,9 @@ def _details(result, room: int) -> tuple[list[str], int, int]:
     skips = [f"- {cell(s, _CELL_MAX)}"
              for s in dict.fromkeys(x for c in result.cases for x in skipped(c))]
     before = ["<details>",
-              f"<summary>All {len(result.cases)} case runs (max relative error of each "
-              f"witness against the symbolic reference)</summary>", "",
+              f"<summary>All {len(result.cases)} case runs (each witness: its worst "
+              f"element's error/tolerance against the symbolic reference, {FAILED_MARK} "
+              f"where it failed)</summary>", "",
               *_table(header, [])]
     after = ["", *skips, *([""] if skips else []), "</details>", ""]
     more_row = _row(["… 999999 more"] + [""] * (len(header) - 1))

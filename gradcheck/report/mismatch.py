@@ -15,10 +15,42 @@ the scrubber's :func:`~gradcheck.report.scrub.split_lines` (what a line is).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from ..result import PASSED, SKIPPED
+from ..result import ERROR, FAILED, PASSED, SKIPPED
 from .scrub import split_lines
+
+#: what follows the error/tolerance of a witness that failed, in every report
+FAILED_MARK = "✗"
+
+
+def element_error(obtained: float, expected: float) -> float:
+    """|obtained - expected| as the comparison counts it: no difference where they are
+    equal (the same infinity) or both NaN, an infinite one where only one is NaN."""
+    if obtained == expected or (obtained != obtained and expected != expected):
+        return 0.0
+    diff = abs(obtained - expected)
+    return diff if diff == diff else math.inf
+
+
+def shown_error(w) -> str:
+    """A witness's verdict in a report's error column, the same in every report: its
+    worst element's error against that element's tolerance, ``3.6e-07/1.0e-06`` (the
+    element furthest outside, or closest to, its tolerance: the verdict's element, not
+    the largest relative error, which a tolerance of its own may allow), with
+    :data:`FAILED_MARK` after it when the witness failed (``3.1e-05/1.2e-07 ✗``).
+    Otherwise ``error``, ``skip`` (did not run in this dtype), ``✗`` (failed on no
+    element: a shape, a None gradient) or ``-`` (nothing compared)."""
+    if w.status == ERROR:
+        return "error"
+    if w.status == SKIPPED:
+        return "skip"
+    mark = f" {FAILED_MARK}" if w.status == FAILED else ""
+    if w.worst is None:
+        return FAILED_MARK if w.status == FAILED else "-"
+    err = element_error(w.worst.obtained, w.worst.expected)
+    return f"{err:.1e}/{w.worst.tolerance:.1e}{mark}"
 
 
 def index_label(quantity: str, index) -> str:
@@ -50,9 +82,14 @@ class Element:
         return index_label(self.quantity, self.index)
 
     @property
+    def error(self) -> float:
+        """|obtained - expected| (:func:`element_error`)."""
+        return element_error(self.obtained, self.expected)
+
+    @property
     def outside(self) -> bool:
         """Beyond its tolerance: a mismatch, not merely the closest call."""
-        return abs(self.obtained - self.expected) > self.tolerance
+        return self.error > self.tolerance
 
     def line(self) -> str:
         """``x.grad[1,2] at point 2: obtained 0.5, expected -0.5, tolerance 1e-07``."""
@@ -67,6 +104,7 @@ class Element:
                 f"    point:     {self.point}",
                 f"    obtained:  {self.obtained:.17g}",
                 f"    expected:  {self.expected:.17g}",
+                f"    error:     {self.error:.3g}",
                 f"    tolerance: {self.tolerance:.3g}"]
 
     def row(self, witness: str) -> tuple[str, ...]:

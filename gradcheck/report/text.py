@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..result import ERROR, FAILED, PASSED, SKIPPED
 from .details import chain, full_text, gradient_lines, incomplete_line, skip_line, where
-from .mismatch import describe
+from .mismatch import FAILED_MARK, describe, shown_error
 # (the CLI imports these from here: the one scrubber is report.scrub)
 from .scrub import neutral, one_line, printable, split_lines
 
@@ -16,19 +16,24 @@ def _paint(text: str, status: str, color: bool) -> str:
     return f"\033[{_COLOR[status]}m{text}\033[0m" if color else text
 
 
-def _errs(case) -> str:
-    parts = []
-    for w in case.witnesses:
-        if w.status == ERROR:
-            err = "error"
-        elif w.status == SKIPPED:
-            err = "skip"     # did not run in this dtype; the reason is in the details
-        elif w.status == FAILED and not w.max_rel_err:
-            err = "FAIL"    # a failure that is not an element error (a shape, a None)
-        else:
-            err = f"{w.max_rel_err:.1e}"
-        parts.append(f"{w.witness} {err}")
-    return "  ".join(parts)
+def _errs(cases, color: bool) -> list[str]:
+    """Each case's ``witness error/tolerance`` (:func:`shown_error`) of every witness,
+    one column per witness name (a case without that witness leaves its column blank),
+    so that the same witnesses line up under one another; a failed one painted."""
+    names = list(dict.fromkeys(w.witness for c in cases for w in c.witnesses))
+    parts = [{w.witness: one_line(f"{w.witness} {shown_error(w)}") for w in c.witnesses}
+             for c in cases]
+    widths = {n: max(len(p.get(n, "")) for p in parts) for n in names}
+    out = []
+    for row in parts:
+        cells = []
+        for n in names:
+            text = row.get(n, "")
+            pad = " " * (widths[n] - len(text))
+            failed = text.endswith(FAILED_MARK)
+            cells.append((_paint(text, FAILED, color) if failed else text) + pad)
+        out.append("  ".join(cells))
+    return out
 
 
 def render_text(result, *, color: bool = False, verbose: bool = False,
@@ -37,21 +42,22 @@ def render_text(result, *, color: bool = False, verbose: bool = False,
     lines = []
     if cases:
         name_w = min(40, max(len(one_line(c.name)) for c in cases))
-        for c in cases:
-            if quiet and c.status in (PASSED, SKIPPED):
-                continue
+        shown = [c for c in cases if not (quiet and c.status in (PASSED, SKIPPED))]
+        errs = _errs(shown, color)
+        for c, err in zip(shown, errs):
             label = _paint(f"{_LABEL[c.status]:<5}", c.status, color)
             expect = " (expect fail)" if c.expect == "fail" else ""
             lines.append(f"{label} {one_line(c.name):<{name_w}}  {one_line(c.dtype):<7}  "
                          f"{one_line(c.mode or '-'):<11}"
-                         f"  {_errs(c):<34} {c.seconds:6.2f}s{expect}")
+                         f"  {err} {c.seconds:6.2f}s{expect}")
             if c.status != PASSED or verbose:
                 lines += _details(c, verbose)
     s = result.summary
     lines.append("")
     lines.append(f"{s['passed']} passed, {s['failed']} failed, {s['errored']} errored, "
                  f"{s['skipped']} skipped in {s['seconds']:.2f}s "
-                 f"(max rel err per witness against the symbolic reference)")
+                 f"(per witness: its worst element's error/tolerance against the symbolic "
+                 f"reference, {FAILED_MARK} where it failed)")
     if result.incomplete:
         lines.append(incomplete_line(result))
     # the net under the fields' own scrubbing: no two fields side by side form a command
