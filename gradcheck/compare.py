@@ -26,6 +26,7 @@ import numpy as np
 
 from .arrays import slabs
 from .dtypes import max_finite
+from .errormap import MAPS_KEPT, MapAccumulator, jacobian_key, view
 from .errors import GradcheckError
 from .evaluation import Evaluation
 from .report.mismatch import witness_message
@@ -124,6 +125,8 @@ class Tally:
         self.notes: list[str] = []
         self.diagnoses: list[str] = []
         self.grad_fn: tuple[str, ...] | None = None
+        # the error maps being built, by quantity (None: build none)
+        self.maps: dict[str, MapAccumulator] | None = {}
 
     def add(self, got: Evaluation, ref: Evaluation, point: int,
             tolerance: dict[str, np.ndarray]) -> None:
@@ -167,6 +170,12 @@ class Tally:
         self.notes += other.notes
         self.diagnoses += other.diagnoses
         self.grad_fn = self.grad_fn or other.grad_fn
+        if self.maps is not None:
+            for key, acc in (other.maps or {}).items():
+                if key in self.maps:
+                    self.maps[key].merge(acc)
+                else:
+                    self.maps[key] = acc
 
     def _problem(self, message: str) -> None:
         self.mismatched += 1
@@ -212,10 +221,13 @@ class Tally:
         cuts = slabs(expected.shape, COMPARED)
         largest = max(float(np.max(np.abs(expected[where]))) for _, _, where in cuts)
         candidates = []     # (ratio, flat index) of each slab's worst elements
-        for axis, part, where in cuts:
+        for j, (axis, part, where) in enumerate(cuts):
             diff, rel, ratio = self._errors(value[where], expected[where], allowed[where],
                                             largest)
-            self.mismatched += int(np.count_nonzero(ratio > 1))
+            bad = int(np.count_nonzero(ratio > 1))
+            self.mismatched += bad
+            if self.maps is not None:
+                self._map(quantity, value, expected, allowed, largest, cuts, j, ratio, bad)
             self.max_abs = max(self.max_abs, float(diff.max()))
             self.max_rel = max(self.max_rel, float(rel.max()))
             local = ratio.reshape(-1)
@@ -240,6 +252,40 @@ class Tally:
                                           float(expected[idx]), float(tol), point)))
         self.top.sort(key=lambda pair: -pair[0])
         del self.top[WORST_KEPT:]
+
+    def _map(self, quantity, value, expected, allowed, largest, cuts, j, ratio, bad):
+        """Add slab ``j`` of ``cuts`` (its ``ratio``, ``bad`` elements outside) to the
+        quantity's error map: always when the quantity is one slab; for a larger one
+        once it differs (the slabs before the first that does, of this point, looked at
+        again), so that a layer's passing comparisons cost nothing here."""
+        key = jacobian_key(quantity)
+        name = key[0] if key else quantity
+        if name not in self.maps:
+            if len(cuts) > 1 and not bad:
+                return
+            if key and len(cuts) > 1:   # a Jacobian map of a large input: not drawn
+                return
+            self.maps[name] = MapAccumulator(name, expected.shape,
+                                             "jacobian" if key else "gradient")
+            for axis, part, where in cuts[:j]:
+                again = self._errors(value[where], expected[where], allowed[where],
+                                     largest)[2]
+                self._map_slab(self.maps[name], key, expected.shape, (axis, part, where),
+                               value[where], expected[where], again)
+        self._map_slab(self.maps[name], key, expected.shape, cuts[j], value[cuts[j][2]],
+                       expected[cuts[j][2]], ratio)
+
+    @staticmethod
+    def _map_slab(acc, key, shape, cut, value, expected, ratio) -> None:
+        with np.errstate(invalid="ignore"):
+            signed = np.copysign(ratio, value - expected)
+        if key is None:
+            rows, cols = _view_indices(shape, *cut, signed.shape)
+            acc.add(signed.reshape(len(rows), len(cols)), rows, cols)
+        elif acc.kind == "jacobian" and acc.shape == tuple(shape):
+            row = acc.jacobian_row(key[1])
+            if row is not None:
+                acc.add(signed.reshape(1, -1), np.array([row]), np.arange(signed.size))
 
     def _errors(self, value, expected, allowed, largest: float):
         """|value - expected|, the relative error (a statistic, not the verdict) and
@@ -273,6 +319,11 @@ class Tally:
     def worst(self) -> Worst | None:
         return self.top[0][1] if self.top else None
 
+    def error_maps(self) -> tuple:
+        """The maps of the quantities that differ (the first MAPS_KEPT)."""
+        maps = [a.result() for a in (self.maps or {}).values() if a.mismatched]
+        return tuple(maps[:MAPS_KEPT])
+
     def result(self) -> WitnessResult:
         status = FAILED if self.mismatched else PASSED
         message = "; ".join(dict.fromkeys(self.problems))
@@ -283,4 +334,22 @@ class Tally:
                              self.checked, self.mismatched, self.grad_fn, message,
                              diagnosis=diagnosis,
                              worst_elements=tuple(w for _, w in self.top),
-                             notes=tuple(dict.fromkeys(self.notes)))
+                             notes=tuple(dict.fromkeys(self.notes)),
+                             error_maps=self.error_maps() if self.mismatched else ())
+
+
+def _view_indices(shape, axis, part, where, slab_shape):
+    """The rows and columns of the 2-D view of ``shape`` (:func:`gradcheck.errormap.
+    view`) that a slab (``axis``, ``part``, ``where``: a cut of :func:`slabs`) of
+    ``slab_shape`` covers, ascending: its elements are those rows × columns."""
+    n, whole = len(shape), where is ...
+    lo = 0 if whole else (part.start or 0)
+    if n <= 1:
+        return np.zeros(1, dtype=np.int64), np.arange(lo, lo + (slab_shape[0] if n else 1))
+    last = not whole and axis == n - 1
+    cols = np.arange(lo, lo + slab_shape[-1]) if last else np.arange(shape[-1])
+    if whole or last:
+        return np.arange(view(shape)[0]), cols
+    idx = np.indices(slab_shape[:-1]).reshape(n - 1, -1)
+    idx[axis] += lo
+    return np.ravel_multi_index(tuple(idx), shape[:-1]), cols

@@ -49,6 +49,47 @@ class Worst:
                    tolerance=_float(data["tolerance"]), point=data["point"])
 
 
+#: The histogram bins of an :class:`ErrorMap`, as powers of ten of |obtained - expected|
+#: / tolerance, half a decade apart from 1e-6 to 1e6: ``counts[0]`` the elements at or
+#: below 1e-6 (the exact ones among them), ``counts[i]`` those in (edge[i-1], edge[i]],
+#: the last those above 1e6 (infinite and NaN ones among them). Above 1 is a mismatch.
+HIST_EXPONENTS = tuple(k / 2 for k in range(-12, 13))
+
+
+@dataclass(frozen=True)
+class ErrorMap:
+    """Where one quantity of a witness that did not pass differs
+    (:mod:`gradcheck.errormap` builds it; the HTML report draws it).
+
+    ``grid`` holds, per cell of ``cell`` rows × columns of the quantity's 2-D ``view``,
+    the signed (obtained - expected) / tolerance of the element of largest magnitude
+    there (over the points; NaN: no element seen); ``counts`` the histogram of
+    |obtained - expected| / tolerance over :data:`HIST_EXPONENTS`; ``mismatched`` of
+    ``total`` elements compared were outside their tolerance."""
+
+    quantity: str                  # "x.grad"; "d out0 / d W" for a Jacobian
+    shape: tuple[int, ...]         # the quantity's (a Jacobian's: output elements first)
+    view: tuple[int, int]          # the 2-D view the cells cut
+    cell: tuple[int, int]          # rows and columns of the view per cell
+    grid: tuple[tuple[float, ...], ...]
+    counts: tuple[int, ...]
+    mismatched: int
+    total: int
+    kind: str = "gradient"         # or "jacobian"
+
+    def to_dict(self) -> dict:
+        return _plain(self.__dict__.copy())
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ErrorMap":
+        """The inverse of :meth:`to_dict`."""
+        return cls(quantity=data["quantity"], shape=tuple(data["shape"]),
+                   view=tuple(data["view"]), cell=tuple(data["cell"]),
+                   grid=tuple(tuple(_float(x) for x in row) for row in data["grid"]),
+                   counts=tuple(data["counts"]), mismatched=data["mismatched"],
+                   total=data["total"], kind=data.get("kind", "gradient"))
+
+
 @dataclass(frozen=True)
 class WitnessResult:
     """How one witness compared with the symbolic reference over all points."""
@@ -65,6 +106,8 @@ class WitnessResult:
     diagnosis: str = ""            # what a wrong gradient looks like (sign, factor, ...)
     worst_elements: tuple[Worst, ...] = ()   # the few furthest outside tolerance
     notes: tuple[str, ...] = ()    # what is worth knowing but no failure (op.shapes)
+    # where each quantity differs: only for a witness that did not pass
+    error_maps: tuple[ErrorMap, ...] = ()
 
     @property
     def worst_index(self) -> str | None:
@@ -82,6 +125,9 @@ class WitnessResult:
             "message": self.message, "diagnosis": self.diagnosis,
             "worst_elements": [w.to_dict() for w in self.worst_elements],
             "notes": list(self.notes),
+            # only where there are maps: a passing run's report stays as it was
+            **({"error_maps": [m.to_dict() for m in self.error_maps]}
+               if self.error_maps else {}),
         })
 
     @classmethod
@@ -98,7 +144,9 @@ class WitnessResult:
                    message=data.get("message", ""), diagnosis=data.get("diagnosis", ""),
                    worst_elements=tuple(Worst.from_dict(w)
                                         for w in data.get("worst_elements", ())),
-                   notes=tuple(data.get("notes", ())))
+                   notes=tuple(data.get("notes", ())),
+                   error_maps=tuple(ErrorMap.from_dict(m)
+                                    for m in data.get("error_maps", ())))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,190 @@
-"""HTML report: one self-contained page (being built: see issue 16)."""
+"""HTML report: one self-contained page, nothing fetched from anywhere (no network, no
+CDN; the pictures are inline PNG ``data:`` URLs, the style and the script inline).
+
+- the summary (counts, seconds, the incomplete marker of an interrupted run);
+- a table of every case run in file order, sortable by clicking a header (JavaScript;
+  ``#sort=KEY`` in the address sorts at load; see :mod:`.html_assets`);
+- per case that did not pass, a section: its diagnosis (the text of
+  :func:`gradcheck.report.details.full_text`), per witness that did not pass its message
+  and diagnosis (:func:`gradcheck.report.mismatch.describe`), its worst elements, its
+  grad_fn chain, and the pictures of its error maps (:mod:`.pictures`): a heat map of
+  (obtained - expected) / tolerance per quantity and a histogram against the tolerance.
+
+A passing case is one table row and nothing more: a page of hundreds stays small.
+
+Every text from a case file or an op goes through :func:`~gradcheck.report.scrub.
+printable` (or :func:`~gradcheck.report.scrub.one_line`) and then :func:`html.escape`;
+the whole page through :func:`~gradcheck.report.scrub.neutral`, as every report."""
 
 from __future__ import annotations
 
+import html
+
+from ..result import PASSED, SKIPPED
+from .details import failing_witnesses, full_text, incomplete_line, title, where
+from .html_assets import CSS, JS
+from .mismatch import describe
+from .scrub import neutral, one_line, printable
+
+_STATUS = {"passed": "passed", "failed": "failed", "error": "error", "skipped": "skipped"}
+_NUM = ' class="num"'
+_COLUMNS = (("order", "#"), ("status", "status"), ("name", "case"), ("dtype", "dtype"),
+            ("location", "location"), ("mode", "reference"),
+            ("witnesses", "witnesses not passing"), ("err", "max rel err"),
+            ("seconds", "seconds"))
+
+
+def text(x) -> str:
+    """One line of user text, escaped for HTML (content or attribute)."""
+    return html.escape(one_line(x), quote=True)
+
+
+def block(x) -> str:
+    """User text that keeps its lines (for a ``<pre>``), escaped for HTML."""
+    return html.escape(printable(x), quote=True)
+
+
+def _status(status: str) -> str:
+    cls = _STATUS.get(status, "error")
+    return f'<span class="{cls}">{text(status)}</span>'
+
+
+def _summary(result) -> list[str]:
+    s = result.summary
+    ok = not (s["failed"] or s["errored"] or result.incomplete)
+    out = [f'<h1 id="summary">gradcheck: {"all passed" if ok else "NOT passed"}</h1>',
+           '<p class="counts">'
+           f'<span class="passed">{s["passed"]} passed</span>, '
+           f'<span class="failed">{s["failed"]} failed</span>, '
+           f'<span class="error">{s["errored"]} errored</span>, '
+           f'<span class="skipped">{s["skipped"]} skipped</span> '
+           f'in {s["seconds"]:.2f}s</p>']
+    if result.incomplete:   # gradcheck's own words, escaped all the same
+        out.append(f'<p class="incomplete" id="incomplete"><strong>'
+                   f'{text(incomplete_line(result))}</strong></p>')
+    return out
+
+
+def _worst_rel(case) -> float:
+    return max((w.max_rel_err for w in case.witnesses), default=0.0)
+
+
+def _row(i: int, case, anchor: bool) -> str:
+    bad = [w.witness for w in failing_witnesses(case)]
+    name = text(case.name)
+    if anchor:
+        name = f'<a href="#case-{i}">{name}</a>'
+    err = _worst_rel(case)
+    cells = [("order", str(i), str(i + 1), True),
+             ("status", text(case.status), _status(case.status), False),
+             ("name", text(case.name), f"<code>{name}</code>", False),
+             ("dtype", text(case.dtype), text(case.dtype), False),
+             ("location", text(where(case)), f"<code>{text(where(case))}</code>", False),
+             ("mode", text(case.mode), text(case.mode or "-"), False),
+             ("witnesses", text(" ".join(bad)), text(", ".join(bad) or "-"), False),
+             ("err", repr(float(err)) if err == err else "", f"{err:.1e}", True),
+             ("seconds", f"{case.seconds:.6f}", f"{case.seconds:.2f}", True)]
+    tds = "".join(f'<td data-key="{k}" data-sort="{sort}"{_NUM if num else ""}>{shown}</td>'
+                  for k, sort, shown, num in cells)
+    return f'<tr class="{_STATUS.get(case.status, "error")}">{tds}</tr>'
+
+
+def _table(result, sections: set[int]) -> list[str]:
+    head = "".join(f'<th data-key="{k}" aria-sort="none" title="sort by {label}">'
+                   f"{label}</th>" for k, label in _COLUMNS)
+    rows = [_row(i, c, i in sections) for i, c in enumerate(result.cases)]
+    return ['<h2 id="all-cases">All case runs</h2>',
+            '<p>In file order; click a header to sort (again: the other way).</p>',
+            f'<table id="cases"><thead><tr>{head}</tr></thead>', "<tbody>", *rows,
+            "</tbody></table>"]
+
+
+def _elements(m) -> list[str]:
+    if not m.elements:
+        return []
+    head = ("element", "point", "obtained", "expected", "tolerance", "|diff| / tol")
+    rows = []
+    for e in m.elements:
+        diff = abs(e.obtained - e.expected)
+        ratio = diff / e.tolerance if e.tolerance > 0 else float("inf") if diff else 0.0
+        rows.append("<tr>" + "".join(
+            f'<td class="num">{v}</td>' if k else f"<td><code>{v}</code></td>"
+            for k, v in enumerate([text(e.label), e.point, f"{e.obtained:.10g}",
+                                   f"{e.expected:.10g}", f"{e.tolerance:.3g}",
+                                   f"{ratio:.3g}"])) + "</tr>")
+    return ['<table class="worst"><caption>worst elements</caption><thead><tr>'
+            + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>",
+            *rows, "</tbody></table>"]
+
+
+def _grad_fn(names) -> list[str]:
+    if names is None:
+        return []
+    items = "".join(f"<li>{text(n)}</li>" for n in names) or "<li>-</li>"
+    return ['<p>grad_fn graph (the output first, depth first):</p>',
+            f'<ol class="chain">{items}</ol>']
+
+
+def _pictures(w) -> list[str]:
+    from .pictures import heat_map, histogram
+
+    out = []
+    for m in w.error_maps:
+        what = "the Jacobian" if m.kind == "jacobian" else "the quantity"
+        label = text(m.quantity)
+        out += ['<div class="pictures">',
+                f'<figure><img src="{heat_map(m)}" width="512" alt="heat map of '
+                f'{label}"><figcaption>{label}: (obtained - expected) / tolerance over '
+                f'{what}, the largest of each cell with its sign; red: too large, blue: '
+                f'too small, pale: within the tolerance.</figcaption></figure>',
+                f'<figure><img src="{histogram(m)}" width="512" alt="error histogram of '
+                f'{label}"><figcaption>{label}: how many elements err by how many '
+                f'tolerances; the dashed line is the tolerance.</figcaption></figure>',
+                "</div>"]
+    return out
+
+
+def _witness(w) -> list[str]:
+    m = describe(w)
+    out = [f'<h3>witness <code>{text(w.witness)}</code>: {_status(w.status)}</h3>']
+    if m.message:
+        out.append(f'<pre class="message">{block(m.message)}</pre>')
+    if m.diagnosis:
+        out.append(f'<p class="diagnosis"><strong>diagnosis:</strong> '
+                   f"{block(m.diagnosis)}</p>")
+    if m.checked:
+        out.append(f"<p>{m.mismatched} of {m.checked} elements outside the tolerance; "
+                   f"max abs err {m.max_abs_err:.3g}, max rel err {m.max_rel_err:.3g}</p>")
+    return out + _elements(m) + _grad_fn(w.grad_fn) + _pictures(w)
+
+
+def _section(i: int, case) -> list[str]:
+    out = [f'<section class="case" id="case-{i}">',
+           f"<h2><code>{text(title(case))}</code>: {_status(case.status)}</h2>",
+           f"<p>at <code>{text(where(case))}</code>"
+           + (' (expect = "fail")' if case.expect == "fail" else "") + "</p>"]
+    if case.message:
+        out.append(f'<pre class="message">{block(case.message)}</pre>')
+    for w in case.witnesses:
+        if w.status not in (PASSED, SKIPPED):
+            out += _witness(w)
+    out += ["<details><summary>the whole diagnosis as text</summary>",
+            f"<pre>{block(full_text(case))}</pre></details>", "</section>"]
+    return out
+
 
 def render_html(result) -> str:
-    raise NotImplementedError("the HTML report is not built yet")
+    sections = {i for i, c in enumerate(result.cases) if c.status != PASSED
+                and c.status != SKIPPED}
+    body = _summary(result) + _table(result, sections)
+    if sections:
+        body.append('<h2 id="problems">Cases that did not pass</h2>')
+    for i in sorted(sections):
+        body += _section(i, result.cases[i])
+    page = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            "<title>gradcheck report</title>", f"<style>{CSS}</style>", "</head>",
+            '<body data-images-loaded="" data-sorted="" data-script="">', *body,
+            f"<script>{JS}</script>", "</body>", "</html>", ""]
+    # neutral: the net under the fields' scrubbing, as in every report
+    return neutral("\n".join(page))
