@@ -1,6 +1,6 @@
 """How a project uses gradcheck in its own test suite: ``pytest examples/``.
 
-Each test below is one way in: a library call on a custom op, the ``gradcheck``
+Each test below is one way in: a library call on a custom op, the ``gradchecker``
 fixture, a marker that turns every case of a case file into a test of its own, and a
 Hypothesis property over random formulas.
 """
@@ -34,9 +34,9 @@ def test_swish_matches_its_formula():
     gc.assert_op(Swish, "x * sigmoid(x)", {"x": (32,)}, dtype="float32")
 
 
-def test_a_formula_with_the_fixture(gradcheck):
-    result = gradcheck.check("sum(tanh(x @ W + b) ** 2)", {"x": (4, 3), "W": (3, 2),
-                                                           "b": (2,)})
+def test_a_formula_with_the_fixture(gradchecker):
+    result = gradchecker.check("sum(tanh(x @ W + b) ** 2)", {"x": (4, 3), "W": (3, 2),
+                                                             "b": (2,)})
     assert result.status == "passed"
 
 

@@ -1,8 +1,10 @@
 """gradcheck's pytest plugin (entry point ``pytest11``; active wherever gradcheck is
 installed).
 
-* The ``gradcheck`` fixture: ``run_case_file``, ``check_op``/``assert_op`` and
+* The ``gradchecker`` fixture: ``run_case_file``, ``check_op``/``assert_op`` and
   ``check``/``assert_gradients``, the library calls of :mod:`gradcheck` from a test.
+  (Named so as to shadow neither the module in a test that imports it nor the standard
+  library's ``gc``; ``gradcheck``, its name in 0.1.0, is a deprecated alias.)
 * ``@pytest.mark.gradcheck_cases("cases/", dtype=None, k=None)`` on a test function that
   takes a ``gradcheck_case`` argument: every case of the case files (in every dtype) is a
   test item of its own, ``test_name[file::case[dtype]]``. The item fails with the case's
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -292,7 +295,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 # --------------------------------------------------------------------------- fixture
 
 class GradcheckFixture:
-    """What the ``gradcheck`` fixture returns: gradcheck's library calls, from a test.
+    """What the ``gradchecker`` fixture returns: gradcheck's library calls, from a test.
 
     Relative paths are resolved against the folder of the test file. Cases run through
     :meth:`run_case_file` go into the ``--gradcheck-report``; ``check``/``check_op``
@@ -342,7 +345,7 @@ class GradcheckFixture:
         return _api("assert_gradients")(expr, inputs, **options)
 
     def __repr__(self) -> str:
-        return f"<gradcheck fixture for {self._node.nodeid}>"
+        return f"<gradchecker fixture for {self._node.nodeid}>"
 
 
 def _api(name: str):
@@ -355,9 +358,28 @@ def _api(name: str):
 
 
 @pytest.fixture
-def gradcheck(request: pytest.FixtureRequest) -> GradcheckFixture:
+def gradchecker(request: pytest.FixtureRequest) -> GradcheckFixture:
     """gradcheck's library calls (``run_case_file``, ``check_op``, ``assert_op``,
     ``check``, ``assert_gradients``) with paths relative to the test file."""
+    return GradcheckFixture(request)
+
+
+#: what the deprecated ``gradcheck`` fixture warns
+FIXTURE_RENAMED = ("the gradcheck fixture is deprecated and will be removed in the next "
+                   "release: use gradchecker, the same fixture under a name that does not "
+                   "shadow the gradcheck module (def test_x(gradchecker): ...)")
+
+
+@pytest.fixture
+def gradcheck(request: pytest.FixtureRequest) -> GradcheckFixture:
+    """Deprecated alias of :func:`gradchecker` (its name in gradcheck 0.1.0, which
+    shadowed the module in tests that import it): the same fixture, with a
+    :class:`pytest.PytestDeprecationWarning` that names the new one."""
+    path, line, _ = request.node.reportinfo()
+    # at the test that asks for it, not at this line of the plugin
+    warnings.warn_explicit(FIXTURE_RENAMED, pytest.PytestDeprecationWarning,
+                           filename=str(path), lineno=(line or 0) + 1,
+                           module=getattr(request.module, "__name__", None))
     return GradcheckFixture(request)
 
 

@@ -1,7 +1,8 @@
-"""The pytest plugin end to end, through pytest's ``pytester``: the ``gradcheck`` fixture,
-the ``gradcheck_cases`` marker (one item per case and dtype), ``--gradcheck-report`` (also
-under pytest-xdist), the ``--gradcheck-collect`` collector, and a plugin module that
-imports neither torch nor SymPy."""
+"""The pytest plugin end to end, through pytest's ``pytester``: the ``gradchecker`` fixture
+(and ``gradcheck``, its deprecated alias), the ``gradcheck_cases`` marker (one item per
+case and dtype), ``--gradcheck-report`` (also under pytest-xdist), the
+``--gradcheck-collect`` collector, and a plugin module that imports neither torch nor
+SymPy."""
 
 from __future__ import annotations
 
@@ -130,22 +131,22 @@ def test_fixture_assert_op_passes_a_correct_op_and_explains_a_wrong_one(pytester
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(OPS + textwrap.dedent('''
 
-        def test_correct(gradcheck):
-            result = gradcheck.assert_op(Swish, "x * sigmoid(x)", {"x": (5,)}, points=1)
+        def test_correct(gradchecker):
+            result = gradchecker.assert_op(Swish, "x * sigmoid(x)", {"x": (5,)}, points=1)
             assert result.status == "passed"
-            assert gradcheck.check_op(Swish, "x * sigmoid(x)", {"x": (5,)},
-                                      points=1).status == "passed"
+            assert gradchecker.check_op(Swish, "x * sigmoid(x)", {"x": (5,)},
+                                        points=1).status == "passed"
 
 
-        def test_wrong(gradcheck):
-            gradcheck.assert_op(SwishSignFlipped, "x * sigmoid(x)", {"x": (5,)}, points=1)
+        def test_wrong(gradchecker):
+            gradchecker.assert_op(SwishSignFlipped, "x * sigmoid(x)", {"x": (5,)}, points=1)
         '''))
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     assert "GradientMismatch" in out and "sign flipped" in out
     # the helper frames are hidden: the traceback points at the test's own line
-    assert "gradcheck.assert_op(SwishSignFlipped" in out
+    assert "gradchecker.assert_op(SwishSignFlipped" in out
     assert "def assert_op(self" not in out
 
 
@@ -154,14 +155,14 @@ def test_fixture_delegates_check_and_assert_gradients_at_call_time(pytester):
         import gradcheck as gc
 
 
-        def test_delegates(gradcheck, monkeypatch):
+        def test_delegates(gradchecker, monkeypatch):
             monkeypatch.setattr(gc, "check", lambda e, i, **o: ("check", e, i, o),
                                 raising=False)
             monkeypatch.setattr(gc, "assert_gradients", lambda e, i, **o: ("assert", e, o),
                                 raising=False)
-            assert gradcheck.check("x*x", {"x": (2,)}, seed=3) == \\
+            assert gradchecker.check("x*x", {"x": (2,)}, seed=3) == \\
                 ("check", "x*x", {"x": (2,)}, {"seed": 3})
-            assert gradcheck.assert_gradients("x", {}, points=1) == \\
+            assert gradchecker.assert_gradients("x", {}, points=1) == \\
                 ("assert", "x", {"points": 1})
         ''')
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
@@ -170,12 +171,51 @@ def test_fixture_delegates_check_and_assert_gradients_at_call_time(pytester):
 def test_fixture_run_case_file_resolves_against_the_test_files_folder(project):
     (project.path / "tests" / "test_marked.py").unlink()
     (project.path / "tests" / "test_file.py").write_text(textwrap.dedent('''
-        def test_run(gradcheck):
-            result = gradcheck.run_case_file("cases/a.toml", dtype="float64")
+        def test_run(gradchecker):
+            result = gradchecker.run_case_file("cases/a.toml", dtype="float64")
             assert [(c.name, c.status) for c in result.cases] == \\
                 [("square", "passed"), ("flip", "failed"), ("caught", "passed")]
         '''))
     project.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_fixture_gradchecker_leaves_the_module_and_gc_alone(pytester):
+    """A test that imports gradcheck (and gc) still sees the modules beside the fixture,
+    which warns nothing."""
+    pytester.makepyfile("""
+        import gc
+
+        import gradcheck
+
+
+        def test_both(gradchecker):
+            assert gradcheck.check("x*x", {"x": (2,)}, points=1).status == "passed"
+            assert gradchecker.check("x*x", {"x": (2,)}, points=1).status == "passed"
+            assert callable(gc.collect) and "gradchecker fixture" in repr(gradchecker)
+        """)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-W", "error::DeprecationWarning")
+    result.assert_outcomes(passed=1)
+    assert "deprecated" not in result.stdout.str()
+
+
+def test_fixture_gradcheck_is_a_deprecated_alias_that_names_gradchecker(pytester):
+    """The fixture's name in 0.1.0 still works, for one release, with a
+    PytestDeprecationWarning (a DeprecationWarning) at the test that asks for it."""
+    pytester.makepyfile(test_old="""
+        def test_old(gradcheck):
+            assert gradcheck.check("x*x", {"x": (2,)}, points=1).status == "passed"
+        """)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, warnings=1)
+    out = result.stdout.str()
+    assert "PytestDeprecationWarning: the gradcheck fixture is deprecated" in out
+    assert "use gradchecker" in out
+    assert "test_old.py:1: PytestDeprecationWarning" in out   # at the def of the test
+    assert issubclass(pytest.PytestDeprecationWarning, DeprecationWarning)
+    # as any DeprecationWarning: an error where a project makes those errors
+    strict = pytester.runpytest("-p", "no:cacheprovider", "-W", "error::DeprecationWarning")
+    strict.assert_outcomes(errors=1)
+    assert "use gradchecker" in strict.stdout.str()
 
 
 # --------------------------------------------------------------------------- marker
@@ -242,8 +282,8 @@ def test_marker_errors_are_collection_errors(project):
 
 def test_report_holds_every_case_of_the_session(project):
     (project.path / "tests" / "test_more.py").write_text(textwrap.dedent('''
-        def test_run(gradcheck):
-            assert gradcheck.run_case_file("cases/a.toml", k="square").cases
+        def test_run(gradchecker):
+            assert gradchecker.run_case_file("cases/a.toml", k="square").cases
         '''))
     result = project.runpytest("-p", "no:cacheprovider", "--gradcheck-report=out/report.json")
     result.assert_outcomes(passed=4, failed=2)
