@@ -312,3 +312,35 @@ def test_the_colour_of_stdout_and_stderr_is_decided_apart(capsys, project, monke
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     _, out, _ = gc(capsys, "run", "cases.toml", "-k", "fine", "--witness", "torch")
     assert ESC not in out and displays[-1]["color"] is True
+
+
+# --------------------------------------------------------------------------- a CI step
+
+def test_a_ci_step_end_to_end_in_a_real_process(project):
+    """`gradcheck run -q` with no PATH in a real process under GitHub Actions: the
+    configured cases and reports, the job summary appended, the log without progress."""
+    import subprocess
+
+    (project / "pyproject.toml").write_text(
+        '[tool.gradcheck]\npaths = ["cases.toml"]\nwitnesses = ["torch"]\n'
+        'reports = ["junit:reports/gradcheck.xml", "json:reports/gradcheck.json"]\n',
+        encoding="utf-8")
+    summary = project / "summary.md"
+    summary.write_text("earlier step\n", encoding="utf-8")
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    for name in ("NO_COLOR", "FORCE_COLOR"):
+        env.pop(name, None)
+    quiet = subprocess.run([sys.executable, "-m", "gradcheck", "run", "-q"], cwd=project,
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == ExitCode.MISMATCH, quiet.stderr
+    assert quiet.stderr == ""
+    lines = quiet.stdout.splitlines()
+    assert [line.split()[0] for line in case_lines(quiet.stdout)] == ["FAIL"]
+    assert lines[-3].startswith("::error file=cases.toml,line=8,")
+    assert lines[-2:] == ["report written to reports/gradcheck.xml (junit)",
+                          "report written to reports/gradcheck.json (json)"]
+    assert ESC not in quiet.stdout
+    assert json.loads((project / "reports" / "gradcheck.json").read_text())[
+        "summary"]["failed"] == 1
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("earlier step\n") and text.count("## ❌ gradcheck:") == 1
