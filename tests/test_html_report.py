@@ -1,0 +1,286 @@
+"""The HTML report and the error maps it draws: a real failing run (custom ops whose
+backward is wrong, beside passing cases, one with a name that is HTML) rendered to one
+self-contained page; the maps checked against a brute-force computation of the same
+numbers, slab cuts along every kind of axis included."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+from conftest import SQUARE_OP
+from gradcheck.compare import Tally
+from gradcheck.errormap import GRID, view
+from gradcheck.report import render
+from gradcheck.report.html import render_html
+from gradcheck.result import HIST_EXPONENTS, PASSED, ErrorMap, RunResult
+
+HOSTILE = "<script>alert(1)</script>"
+OPS = '''
+import torch
+
+class MatMulTransposed(torch.autograd.Function):
+    """x @ W whose backward returns the transpose of W's gradient."""
+    @staticmethod
+    def forward(ctx, x, W):
+        ctx.save_for_backward(x, W)
+        return x @ W
+
+    @staticmethod
+    def backward(ctx, g):
+        x, W = ctx.saved_tensors
+        return g @ W.T, (x.T @ g).T
+
+
+class SquareDoubled(torch.autograd.Function):
+    """x * x whose backward is twice the gradient."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 4 * x * g
+''' + SQUARE_OP
+
+CASES = f'''
+[[case]]
+name = "matmul-transposed"
+op = "wrong_ops:MatMulTransposed"
+reference = "x @ W"
+inputs.x = {{ shape = [3, 4] }}
+inputs.W = {{ shape = [4, 4] }}
+points = 1
+
+[[case]]
+name = "tanh-ok"
+expr = "tanh(x)"
+inputs.x = {{ shape = [4] }}
+points = 1
+
+[[case]]
+name = "{HOSTILE}"
+op = "wrong_ops:SquareDoubled"
+reference = "x**2"
+inputs.x = {{ shape = [5] }}
+points = 1
+
+[[case]]
+name = "square-ok"
+op = "wrong_ops:Square"
+reference = "x**2"
+inputs.x = {{ shape = [3] }}
+points = 1
+'''
+
+
+def failing_run(folder) -> RunResult:
+    """A real run of four cases, two of them wrong ops (shared with test_browser)."""
+    import gradcheck
+
+    (folder / "wrong_ops.py").write_text(OPS)
+    path = folder / "cases.toml"
+    path.write_text(CASES)
+    return gradcheck.run(path)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> RunResult:
+    return failing_run(tmp_path_factory.mktemp("html"))
+
+
+@pytest.fixture(scope="module")
+def page(run) -> str:
+    return render_html(run)
+
+
+class Page(HTMLParser):
+    """Every start tag with its attributes, and the text of every script."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+        if self._in_script:
+            self.scripts.append("")
+
+    def handle_endtag(self, tag):
+        self._in_script = False
+
+    def handle_data(self, data):
+        if self._in_script:
+            self.scripts[-1] += data
+
+    def all(self, tag: str) -> list[dict]:
+        return [a for t, a in self.tags if t == tag]
+
+
+def test_the_run_fails_where_the_ops_are_wrong(run):
+    status = {c.name: c.status for c in run.cases}
+    assert status == {"matmul-transposed": "failed", "tanh-ok": "passed",
+                      HOSTILE: "failed", "square-ok": "passed"}
+
+
+def test_the_page_is_self_contained(page):
+    parsed = Page(page)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "http://" not in page and "https://" not in page and "url(" not in page
+    for tag, attrs in parsed.tags:
+        for key in ("src", "href", "action", "data"):
+            value = attrs.get(key)
+            assert value is None or value.startswith(("data:image/png;base64,", "#")), \
+                (tag, key, value[:80])
+    assert parsed.all("link") == [] and parsed.all("iframe") == []
+    assert [a for a in parsed.all("script") if "src" in a] == []
+
+
+def test_a_case_named_like_html_is_text_not_markup(page):
+    parsed = Page(page)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert HOSTILE not in page
+    assert len(parsed.scripts) == 1 and "alert(1)" not in parsed.scripts[0]
+
+
+def test_the_summary_and_every_case_in_file_order(run, page):
+    assert '<span class="passed">2 passed</span>' in page
+    assert '<span class="failed">2 failed</span>' in page
+    rows = re.findall(r'<td data-key="name" data-sort="([^"]*)"', page)
+    assert rows == ["matmul-transposed", "tanh-ok", "&lt;script&gt;alert(1)&lt;/script&gt;",
+                    "square-ok"]
+    assert 'id="incomplete"' not in page
+
+
+def _section(page: str, i: int) -> str:
+    m = re.search(f'<section class="case" id="case-{i}">(.*?)</section>', page, re.S)
+    return m.group(1) if m else ""
+
+
+def test_pictures_and_diagnosis_for_the_failing_cases_only(run, page):
+    images = Page(page).all("img")
+    maps = sum(len(w.error_maps) for c in run.cases for w in c.witnesses)
+    assert len(images) == 2 * maps >= 4
+    for img in images:   # real PNGs
+        data = base64.b64decode(img["src"].split(",", 1)[1])
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
+    matmul = _section(page, 0)
+    assert "W.grad is the transpose of the exact gradient" in matmul
+    assert 'alt="heat map of W.grad"' in matmul and "worst elements" in matmul
+    assert 'alt="heat map of d out0 / d W"' in matmul       # the Jacobian's
+    assert "2 times the exact gradient" in _section(page, 2)
+    assert _section(page, 1) == "" and _section(page, 3) == ""   # passing: a row only
+    assert page.count("<img") == len(images)
+
+
+def test_error_maps_are_kept_for_failing_witnesses_only(run):
+    data = run.to_dict()
+    for case in data["cases"]:
+        for name, w in case["witnesses"].items():
+            assert ("error_maps" in w) == (w["status"] != PASSED and w["mismatched"] > 0
+                                           and w["checked"] > 0), (case["name"], name)
+    matmul = run.cases[0]
+    (grad,) = [m for m in matmul.witness("op.backward").error_maps]
+    assert (grad.quantity, grad.shape, grad.view, grad.cell) == ("W.grad", (4, 4), (4, 4),
+                                                                 (1, 1))
+    # the transpose is right on the diagonal only
+    diagonal = [abs(grad.grid[i][i]) for i in range(4)]
+    assert max(diagonal) <= 1 < min(abs(grad.grid[i][j]) for i in range(4)
+                                    for j in range(4) if i != j)
+    jac = next(m for m in matmul.witness("op.jacobian").error_maps if m.quantity.endswith("W"))
+    assert (jac.kind, jac.shape, jac.view) == ("jacobian", (12, 4, 4), (12, 16))
+    doubled = run.cases[2].witness("op.backward").error_maps[0]
+    assert doubled.view == (1, 5) and all(abs(x) > 1 for x in doubled.grid[0])
+
+
+def test_round_trip_keeps_the_maps_exactly(run):
+    data = run.to_dict()
+    again = RunResult.from_dict(json.loads(json.dumps(data)))
+    assert again.to_dict() == data
+    assert [w.error_maps for c in again.cases for w in c.witnesses] == \
+        [w.error_maps for c in run.cases for w in c.witnesses]
+    assert json.loads(render(run, "json"))["cases"] == data["cases"]
+
+
+# --------------------------------------------------------------------------- the maps
+
+
+def _brute(got, exp, tol):
+    """The map of :mod:`gradcheck.errormap` computed from whole arrays at once."""
+    signed = ((got - exp) / tol).reshape(view(exp.shape))
+    rows, cols = signed.shape
+    step = (-(-rows // GRID), -(-cols // GRID))
+    cells = (-(-rows // step[0]), -(-cols // step[1]))
+    padded = np.zeros((cells[0] * step[0], cells[1] * step[1]))
+    padded[:rows, :cols] = signed
+    blocks = padded.reshape(cells[0], step[0], cells[1], step[1]).transpose(0, 2, 1, 3)
+    blocks = blocks.reshape(cells[0], cells[1], -1)
+    pick = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=2)[..., None], 2)[..., 0]
+    counts = np.bincount(np.searchsorted(10.0 ** np.array(HIST_EXPONENTS),
+                                         np.abs(signed).ravel()), minlength=26)
+    return pick, step, counts
+
+
+@pytest.mark.parametrize("shape", [(50, 7), (300, 500), (3, 400, 70), (200_000,), ()])
+def test_the_map_is_the_brute_force_one_whatever_the_slabs(shape):
+    rng = np.random.default_rng(7)
+    exp = rng.standard_normal(shape)
+    got = exp + rng.standard_normal(shape) * 10.0 ** rng.uniform(-8, 0, shape)
+    tol = np.full(shape, 1e-3)
+    tally = Tally("w", "float64")
+    tally.add_quantities({"q": got}, {"q": exp}, 0, {"q": tol})
+    (m,) = tally.result().error_maps
+    pick, step, counts = _brute(got, exp, tol)
+    assert m.view == view(shape) and m.cell == step and m.shape == shape
+    assert np.allclose(np.array(m.grid), pick, rtol=5e-3, atol=0)
+    assert m.counts == tuple(counts) and m.total == exp.size
+    assert m.mismatched == tally.mismatched == int(np.count_nonzero(np.abs(got - exp) > tol))
+    assert len(m.grid) <= GRID and len(m.grid[0]) <= GRID
+
+
+def test_a_large_quantity_is_mapped_from_the_point_where_it_differs():
+    exp = np.ones((400, 300))
+    tally = Tally("w", "float64")
+    tally.add_quantities({"q": exp}, {"q": exp}, 0, {"q": 1e-9})    # agrees
+    assert "q" not in tally.maps                 # nothing spent on a passing layer
+    bad = exp.copy()
+    bad[390, 299] = 1.5                          # in the last slab
+    tally.add_quantities({"q": bad}, {"q": exp}, 1, {"q": 1e-9})
+    (m,) = tally.result().error_maps
+    assert m.total == exp.size and m.mismatched == 1
+    assert m.grid[390 // m.cell[0]][299 // m.cell[1]] == pytest.approx(5e8, rel=1e-2)
+    assert sum(abs(x) > 1 for row in m.grid for x in row) == 1
+    assert sum(m.counts) == exp.size and m.counts[0] == exp.size - 1
+
+
+def test_a_passing_witness_keeps_no_map_and_maps_can_be_off():
+    exp = np.arange(6.0).reshape(2, 3)
+    tally = Tally("w", "float64")
+    tally.add_quantities({"q": exp}, {"q": exp}, 0, {"q": 1e-9})
+    assert tally.result().error_maps == () and "error_maps" not in tally.result().to_dict()
+    off = Tally("w", "float64")
+    off.maps = None
+    off.add_quantities({"q": exp + 1}, {"q": exp}, 0, {"q": 1e-9})
+    assert off.result().status == "failed" and off.result().error_maps == ()
+
+
+def test_pictures_draw_infinite_and_missing_cells():
+    from gradcheck.report.pictures import heat_map, histogram
+
+    m = ErrorMap("x.grad·u ##[x] $\\alpha$", (3,), (1, 3), (1, 1),
+                 ((float("inf"), float("nan"), -0.5),), (1,) * 26, 1, 3)
+    for draw in (heat_map, histogram):
+        url = draw(m)
+        assert base64.b64decode(url.split(",", 1)[1]).startswith(b"\x89PNG")
