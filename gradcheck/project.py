@@ -3,7 +3,9 @@
 
 Settings live with the project, not in case files: a case file is data that anyone may
 hand to a run, while the pyproject is the project's own word (it says, for one, which
-installed modules a case's ``op`` may import: ``allow-op-modules``)."""
+installed modules a case's ``op`` may import: ``allow-op-modules``). ``gradcheck run``
+takes its settings from the table found from the current folder (its keys, and how the
+command line overrides them: :mod:`gradcheck.run_config`)."""
 
 from __future__ import annotations
 
