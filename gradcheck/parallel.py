@@ -2,9 +2,11 @@
 :mod:`gradcheck.pool`: one by default on the command line, ``--jobs N`` for more), in
 this process (:class:`Serial`: ``--in-process``, and the library's ``gradcheck.run``
 by default) or on a Dask distributed cluster (``--scheduler ADDRESS``, :class:`Dask`).
-Each is an :class:`Executor`: ``map(runs, timeout=...)`` yields ``(index, result)`` for
-each (case, dtype) run as it completes, and :func:`gradcheck.runner.run` puts the
-results back in the runs' order, so every executor gives the report a serial run gives.
+Each is an :class:`Executor`: ``map(runs, timeout=..., started=...)`` yields ``(index,
+result)`` for each (case, dtype) run as it completes, calling ``started(index)`` as
+each begins (what a progress display shows running), and :func:`gradcheck.runner.run`
+puts the results back in the runs' order, so every executor gives the report a serial
+run gives.
 
 What travels to a worker is a :class:`~gradcheck.tasks.Task` holding the validated
 :class:`~gradcheck.cases.Case` itself (pickled; its formula DAG is written out
@@ -24,7 +26,7 @@ guarded`).
 
 from __future__ import annotations
 
-from typing import Generator, Iterator, Protocol
+from typing import Callable, Generator, Iterator, Protocol
 
 from .cases import Case
 from .pool import Pool
@@ -40,11 +42,14 @@ CONNECT_TIMEOUT = "10s"   # to reach a Dask scheduler
 class Executor(Protocol):
     """Runs (case, dtype) pairs; what :func:`gradcheck.runner.run` hands its runs to."""
 
-    def map(self, runs: list[tuple[Case, str]], *, timeout: float | None
+    def map(self, runs: list[tuple[Case, str]], *, timeout: float | None,
+            started: Callable[[int], None] | None = None
             ) -> Generator[tuple[int, CaseResult], None, None]:
         """``(index in runs, result)`` for every run, each as it completes; ``timeout``
-        (seconds, None: none) is each run's time limit. Closing the generator early
-        stops what is still running (the workers are killed)."""
+        (seconds, None: none) is each run's time limit. ``started(index)`` is called,
+        in the caller's thread, as a run begins (as near that as the executor can
+        tell). Closing the generator early stops what is still running (the workers
+        are killed)."""
         ...
 
 
@@ -69,9 +74,11 @@ class Serial:
     """In this process, one run after the other; a case's reference is built once for
     all its dtypes."""
 
-    def map(self, runs, *, timeout):
+    def map(self, runs, *, timeout, started=None):
         cache: dict = {}
         for index, (case, dtype) in enumerate(runs):
+            if started is not None:
+                started(index)
             yield index, guarded(case, dtype, cache=cache, timeout=timeout)
 
 
@@ -92,13 +99,13 @@ class Dask:
     def __init__(self, address: str):
         self.address = address
 
-    def map(self, runs, *, timeout):
+    def map(self, runs, *, timeout, started=None):
         tasks = tasks_of(runs, timeout)
         if not tasks:
             return
         distributed, client = _connect(self.address)
         try:
-            yield from _dask_results(distributed, client, tasks)
+            yield from _dask_results(distributed, client, tasks, started)
         finally:
             client.close()
 
@@ -121,7 +128,9 @@ def _connect(address: str):
     return distributed, client
 
 
-def _dask_results(distributed, client, tasks: list[Task]) -> Iterator[tuple[int, CaseResult]]:
+def _dask_results(distributed, client, tasks: list[Task],
+                  started: Callable[[int], None] | None = None
+                  ) -> Iterator[tuple[int, CaseResult]]:
     def gather(future, task: Task) -> CaseResult:
         try:
             return future.result()
@@ -138,6 +147,11 @@ def _dask_results(distributed, client, tasks: list[Task]) -> Iterator[tuple[int,
         future = client.submit(execute, t, key=f"gradcheck-{t.run_id}-{t.index}",
                                pure=False)
         futures[future.key] = (future, t)
+        # A run starts here as far as a display can tell: when a Dask worker takes it up
+        # is the scheduler's business (a plugin on it would tell, at the cost of a
+        # round trip per task), so queued runs show as running too.
+        if started is not None:
+            started(t.index)
     # KilledWorker: the workers that ran the task died, as many times as the scheduler's
     # allowed-failures setting allows. It may also hit a case that was merely queued on
     # a dying worker, so each such case runs again afterwards, alone on the cluster,

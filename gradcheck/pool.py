@@ -144,7 +144,7 @@ class Pool:
     def __init__(self, jobs: int):
         self.jobs = jobs
 
-    def map(self, runs, *, timeout):
+    def map(self, runs, *, timeout, started=None):
         tasks = tasks_of(runs, timeout, grace(timeout) if timeout else 0.0)
         if not tasks:
             return
@@ -156,7 +156,7 @@ class Pool:
         finished = False
         try:
             while pending or any(w.task for w in workers):
-                self._dispatch(workers, pending)
+                self._dispatch(workers, pending, started)
                 _wait_for(workers)
                 for w in list(workers):
                     yield from _collect(w, workers)
@@ -169,14 +169,18 @@ class Pool:
             for w in workers:
                 w.join()
 
-    def _dispatch(self, workers: list, pending: deque) -> None:
-        """Start the workers still wanted, and hand each idle ready one a task."""
+    def _dispatch(self, workers: list, pending: deque, started=None) -> None:
+        """Start the workers still wanted, and hand each idle ready one a task: a worker
+        holds one task at a time, so this is when its run starts (``started``)."""
         busy = sum(w.task is not None for w in workers)
         while len(workers) < min(self.jobs, len(pending) + busy):
             workers.append(_Worker())
         for w in workers:
             if w.ready and w.task is None and pending:
-                w.send(pending.popleft())
+                task = pending.popleft()
+                if started is not None:
+                    started(task.index)
+                w.send(task)
 
 
 def _deadline(w: _Worker) -> float | None:

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import signal
 import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .cases import Case, read_paths
+from .cases import Case, read_entries
 # run_case and the helpers below are imported from here by callers of the runner that
 # predate gradcheck.checking: they stay importable from this module
 from .checking import (OP_CRASHED, OP_RAISED, TIMEOUT, cotangent, file_error,  # noqa: F401
                        op_failure, preflight, run_case)
+from .errors import CaseFileError
 from .interrupts import Interrupted, stop_on
 from .parallel import executor
 from .result import CaseResult, RunResult
@@ -103,8 +105,12 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
 
     ``jobs`` > 1 (0: one per CPU) runs the cases in that many worker processes,
     ``scheduler`` on the Dask cluster at that address (see :mod:`gradcheck.parallel`);
-    the result is the same as a serial run's, in the same order. ``progress(n, total,
-    result)`` is called as each result comes in.
+    the result is the same as a serial run's, in the same order: file order, where a
+    case-file error stands in the place of its case (or of its file, unreadable).
+    ``progress(n, total, result)`` is called as each result comes in, and
+    ``progress.started(case, dtype)``, where ``progress`` has that attribute, as each
+    run begins (see :meth:`gradcheck.parallel.Executor.map`); :func:`gradcheck.progress.
+    display` makes such a ``progress``.
 
     Raises:
         CaseFileError: a path does not exist or is not a case file.
@@ -113,23 +119,18 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
         ValueError: ``jobs`` is negative.
     """
     start = time.perf_counter()
-    # the file errors, then a place for each run's result (None until it comes in)
+    # a place for each result in file order (None until a run's comes in)
     done: list[CaseResult | None] = []
     try:
         # Interrupted, unlike a KeyboardInterrupt an op raises (gradcheck.tasks.guarded)
         with stop_on(signal.SIGINT, only_default=True):
-            cases, errors = read_paths(paths)
-            # A file that cannot be read at all (no case name) is reported whatever -k says.
-            done += [file_error(e) for e in errors
-                     if not keyword or e.case is None or keyword in e.case]
-            runs = select(cases, keyword=keyword, dtype=dtype, seed=seed, points=points,
-                          witnesses=witnesses, device=device,
-                          extreme_points=extreme_points,
-                          strict_shapes=strict_shapes or None,
-                          allow_op_modules=allow_op_modules)
-            done += [None] * len(runs)
-            _execute(executor(jobs, scheduler, isolate=isolate), runs, timeout, progress,
-                     done)
+            runs_of = functools.partial(
+                select, keyword=keyword, dtype=dtype, seed=seed, points=points,
+                witnesses=witnesses, device=device, extreme_points=extreme_points,
+                strict_shapes=strict_shapes or None, allow_op_modules=allow_op_modules)
+            runs, places = _lay_out(read_entries(paths), runs_of, keyword, done)
+            _execute(executor(jobs, scheduler, isolate=isolate), runs, places, timeout,
+                     progress, done)
     except Interrupted as stop:
         stop.result = RunResult(tuple(r for r in done if r is not None),
                                 time.perf_counter() - start, interrupted=stop.name,
@@ -138,25 +139,48 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
     return RunResult(tuple(done), time.perf_counter() - start)
 
 
-def _execute(on, runs: list[tuple[Case, str]], timeout: float | None, progress,
-             done: list) -> None:
-    """The results of ``runs`` on the executor ``on``, each put in its place at the end
-    of ``done`` (the last ``len(runs)`` places) as it comes in."""
-    first = len(done) - len(runs)
+def _lay_out(entries: list, runs_of, keyword: str | None,
+             done: list) -> tuple[list[tuple[Case, str]], list[int]]:
+    """The runs of the cases and errors in ``entries`` (file order), and where each
+    run's result goes in ``done``; the errors' results are put in theirs, and a None
+    for each run."""
+    runs: list[tuple[Case, str]] = []
+    places: list[int] = []
+    for entry in entries:
+        if isinstance(entry, CaseFileError):
+            # a file that cannot be read at all (no case name) is reported whatever
+            # -k says
+            if not keyword or entry.case is None or keyword in entry.case:
+                done.append(file_error(entry))
+            continue
+        for one in runs_of([entry]):
+            places.append(len(done))
+            runs.append(one)
+            done.append(None)
+    return runs, places
+
+
+def _execute(on, runs: list[tuple[Case, str]], places: list[int], timeout: float | None,
+             progress, done: list) -> None:
+    """The results of ``runs`` on the executor ``on``, each put in its place in ``done``
+    (``places[i]`` for ``runs[i]``) as it comes in; ``progress`` told of each."""
     # what can be refused unrun is answered here, before any worker is started
     answered = {i: preflight(case, dtype) for i, (case, dtype) in enumerate(runs)}
     rest = [i for i, result in answered.items() if result is None]
     n = 0
     for i, result in answered.items():
         if result is not None:
-            done[first + i] = result
+            done[places[i]] = result
             n += 1
             if progress is not None:
                 progress(n, len(runs), result)
     if not rest:
         return
-    with contextlib.closing(on.map([runs[i] for i in rest], timeout=timeout)) as results:
+    began = getattr(progress, "started", None)
+    started = None if began is None else (lambda k: began(*runs[rest[k]]))
+    with contextlib.closing(on.map([runs[i] for i in rest], timeout=timeout,
+                                   started=started)) as results:
         for n, (index, result) in enumerate(results, n + 1):
-            done[first + rest[index]] = result
+            done[places[rest[index]]] = result
             if progress is not None:
                 progress(n, len(runs), result)

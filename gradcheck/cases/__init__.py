@@ -19,9 +19,10 @@ from .model import (DEVICES, DOMAINS, DTYPES, EXTREME_POINTS, FORMULA_WITNESSES,
                     MAX_POINTS, SUFFIXES, WITNESSES, Case, InputSpec, in_domain)
 from .reader import DEFAULT_KEYS, CaseReader
 
-__all__ = ["Case", "InputSpec", "read_file", "read_paths", "case_files", "load_cases",
-           "case_from_dict", "in_domain", "DTYPES", "WITNESSES", "FORMULA_WITNESSES",
-           "DEVICES", "DOMAINS", "GRADIENTS", "SUFFIXES", "MAX_POINTS", "EXTREME_POINTS"]
+__all__ = ["Case", "InputSpec", "read_file", "read_paths", "read_entries", "case_files",
+           "load_cases", "case_from_dict", "in_domain", "DTYPES", "WITNESSES",
+           "FORMULA_WITNESSES", "DEVICES", "DOMAINS", "GRADIENTS", "SUFFIXES", "MAX_POINTS",
+           "EXTREME_POINTS"]
 
 
 def read_file(path: str | Path) -> tuple[list[Case], list[CaseFileError]]:
@@ -29,47 +30,58 @@ def read_file(path: str | Path) -> tuple[list[Case], list[CaseFileError]]:
 
     A file that cannot be read or parsed at all gives no cases and one error.
     """
-    path = Path(path)
+    return _split(_file_entries(Path(path)))
+
+
+def _file_entries(path: Path) -> list[Case | CaseFileError]:
+    """The cases of one file, each invalid one's error in its place (a file that
+    cannot be read at all: its one error)."""
     file = str(path)
     try:
         data, lines = read_text(path)
     except CaseFileError as exc:
-        return [], [exc]
+        return [exc]
     if not isinstance(data, dict):
-        return [], [CaseFileError("the file must be a table with [[case]] entries", file=file)]
+        return [CaseFileError("the file must be a table with [[case]] entries", file=file)]
     extra = sorted(map(str, set(data) - {"defaults", "case"}))
     if extra:
-        return [], [CaseFileError(f"unknown top-level key {', '.join(extra)} (allowed: "
-                                  "defaults, case)", file=file)]
+        return [CaseFileError(f"unknown top-level key {', '.join(extra)} (allowed: "
+                              "defaults, case)", file=file)]
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
-        return [], [CaseFileError("[defaults] must be a table", file=file)]
+        return [CaseFileError("[defaults] must be a table", file=file)]
     bad = sorted(map(str, set(defaults) - DEFAULT_KEYS))
     if bad:
-        return [], [CaseFileError(f"unknown key {', '.join(bad)} in [defaults] (allowed: "
-                                  f"{', '.join(sorted(DEFAULT_KEYS))})", file=file)]
+        return [CaseFileError(f"unknown key {', '.join(bad)} in [defaults] (allowed: "
+                              f"{', '.join(sorted(DEFAULT_KEYS))})", file=file)]
     raws = data.get("case", [])
     if not isinstance(raws, list):
-        return [], [CaseFileError("case must be an array of tables ([[case]])", file=file)]
-    cases, errors, seen = [], [], {}
+        return [CaseFileError("case must be an array of tables ([[case]])", file=file)]
+    entries: list[Case | CaseFileError] = []
+    seen: dict[str, int | None] = {}
     for index, raw in enumerate(raws):
         reader = CaseReader(raw, index, file, lines, defaults)
         try:
             case = reader.read()
         except CaseFileError as exc:
-            errors.append(exc)
+            entries.append(exc)
             continue
         except (RecursionError, MemoryError) as exc:   # past the budgets: still the case's
-            errors.append(reader.fail(f"the case is too large or nests too deeply to be "
-                                      f"read ({type(exc).__name__})"))
+            entries.append(reader.fail(f"the case is too large or nests too deeply to be "
+                                       f"read ({type(exc).__name__})"))
             continue
         if case.name in seen:
-            errors.append(reader.fail(f"duplicate case name (first defined on line "
-                                      f"{seen[case.name]})", "name"))
+            entries.append(reader.fail(f"duplicate case name (first defined on line "
+                                       f"{seen[case.name]})", "name"))
             continue
         seen[case.name] = case.line
-        cases.append(case)
-    return cases, errors
+        entries.append(case)
+    return entries
+
+
+def _split(entries: list[Case | CaseFileError]) -> tuple[list[Case], list[CaseFileError]]:
+    cases = [e for e in entries if not isinstance(e, CaseFileError)]
+    return cases, [e for e in entries if isinstance(e, CaseFileError)]
 
 
 def case_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -95,14 +107,18 @@ def case_files(paths: Iterable[str | Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
+def read_entries(paths: Iterable[str | Path]) -> list[Case | CaseFileError]:
+    """Every case under ``paths`` in file order: the files as :func:`case_files` lists
+    them, each file's cases as written, the error of an invalid case in that case's
+    place and that of a file that cannot be read in the file's. A report keeps this
+    order, so a broken case is found next to its neighbours."""
+    return [entry for f in case_files(paths) for entry in _file_entries(f)]
+
+
 def read_paths(paths: Iterable[str | Path]) -> tuple[list[Case], list[CaseFileError]]:
-    """Cases and errors of every case file under ``paths``."""
-    cases, errors = [], []
-    for f in case_files(paths):
-        c, e = read_file(f)
-        cases += c
-        errors += e
-    return cases, errors
+    """Cases and errors of every case file under ``paths`` (each list in file order;
+    :func:`read_entries` keeps them in one)."""
+    return _split(read_entries(paths))
 
 
 def load_cases(path: str | Path) -> list[Case]:
