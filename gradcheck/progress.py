@@ -170,14 +170,15 @@ class _Shown:
 
     def _clock(self) -> None:
         """The thread: wait for the next moment something is due, do it, until
-        :meth:`end`. A stream that fails (closed, a broken pipe) stops only the clock."""
+        :meth:`end`. A stream that fails (closed, a broken pipe) stops only the clock:
+        a display must never add a traceback of its own to a run's output."""
         try:
             with self._cond:
                 while not self._stop:
                     self._cond.wait(self._wake_in())
                     if not self._stop:
                         self._tick(time.monotonic())
-        except (OSError, ValueError):
+        except Exception:
             pass
 
     # what each mode does
@@ -250,12 +251,10 @@ class _Live(_Shown):
         line = Text()
         if self.total is not None:
             line.append(f"[{self.n}/{self.total}]", style="bold")
-        for runs in self.running.values():
-            for run in runs:
-                if line:
-                    line.append(" ")
-                line.append(run.label)
-                line.append(f" {now - run.since:.1f}s", style="dim")
+        for i, run in enumerate(r for runs in self.running.values() for r in runs):
+            line.append(", " if i else " " if line else "")
+            line.append(run.label)
+            line.append(f" {now - run.since:.1f}s", style="dim")
         # one cell short of the width: a line that fills the last column wraps on
         # some terminals, and a carriage return would then redraw only its tail
         line.truncate(max(1, self.console.width - 1), overflow="ellipsis")

@@ -176,6 +176,8 @@ def test_live_mode_shows_the_running_case_and_erases_at_the_end():
         p.started(a_case("gelu"), "float32")
         p(2, 3, result("gelu", FAILED, dtype="float32"))
         p.started(a_case("tanh"), "float64")
+        p.started(a_case("relu"), "float16")
+        both = screen(out.getvalue())[-1]
         p(3, 3, result("tanh", ERROR))
     text = out.getvalue()
     assert ESC not in text
@@ -186,6 +188,8 @@ def test_live_mode_shows_the_running_case_and_erases_at_the_end():
         "[2/3] FAIL gelu (float32) 0.50s", "[3/3] ERROR tanh (float64) 0.50s"]
     assert shown[-1].strip() == ""
     assert "[1/3] gelu (float32)" in text   # the count, then what runs
+    assert re.fullmatch(r"\[2/3\] tanh \(float64\) \d\.\ds, relu \(float16\) \d\.\ds *",
+                        both), both
 
 
 def test_live_mode_in_colour_writes_colour_and_a_real_run_works(tmp_path):
@@ -198,6 +202,19 @@ def test_live_mode_in_colour_writes_colour_and_a_real_run_works(tmp_path):
     assert ESC in text and "one (float64)" in text and "two (float64)" in text
     assert screen(text)[-1].strip() == ""
     assert "\n" not in text   # nothing failed: nothing stays
+
+
+def test_the_live_line_fits_the_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "40")
+    out = io.StringIO()
+    with progress.display(out, mode="live", color=False) as p:
+        p(1, 9, result("done-already", PASSED))
+        for name in ("a-rather-long-name", "another-long-name", "and-more"):
+            p.started(a_case(name), "float64")
+        drawn = out.getvalue().split("\r")
+    assert max(len(d) for d in drawn) <= 39   # one short: no wrap at the last column
+    assert drawn[-1].startswith("[1/9] a-rather-long-name (float64) ")
+    assert drawn[-1].rstrip().endswith("\u2026")   # the rest cut, and said so
 
 
 @pytest.mark.parametrize("mode", ["live", "lines"])
