@@ -98,9 +98,10 @@ def publish(args, result) -> list[str]:
                              f"{exc.strerror or exc}")
             continue
         print(f"report written to {one_line(r.path)} ({r.fmt})", file=aside)
-    if args.step_summary and step_summary_file():
-        _append_step_summary(rendered("markdown"))
-    sys.stdout.flush()
+    sys.stdout.flush()   # what stdout holds comes before anything appended after it
+    summary = step_summary_file() if args.step_summary else ""
+    if summary and not _is_stdout(summary):
+        _append_step_summary(summary, rendered("markdown"))
     return unwritten
 
 
@@ -117,13 +118,23 @@ def step_summary_file() -> str:
     return os.environ.get("GITHUB_STEP_SUMMARY", "")
 
 
-def _append_step_summary(markdown: str) -> None:
+def _is_stdout(path: str) -> bool:
+    """Whether stdout is the file ``path`` already: the recipe of earlier versions,
+    ``gradcheck run --format markdown >> "$GITHUB_STEP_SUMMARY"``, which would otherwise
+    put the summary there twice."""
+    try:
+        ours, theirs = os.fstat(sys.stdout.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):   # (io.UnsupportedOperation too)
+        return False
+    return (ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino)
+
+
+def _append_step_summary(path: str, markdown: str) -> None:
     """Append ``markdown`` to the job summary: appended, never replaced, since the
     job's other steps write there too. A summary that cannot be written is a warning:
     the run's verdict is the exit code, not its summary page."""
     from .report.text import one_line
 
-    path = step_summary_file()
     try:
         with open(Path(path), "a", encoding="utf-8") as f:
             # a blank line before ours, so that it starts a Markdown block of its own

@@ -208,6 +208,18 @@ def test_no_job_summary_outside_actions(capsys, actions, monkeypatch):
     assert actions.read_text(encoding="utf-8") == "# Another step\n"
 
 
+def test_the_old_recipe_of_stdout_into_the_job_summary_gets_one_summary(actions,
+                                                                        monkeypatch):
+    """``gradcheck run --format markdown >> "$GITHUB_STEP_SUMMARY"`` (the recipe before
+    the summary was automatic): stdout is that file, so it is not appended again."""
+    with open(actions, "a", encoding="utf-8") as stdout, monkeypatch.context() as patch:
+        patch.setattr(sys, "stdout", stdout)
+        code = main(["run", "cases.toml", "--witness", "torch", "--format", "markdown"])
+    assert code == ExitCode.MISMATCH
+    text = actions.read_text(encoding="utf-8")
+    assert text.startswith("# Another step\n") and text.count("## ❌ gradcheck:") == 1
+
+
 def test_a_job_summary_that_cannot_be_written_is_a_warning(capsys, actions, monkeypatch):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(actions.parent))   # a folder
     code, _, err = gc(capsys, "run", "cases.toml", "-k", "fine", "--witness", "torch")
