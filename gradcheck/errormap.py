@@ -114,9 +114,10 @@ class MapAccumulator:
             hi, lo = hi[:used], lo[:used]
             shape, view_shape = (used, *self.shape), (used, self.cols)
         with np.errstate(invalid="ignore"):
-            # NaN where no element was seen (hi < lo still: a Jacobian's missing row)
+            # None where no element was seen (hi < lo still: a Jacobian's missing row)
             grid = np.where(hi >= lo, np.where(hi >= -lo, hi, lo), np.nan)
-        cells = tuple(tuple(float(f"{x:.3g}") for x in row) for row in grid.tolist())
+        cells = tuple(tuple(None if x != x else float(f"{x:.3g}") for x in row)
+                      for row in grid.tolist())
         return ErrorMap(self.quantity, tuple(int(n) for n in shape), view_shape,
                         self.step, cells, tuple(int(n) for n in self.counts),
                         self.mismatched, self.total, self.kind)

@@ -63,7 +63,7 @@ class ErrorMap:
 
     ``grid`` holds, per cell of ``cell`` rows × columns of the quantity's 2-D ``view``,
     the signed (obtained - expected) / tolerance of the element of largest magnitude
-    there (over the points; NaN: no element seen); ``counts`` the histogram of
+    there (over the points; None: no element seen, nor any but NaN); ``counts`` the histogram of
     |obtained - expected| / tolerance over :data:`HIST_EXPONENTS`; ``mismatched`` of
     ``total`` elements compared were outside their tolerance."""
 
@@ -71,7 +71,7 @@ class ErrorMap:
     shape: tuple[int, ...]         # the quantity's (a Jacobian's: output elements first)
     view: tuple[int, int]          # the 2-D view the cells cut
     cell: tuple[int, int]          # rows and columns of the view per cell
-    grid: tuple[tuple[float, ...], ...]
+    grid: tuple[tuple[float | None, ...], ...]
     counts: tuple[int, ...]
     mismatched: int
     total: int
@@ -85,7 +85,8 @@ class ErrorMap:
         """The inverse of :meth:`to_dict`."""
         return cls(quantity=data["quantity"], shape=tuple(data["shape"]),
                    view=tuple(data["view"]), cell=tuple(data["cell"]),
-                   grid=tuple(tuple(_float(x) for x in row) for row in data["grid"]),
+                   grid=tuple(tuple(None if x is None else _float(x) for x in row)
+                              for row in data["grid"]),
                    counts=tuple(data["counts"]), mismatched=data["mismatched"],
                    total=data["total"], kind=data.get("kind", "gradient"))
 

@@ -6,6 +6,7 @@ numbers, slab cuts along every kind of axis included."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 from html.parser import HTMLParser
@@ -18,7 +19,8 @@ from gradcheck.compare import Tally
 from gradcheck.errormap import GRID, view
 from gradcheck.report import render
 from gradcheck.report.html import render_html
-from gradcheck.result import HIST_EXPONENTS, PASSED, ErrorMap, RunResult
+from gradcheck.result import (FAILED, HIST_EXPONENTS, PASSED, CaseResult, ErrorMap,
+                              RunResult, WitnessResult)
 
 HOSTILE = "<script>alert(1)</script>"
 OPS = '''
@@ -277,10 +279,49 @@ def test_a_passing_witness_keeps_no_map_and_maps_can_be_off():
 
 
 def test_pictures_draw_infinite_and_missing_cells():
+    """An infinite ratio (a tolerance of 0) takes the end colour; a cell without an
+    element is grey; a name with mathtext and workflow-command marks is plain text."""
     from gradcheck.report.pictures import heat_map, histogram
 
     m = ErrorMap("x.grad·u ##[x] $\\alpha$", (3,), (1, 3), (1, 1),
-                 ((float("inf"), float("nan"), -0.5),), (1,) * 26, 1, 3)
+                 ((float("inf"), None, -0.5),), (1,) * 26, 1, 3)
+    assert ErrorMap.from_dict(json.loads(json.dumps(m.to_dict()))) == m
     for draw in (heat_map, histogram):
         url = draw(m)
         assert base64.b64decode(url.split(",", 1)[1]).startswith(b"\x89PNG")
+
+
+def _synthetic(passing: int, failing: int, maps: int) -> RunResult:
+    m = ErrorMap("x.grad", (2, 2), (2, 2), (1, 1), ((0.5, -3.0), (None, 2.0)),
+                 (1,) + (0,) * 24 + (2,), 2, 3)
+    bad = WitnessResult("torch", FAILED, checked=4, mismatched=2, message="differs",
+                        error_maps=(m,) * maps)
+    ok = WitnessResult("torch", PASSED, checked=4, max_rel_err=1e-16)
+    cases = [CaseResult(f"ok-{i}", "cases/many.toml", i + 1, "float64", PASSED,
+                        witnesses=(ok,)) for i in range(passing)]
+    cases += [CaseResult(f"bad-{i}", "cases/many.toml", i + 1, "float64", FAILED,
+                         witnesses=(bad,)) for i in range(failing)]
+    return RunResult(tuple(cases), seconds=2.0)
+
+
+def test_hundreds_of_passing_cases_make_a_small_page():
+    small, large = render_html(_synthetic(10, 0, 0)), render_html(_synthetic(510, 0, 0))
+    assert "<img" not in large and "<section" not in large
+    assert (len(large) - len(small)) / 500 < 1200      # one table row each
+    assert large.count('<td data-key="name"') == 510
+
+
+def test_a_page_draws_a_bounded_number_of_maps(monkeypatch):
+    from gradcheck.report import html
+
+    monkeypatch.setattr(html, "MAPS_DRAWN", 3)
+    page = render_html(_synthetic(0, 2, 2))
+    assert page.count("<img") == 2 * 3
+    assert page.count('class="left-out"') == 1 and "1 error map(s) not drawn" in page
+
+
+def test_an_interrupted_run_says_so():
+    partial = dataclasses.replace(_synthetic(2, 0, 0), interrupted="SIGINT", not_run=3)
+    page = render_html(partial)
+    assert 'id="incomplete"' in page and "interrupted by SIGINT" in page
+    assert "3 case run(s) did not finish" in page

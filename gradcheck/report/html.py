@@ -28,6 +28,9 @@ from .scrub import neutral, one_line, printable
 
 _STATUS = {"passed": "passed", "failed": "failed", "error": "error", "skipped": "skipped"}
 _NUM = ' class="num"'
+#: error maps drawn in one page at most (two pictures each, ~0.2 s and ~30 kB a map):
+#: the first, in report order; the JSON report holds every map's numbers
+MAPS_DRAWN = 24
 _COLUMNS = (("order", "#"), ("status", "status"), ("name", "case"), ("dtype", "dtype"),
             ("location", "location"), ("mode", "reference"),
             ("witnesses", "witnesses not passing"), ("err", "max rel err"),
@@ -125,11 +128,18 @@ def _grad_fn(names) -> list[str]:
             f'<ol class="chain">{items}</ol>']
 
 
-def _pictures(w) -> list[str]:
+def _pictures(w, budget: list[int]) -> list[str]:
+    """The pictures of ``w``'s maps while ``budget[0]`` (maps left to draw) lasts."""
     from .pictures import heat_map, histogram
 
     out = []
-    for m in w.error_maps:
+    drawn = w.error_maps[:max(0, budget[0])]
+    budget[0] -= len(w.error_maps)
+    if len(drawn) < len(w.error_maps):
+        out.append(f'<p class="left-out">{len(w.error_maps) - len(drawn)} error map(s) '
+                   f"not drawn: a page draws {MAPS_DRAWN} at most (the JSON report holds "
+                   "their numbers).</p>")
+    for m in drawn:
         what = "the Jacobian" if m.kind == "jacobian" else "the quantity"
         label = text(m.quantity)
         out += ['<div class="pictures">',
@@ -144,7 +154,7 @@ def _pictures(w) -> list[str]:
     return out
 
 
-def _witness(w) -> list[str]:
+def _witness(w, budget: list[int]) -> list[str]:
     m = describe(w)
     out = [f'<h3>witness <code>{text(w.witness)}</code>: {_status(w.status)}</h3>']
     if m.message:
@@ -155,10 +165,10 @@ def _witness(w) -> list[str]:
     if m.checked:
         out.append(f"<p>{m.mismatched} of {m.checked} elements outside the tolerance; "
                    f"max abs err {m.max_abs_err:.3g}, max rel err {m.max_rel_err:.3g}</p>")
-    return out + _elements(m) + _grad_fn(w.grad_fn) + _pictures(w)
+    return out + _elements(m) + _grad_fn(w.grad_fn) + _pictures(w, budget)
 
 
-def _section(i: int, case) -> list[str]:
+def _section(i: int, case, budget: list[int]) -> list[str]:
     out = [f'<section class="case" id="case-{i}">',
            f"<h2><code>{text(title(case))}</code>: {_status(case.status)}</h2>",
            f"<p>at <code>{text(where(case))}</code>"
@@ -167,7 +177,7 @@ def _section(i: int, case) -> list[str]:
         out.append(f'<pre class="message">{block(case.message)}</pre>')
     for w in case.witnesses:
         if w.status not in (PASSED, SKIPPED):
-            out += _witness(w)
+            out += _witness(w, budget)
     out += ["<details><summary>the whole diagnosis as text</summary>",
             f"<pre>{block(full_text(case))}</pre></details>", "</section>"]
     return out
@@ -179,8 +189,9 @@ def render_html(result) -> str:
     body = _summary(result) + _table(result, sections)
     if sections:
         body.append('<h2 id="problems">Cases that did not pass</h2>')
+    budget = [MAPS_DRAWN]
     for i in sorted(sections):
-        body += _section(i, result.cases[i])
+        body += _section(i, result.cases[i], budget)
     page = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             "<title>gradcheck report</title>", f"<style>{CSS}</style>", "</head>",

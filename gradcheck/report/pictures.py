@@ -44,9 +44,10 @@ def _png(fig) -> str:
 
 def scale(grid) -> float:
     """The colour scale's end: the largest |ratio| of ``grid`` (at least 10, at most
-    1e6; infinite ones count as the end)."""
-    finite = [abs(x) for row in grid for x in row if x == x and not math.isinf(x)]
-    beyond = any(math.isinf(x) for row in grid for x in row)
+    1e6; infinite ones count as the end; None, no element, none)."""
+    cells = [x for row in grid for x in row if x is not None and x == x]
+    finite = [abs(x) for x in cells if not math.isinf(x)]
+    beyond = any(math.isinf(x) for x in cells)
     largest = max(finite, default=0.0)
     return _LARGEST if beyond else min(_LARGEST, max(10.0, largest))
 
@@ -57,7 +58,8 @@ def heat_map(m) -> str:
     from matplotlib import colormaps
     from matplotlib.colors import SymLogNorm
 
-    grid = np.array(m.grid, dtype=float)
+    grid = np.array([[np.nan if x is None else x for x in row] for row in m.grid],
+                    dtype=float)
     end = scale(m.grid)
     grid = np.clip(grid, -end, end)              # inf to the end colour, NaN stays
     rows, cols = m.view
