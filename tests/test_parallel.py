@@ -288,10 +288,13 @@ def test_workers_receive_the_case_and_never_open_its_file(tmp_path):
 
 def test_dask_workers_receive_the_case_and_never_open_its_file(cluster, tmp_path):
     runs, serial, path = runs_of_a_moved_file(tmp_path, "moved_ops_dask")
+    begun = []   # a run is said to start when it is submitted
     got = results_without_seconds(
-        parallel.Dask(cluster.scheduler_address).map(runs, timeout=60))
+        parallel.Dask(cluster.scheduler_address).map(runs, timeout=60,
+                                                     started=begun.append))
     assert not path.exists()
     assert got == serial and [r["status"] for r in got] == ["passed"] * 4
+    assert begun == [0, 1, 2, 3]
 
 
 def deep_case_file(folder: Path, depth: int) -> Path:
