@@ -441,17 +441,22 @@ def test_cli_prints_annotations_after_the_report_under_actions(capsys, failing, 
     assert lines[-2].startswith("0 passed, 1 failed")         # the report came first
 
 
-def test_cli_annotations_before_the_summary_with_output(capsys, failing, monkeypatch,
-                                                         tmp_path):
+def test_cli_annotations_follow_the_text_report_with_output(capsys, failing, monkeypatch,
+                                                             tmp_path):
+    """With --output (as --report junit:FILE) the text report stays on stdout: the
+    annotations follow its summary, then the line that says where the report went."""
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     report = tmp_path / "reports" / "gradcheck.xml"
     code, out, _ = gc(capsys, "run", failing, "--witness", "torch", "--format", "junit",
                       "--output", report)
     assert code == ExitCode.MISMATCH
     lines = out.splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith(f"::error file={failing},line=1,title=gradcheck ")
-    assert lines[1].startswith("0 passed, 1 failed, 0 errored, 0 skipped; report written")
+    assert lines[0].startswith("FAIL  correct-but-expected-to-fail")
+    assert lines[-3].startswith("0 passed, 1 failed, 0 errored, 0 skipped in")
+    assert lines[-2].startswith(f"::error file={failing},line=1,title=gradcheck ")
+    assert lines[-1] == f"report written to {report} (junit)"
+    assert sum(line.startswith("::error") for line in lines) == 1
 
 
 def test_cli_machine_format_on_stdout_keeps_annotations_off_it(capsys, failing,
@@ -488,8 +493,9 @@ def test_cli_junit_output_end_to_end(capsys, tmp_path, failing, monkeypatch):
     code, out, _ = gc(capsys, "run", path, failing, "--witness", "torch", "--witness",
                       "engine", "--format", "junit", "--output", report)
     assert code == ExitCode.MISMATCH
-    assert out.splitlines() == [f"1 passed, 1 failed, 0 errored, 0 skipped; "
-                                f"report written to {report}"]
+    lines = out.splitlines()       # the text report, then where the JUnit one went
+    assert lines[-1] == f"report written to {report} (junit)"
+    assert lines[-2].startswith("1 passed, 1 failed, 0 errored, 0 skipped in")
     suite = ET.parse(report).getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
     fine, bad = suite.findall("testcase")
