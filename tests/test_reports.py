@@ -727,3 +727,11 @@ def test_junit_timestamp_is_the_start_a_result_records():
     recorded = RESULT
     object.__setattr__(recorded := dataclasses.replace(RESULT), "started", start - 60)
     assert started(recorded, now=start) == start - 60     # a RunResult.started wins
+
+
+def test_the_text_report_paints_a_failed_witness_on_a_terminal():
+    painted = render(RESULT, "text", color=True)
+    assert "\033[31mop 1.0e+00/1.0e-07 ✗\033[0m" in painted
+    assert "\033[31mtorch" not in painted                 # an agreeing one stays plain
+    plain = re.sub(r"\033\[[0-9;]*m", "", painted)
+    assert plain == render(RESULT, "text")                # the same text, columns too
