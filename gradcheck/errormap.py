@@ -82,9 +82,11 @@ class MapAccumulator:
         """Take ``signed``, (obtained - expected) / tolerance of the view's ``rows`` ×
         ``cols`` (ascending indices of the view) as one 2-D array."""
         ratio = np.abs(signed)
-        # elements above each edge (NaN above all), a pass per edge: quicker than a
-        # search of every element among the edges
-        above = [ratio.size - int(np.count_nonzero(ratio <= e)) for e in _EDGES]
+        # elements above each edge (NaN above all), a pass per edge between the
+        # slab's extremes: quicker than a search of every element among the edges
+        low, high = float(np.min(ratio)), float(np.max(ratio))   # NaN: high is NaN
+        above = [ratio.size if e < low else 0 if e >= high
+                 else ratio.size - int(np.count_nonzero(ratio <= e)) for e in _EDGES]
         self.counts += np.diff([ratio.size, *above, 0]) * -1
         self.mismatched += int(np.count_nonzero(ratio > 1))
         self.total += signed.size

@@ -325,3 +325,18 @@ def test_an_interrupted_run_says_so():
     page = render_html(partial)
     assert 'id="incomplete"' in page and "interrupted by SIGINT" in page
     assert "3 case run(s) did not finish" in page
+
+
+def test_the_histogram_puts_exact_elements_first_and_nan_and_inf_last():
+    from gradcheck.errormap import MapAccumulator
+
+    acc = MapAccumulator("q", (6,))
+    signed = np.array([[0.0, -1e-7, 1.0, -1.5, np.inf, np.nan]])
+    acc.add(signed, np.zeros(1, dtype=np.int64), np.arange(6))
+    m = acc.result()
+    assert m.counts[0] == 2 and m.counts[-1] == 2 and sum(m.counts) == 6
+    edges = 10.0 ** np.array(HIST_EXPONENTS)
+    assert m.counts[int(np.searchsorted(edges, 1.0))] == 1        # 1 is within: (.., 1]
+    assert m.counts[int(np.searchsorted(edges, 1.5))] == 1
+    # (a NaN ratio counts as no mismatch, as the tally counts it)
+    assert m.mismatched == 2 and m.grid == ((0.0, -1e-07, 1.0, -1.5, float("inf"), None),)
