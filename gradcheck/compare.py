@@ -279,7 +279,9 @@ class Tally:
     def _map_slab(acc, key, shape, cut, value, expected, ratio) -> None:
         with np.errstate(invalid="ignore"):
             signed = np.copysign(ratio, value - expected)
-        if key is None:
+        if key is None and cut[2] is ...:     # the whole quantity
+            acc.add(signed.reshape(acc.rows, acc.cols))
+        elif key is None:
             rows, cols = _view_indices(shape, *cut, signed.shape)
             acc.add(signed.reshape(len(rows), len(cols)), rows, cols)
         elif acc.kind == "jacobian" and acc.shape == tuple(shape):

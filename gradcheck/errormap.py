@@ -78,18 +78,19 @@ class MapAccumulator:
             self.row_of[idx] = len(self.row_of)
         return self.row_of[idx]
 
-    def add(self, signed: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> None:
+    def add(self, signed: np.ndarray, rows: np.ndarray | None = None,
+            cols: np.ndarray | None = None) -> None:
         """Take ``signed``, (obtained - expected) / tolerance of the view's ``rows`` ×
-        ``cols`` (ascending indices of the view) as one 2-D array."""
+        ``cols`` (ascending indices of the view; None: all of them) as one 2-D array."""
         ratio = np.abs(signed)
-        # elements above each edge (NaN above all), a pass per edge between the
-        # slab's extremes: quicker than a search of every element among the edges
-        low, high = float(np.min(ratio)), float(np.max(ratio))   # NaN: high is NaN
-        above = [ratio.size if e < low else 0 if e >= high
-                 else ratio.size - int(np.count_nonzero(ratio <= e)) for e in _EDGES]
-        self.counts += np.diff([ratio.size, *above, 0]) * -1
-        self.mismatched += int(np.count_nonzero(ratio > 1))
-        self.total += signed.size
+        self._count(ratio)
+        if rows is None and signed.shape == self.hi.shape:   # a cell per element
+            with np.errstate(invalid="ignore"):
+                np.fmax(self.hi, signed, out=self.hi)
+                np.fmin(self.lo, signed, out=self.lo)
+            return
+        rows = np.arange(self.rows) if rows is None else rows
+        cols = np.arange(self.cols) if cols is None else cols
         r, c = rows // self.step[0], cols // self.step[1]
         rs, cs = _starts(r), _starts(c)
         with np.errstate(invalid="ignore"):
@@ -98,6 +99,21 @@ class MapAccumulator:
         at = np.ix_(r[rs], c[cs])
         self.hi[at] = np.fmax(self.hi[at], hi)
         self.lo[at] = np.fmin(self.lo[at], lo)
+
+    def _count(self, ratio: np.ndarray) -> None:
+        """Add ``ratio`` (|obtained - expected| / tolerance) to the histogram."""
+        self.mismatched += int(np.count_nonzero(ratio > 1))
+        self.total += ratio.size
+        if ratio.size <= 4096:   # (NaN sorts last: above every edge)
+            self.counts += np.bincount(np.searchsorted(_EDGES, ratio.reshape(-1)),
+                                       minlength=len(self.counts))
+            return
+        # elements above each edge (NaN above all), a pass per edge between the
+        # slab's extremes: quicker than a search of every element among the edges
+        low, high = float(np.min(ratio)), float(np.max(ratio))   # NaN: high is NaN
+        above = [ratio.size if e < low else 0 if e >= high
+                 else ratio.size - int(np.count_nonzero(ratio <= e)) for e in _EDGES]
+        self.counts += np.diff([ratio.size, *above, 0]) * -1
 
     def merge(self, other: "MapAccumulator") -> None:
         self.hi, self.lo = np.fmax(self.hi, other.hi), np.fmin(self.lo, other.lo)
