@@ -1,5 +1,7 @@
 """JUnit XML report, shaped as pytest's ``junit_family=xunit1`` writes it (the family
-that keeps ``file`` and ``line``), so CI systems show one test per case and dtype.
+that keeps ``file`` and ``line``), so CI systems show one test per case and dtype: a
+``<testsuites>`` around one ``<testsuite>`` with the counts, the time, the run's start
+as ``timestamp`` (ISO 8601 local time with its offset) and the ``hostname``.
 
 Case names and messages come from user files: they pass through the reports' scrubber
 (:mod:`gradcheck.report.scrub`: an attribute on one line, a body's lines each with no
