@@ -111,7 +111,8 @@ class Tally:
     """Accumulates one witness's comparisons over all points into a WitnessResult.
 
     Read-only from outside: ``checked``, ``mismatched``, ``problems``, ``notes``,
-    ``worst``; outcomes come in through :meth:`add`, :meth:`add_quantities` and
+    ``worst``, ``maps`` (the error maps being built, :mod:`gradcheck.errormap`; set it
+    to None to build none); outcomes come in through :meth:`add`, :meth:`add_quantities` and
     :meth:`record`."""
 
     def __init__(self, witness: str, dtype: str, atol: float | None = None,

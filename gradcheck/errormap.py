@@ -4,20 +4,22 @@ enough to keep in a result (and in a JSON report) whatever the quantity's size.
 A quantity is seen as a 2-D array, its *view*: a scalar as 1×1, a 1-D of n elements as
 one row of n (its index order kept, so that a cell's position is its index), and an
 N-D one with its leading dimensions folded into rows and its last one as the columns
-(``[4096, 1024]`` stays itself, ``[2, 3, 4]`` is 6×4). The view is cut into cells of at
-most :data:`GRID` × :data:`GRID`; each cell keeps the element of largest
+(``[4096, 1024]`` stays itself, ``[2, 3, 4]`` is 6×4). The view is cut into at most
+:data:`GRID` × :data:`GRID` cells of equal size; each cell keeps the element of largest
 ``|obtained - expected| / tolerance`` with its sign, the maximum over the points. The
 histogram counts ``|obtained - expected| / tolerance`` of every element over the bins of
 :data:`gradcheck.result.HIST_EXPONENTS`.
 
 op.jacobian compares one row of the Jacobian at a time, quantities named ``d outK[idx]
 / d x``: they are gathered into one map per output and input, a row per output element
-(in the order they come) and a column per input element (flattened), the Jacobian itself.
+(in the order they come) and a column per input element (flattened), the Jacobian itself
+(for an input of one slab; a larger one has its op.backward map).
 
 Everything here is vectorized and per slab (:func:`gradcheck.arrays.slabs`): the
 temporaries are a slab's. :class:`gradcheck.compare.Tally` decides when to map: always
-for a quantity of one slab, and for a larger one only at the points where it differs, so
-that a layer's passing comparisons cost nothing."""
+for a quantity of one slab; a larger one from the first point where it differs on (the
+slabs of that point before the first that differs looked at again), so that a layer's
+passing comparisons cost nothing. The maps of a witness that passed are dropped."""
 
 from __future__ import annotations
 
