@@ -34,6 +34,7 @@ def browse(profile: Path, url: str, *args: str) -> str:
     argv = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
             "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--disable-extensions",
+            "--disable-dev-shm-usage",   # (a container's /dev/shm is small)
             f"--user-data-dir={profile}", "--virtual-time-budget=5000", *args, url]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
