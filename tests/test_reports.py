@@ -663,17 +663,31 @@ def test_the_error_column_without_an_element():
 
 
 def test_the_text_reports_witness_columns_line_up():
-    """The same witness starts at the same column on every case line, whatever the
-    widths of the others (an error, a skip, a missing witness, a mark)."""
-    text = render(RESULT, "text")
-    lines = [line for line in text.splitlines()   # (a name over 40 wide pushes its line)
-             if line.split(" ", 1)[0] in ("PASS", "FAIL", "ERROR", "SKIP")
-             and "evil" not in line]
-    for name in ("torch ", "op "):
-        starts = {line.index(f" {name}") for line in lines if f" {name}" in line}
-        assert len(starts) == 1, (name, lines)
-    times = {len(line.split("s (expect")[0].rstrip("s")) for line in lines}
-    assert len(times) == 1, lines                  # the time column too
+    """Among cases with the same kinds of witness, the same witness starts at the same
+    column on every line, whatever the widths of the others (a skip, a mark, a missing
+    op.jacobian), and so does the time; formulas are not padded to an op's width."""
+    wide = dataclasses.replace(ok("numeric", 2.5, 1e-300), status=FAILED)
+    formulas = [CaseResult("f1", "a.toml", 1, "float64", PASSED, mode="elementwise",
+                           witnesses=(ok("engine"), ok("torch"), ok("numeric"))),
+                CaseResult("f2", "a.toml", 2, "bfloat16", FAILED, mode="elementwise",
+                           witnesses=(WitnessResult("engine", SKIPPED), ok("torch"), wide))]
+    op_names = ("op.forward", "op.backward", "op.jacobian", "op.zero")
+    ops = [CaseResult("o1", "b.toml", 1, "float64", PASSED, mode="op",
+                      witnesses=tuple(ok(n) for n in op_names)),
+           CaseResult("o2", "b.toml", 5, "float32", PASSED, mode="op",
+                      witnesses=tuple(ok(n, 1e-3, 1e-2) for n in op_names
+                                      if n != "op.jacobian"))]
+    text = render(RunResult((formulas[0], ops[0], formulas[1], ops[1])), "text")
+    lines = {line.split()[1]: line for line in text.splitlines()
+             if line.split(" ", 1)[0] in ("PASS", "FAIL")}
+    assert "numeric 2.5e+00/1.0e-300 ✗" in lines["f2"] and "engine skip" in lines["f2"]
+    for family, names in ((("f1", "f2"), ("torch ", "numeric ")),
+                          (("o1", "o2"), ("op.backward ", "op.zero "))):
+        for name in names:
+            assert len({lines[f].index(name) for f in family}) == 1, (name, family, lines)
+        assert len({len(lines[f].rstrip()) for f in family}) == 1     # the time column
+    assert "op.jacobian" not in lines["o2"]
+    assert len(lines["f1"]) < len(lines["o1"])
     assert "per witness: its worst element's error/tolerance" in text.splitlines()[-1]
 
 

@@ -16,24 +16,37 @@ def _paint(text: str, status: str, color: bool) -> str:
     return f"\033[{_COLOR[status]}m{text}\033[0m" if color else text
 
 
+def _family(case) -> tuple[str, ...]:
+    """The kinds of witness a case has (``engine``, ``torch``, ``numeric``; ``op`` for
+    all of an op's ``op.*``): cases of one family share columns."""
+    return tuple(sorted({w.witness.split(".")[0] for w in case.witnesses}))
+
+
 def _errs(cases, color: bool) -> list[str]:
     """Each case's ``witness error/tolerance`` (:func:`shown_error`) of every witness,
-    one column per witness name (a case without that witness leaves its column blank),
-    so that the same witnesses line up under one another; a failed one painted."""
-    names = list(dict.fromkeys(w.witness for c in cases for w in c.witnesses))
+    lined up: among the cases of one :func:`_family`, one column per witness name (a
+    case without that witness leaves its column blank, an op's ``op.jacobian``), so that
+    the time after them lines up too (a run of formulas and ops keeps each family's
+    lines as narrow as they are). A failed witness is painted when ``color``."""
     parts = [{w.witness: one_line(f"{w.witness} {shown_error(w)}") for w in c.witnesses}
              for c in cases]
-    widths = {n: max(len(p.get(n, "")) for p in parts) for n in names}
-    out = []
-    for row in parts:
+    names: dict[tuple, list[str]] = {}
+    for c in cases:
+        names.setdefault(_family(c), []).extend(w.witness for w in c.witnesses)
+    widths = {family: {n: max(len(p.get(n, "")) for c, p in zip(cases, parts)
+                              if _family(c) == family)
+                       for n in dict.fromkeys(these)}
+              for family, these in names.items()}
+    rows = []
+    for c, row in zip(cases, parts):
         cells = []
-        for n in names:
+        for n, width in widths[_family(c)].items():
             text = row.get(n, "")
-            pad = " " * (widths[n] - len(text))
+            pad = " " * (width - len(text))
             failed = text.endswith(FAILED_MARK)
             cells.append((_paint(text, FAILED, color) if failed else text) + pad)
-        out.append("  ".join(cells))
-    return out
+        rows.append("  ".join(cells))
+    return rows
 
 
 def render_text(result, *, color: bool = False, verbose: bool = False,
@@ -42,12 +55,13 @@ def render_text(result, *, color: bool = False, verbose: bool = False,
     lines = []
     if cases:
         name_w = min(40, max(len(one_line(c.name)) for c in cases))
+        dtype_w = max(7, *(len(one_line(c.dtype)) for c in cases))   # bfloat16: 8
         shown = [c for c in cases if not (quiet and c.status in (PASSED, SKIPPED))]
         errs = _errs(shown, color)
         for c, err in zip(shown, errs):
             label = _paint(f"{_LABEL[c.status]:<5}", c.status, color)
             expect = " (expect fail)" if c.expect == "fail" else ""
-            lines.append(f"{label} {one_line(c.name):<{name_w}}  {one_line(c.dtype):<7}  "
+            lines.append(f"{label} {one_line(c.name):<{name_w}}  {one_line(c.dtype):<{dtype_w}}  "
                          f"{one_line(c.mode or '-'):<11}"
                          f"  {err} {c.seconds:6.2f}s{expect}")
             if c.status != PASSED or verbose:
