@@ -85,7 +85,8 @@ def _row(i: int, case, anchor: bool) -> str:
              ("location", text(where(case)), f"<code>{text(where(case))}</code>", False),
              ("mode", text(case.mode), text(case.mode or "-"), False),
              ("witnesses", text(" ".join(bad)), text(", ".join(bad) or "-"), False),
-             ("err", repr(float(err)) if err == err else "", f"{err:.1e}", True),
+             ("err", repr(float(err)) if err == err and case.witnesses else "-1",
+              f"{err:.1e}" if case.witnesses else "-", True),
              ("seconds", f"{case.seconds:.6f}", f"{case.seconds:.2f}", True)]
     tds = "".join(f'<td data-key="{k}" data-sort="{sort}"{_NUM if num else ""}>{shown}</td>'
                   for k, sort, shown, num in cells)

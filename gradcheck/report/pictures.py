@@ -52,6 +52,24 @@ def scale(grid) -> float:
     return _LARGEST if beyond else min(_LARGEST, max(10.0, largest))
 
 
+def colour_ticks(end: float, most: int) -> list[float]:
+    """0, ±1 and ±powers of ten up to ``end`` (the largest included), about ``most``
+    on each side."""
+    top = max(0, math.floor(math.log10(end) + 1e-9))
+    step = max(1, math.ceil(top / most))
+    positive = [10.0 ** k for k in range(0, top + 1, step)]
+    if top % step:
+        positive.append(10.0 ** top)
+    return [-t for t in reversed(positive)] + [0.0] + positive
+
+
+def _tick_label(t: float) -> str:
+    if t == 0:
+        return "0"
+    k = round(math.log10(abs(t)))
+    return ("-" if t < 0 else "") + ("1" if k == 0 else f"1e{k}")
+
+
 def heat_map(m) -> str:
     """The map of ``m`` (an :class:`~gradcheck.result.ErrorMap`) as a PNG data URL."""
     import numpy as np
@@ -64,14 +82,17 @@ def heat_map(m) -> str:
     grid = np.clip(grid, -end, end)              # inf to the end colour, NaN stays
     rows, cols = m.view
     strip = grid.shape[0] == 1 and rows == 1
-    fig = _figure(6.4, 2.2 if strip else 4.4)
+    fig = _figure(6.4, 2.4 if strip else 4.4)
     ax = fig.add_subplot()
     cmap = colormaps["RdBu_r"].with_extremes(bad="#bbbbbb")
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, aspect="auto",
                       interpolation="nearest", extent=(0, cols, rows, 0),
                       norm=SymLogNorm(linthresh=1.0, linscale=1.0, vmin=-end, vmax=end))
     bar = fig.colorbar(image, ax=ax, extend="both" if end >= _LARGEST else "neither")
-    bar.set_label("(obtained - expected) / tolerance", parse_math=False)
+    ticks = colour_ticks(end, 2 if strip else 4)
+    bar.set_ticks(ticks, labels=[_tick_label(t) for t in ticks])
+    bar.set_label("(obtained - expected) / tolerance", parse_math=False,
+                  fontsize=8 if strip else 10)
     shape = "×".join(map(str, m.shape)) or "scalar"
     cells = f"; a cell is {m.cell[0]}×{m.cell[1]} elements" if m.cell != (1, 1) else ""
     ax.set_title(one_line(f"{m.quantity} [{shape}]: {m.mismatched} of {m.total} outside"
