@@ -340,3 +340,13 @@ def test_the_histogram_puts_exact_elements_first_and_nan_and_inf_last():
     assert m.counts[int(np.searchsorted(edges, 1.5))] == 1
     # (a NaN ratio counts as no mismatch, as the tally counts it)
     assert m.mismatched == 2 and m.grid == ((0.0, -1e-07, 1.0, -1.5, float("inf"), None),)
+
+
+def test_the_grad_fn_chain_of_a_failing_witness_is_shown_escaped():
+    case = _synthetic(0, 1, 0).cases[0]
+    torch = dataclasses.replace(case.witnesses[0], grad_fn=("MulBackward0", "<Evil>",
+                                                            "AccumulateGrad"))
+    page = render_html(RunResult((dataclasses.replace(case, witnesses=(torch,)),)))
+    chain = re.search(r'<ol class="chain">(.*?)</ol>', page).group(1)
+    assert re.findall(r"<li>(.*?)</li>", chain) == ["MulBackward0", "&lt;Evil&gt;",
+                                                    "AccumulateGrad"]
