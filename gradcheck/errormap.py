@@ -118,12 +118,18 @@ class MapAccumulator:
         self.counts += np.diff([ratio.size, *above, 0]) * -1
 
     def merge(self, other: "MapAccumulator") -> None:
-        self.hi, self.lo = np.fmax(self.hi, other.hi), np.fmin(self.lo, other.lo)
+        """Take ``other``'s elements (a map of the same quantity) as this one's own."""
         self.counts = self.counts + other.counts
         self.mismatched += other.mismatched
         self.total += other.total
-        for idx in other.row_of:
-            self.jacobian_row(idx)
+        if self.kind != "jacobian":
+            self.hi, self.lo = np.fmax(self.hi, other.hi), np.fmin(self.lo, other.lo)
+            return
+        for idx, theirs in other.row_of.items():   # rows in the order each saw them
+            ours = self.jacobian_row(idx)
+            if ours is not None:
+                self.hi[ours] = np.fmax(self.hi[ours], other.hi[theirs])
+                self.lo[ours] = np.fmin(self.lo[ours], other.lo[theirs])
 
     def result(self) -> ErrorMap:
         """The map as data: each cell the element of larger magnitude, 3 digits."""

@@ -350,3 +350,18 @@ def test_the_grad_fn_chain_of_a_failing_witness_is_shown_escaped():
     chain = re.search(r'<ol class="chain">(.*?)</ol>', page).group(1)
     assert re.findall(r"<li>(.*?)</li>", chain) == ["MulBackward0", "&lt;Evil&gt;",
                                                     "AccumulateGrad"]
+
+
+def test_merged_tallies_keep_the_jacobian_rows_where_they_belong():
+    exp = np.zeros(3)
+    a, b, both = (Tally("op.jacobian", "float64") for _ in range(3))
+    rows = {"0": np.array([5.0, 0, 0]), "1": np.array([0, -7.0, 0])}
+    for tally, order in ((a, "01"), (b, "10"), (both, "0110")):
+        for idx in order:
+            tally.add_quantities({f"d out0[{idx}] / d x": rows[idx]},
+                                 {f"d out0[{idx}] / d x": exp}, 0,
+                                 {f"d out0[{idx}] / d x": 1.0})
+    a.merge(b)
+    (merged,), (direct,) = a.result().error_maps, both.result().error_maps
+    assert merged == direct and merged.grid == ((5.0, 0.0, 0.0), (0.0, -7.0, 0.0))
+    assert (merged.kind, merged.shape) == ("jacobian", (2, 3))
