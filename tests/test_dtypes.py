@@ -470,7 +470,9 @@ def _results() -> RunResult:
     worst = Worst("x.grad", (1,), obtained=0.5, expected=-0.5, tolerance=1e-3, point=0)
     passed = CaseResult("good", "cases/low.toml", 3, "bfloat16", PASSED,
                         witnesses=(skipped_engine,
-                                   WitnessResult("torch", PASSED, 1e-3, 2e-3, checked=4),
+                                   WitnessResult("torch", PASSED, 1e-3, 2e-3, checked=4,
+                                                 worst=Worst("x.grad", (0,), 1.001, 1.0,
+                                                             4e-3, 0)),
                                    skipped_numeric))
     failed = CaseResult("bad", "cases/low.toml", 9, "float16", FAILED,
                         message="torch: 1 / 4 elements differ",
@@ -484,7 +486,7 @@ def _results() -> RunResult:
 def test_text_report_marks_skipped_witnesses_and_gives_the_reason():
     text = render(_results(), "text")
     good = next(line for line in text.splitlines() if "good" in line)
-    assert "engine skip" in good and "numeric skip" in good and "torch 2.0e-03" in good
+    assert "engine skip" in good and "numeric skip" in good and "torch 1.0e-03/4.0e-03" in good
     assert f"engine: skipped: {ENGINE_REASON}" in text          # under the failed case
     assert f"engine: skipped: {ENGINE_REASON}" not in render(
         RunResult(_results().cases[:1]), "text")                 # a pass shows no details
