@@ -68,6 +68,11 @@ def _summary(result) -> list[str]:
     return out
 
 
+def _number(x: float) -> str:
+    """``x`` as JavaScript's Number() reads it (NaN sorts as the largest)."""
+    return "Infinity" if x != x or x == float("inf") else repr(float(x))
+
+
 def _worst_rel(case) -> float:
     return max((w.max_rel_err for w in case.witnesses), default=0.0)
 
@@ -85,7 +90,7 @@ def _row(i: int, case, anchor: bool) -> str:
              ("location", text(where(case)), f"<code>{text(where(case))}</code>", False),
              ("mode", text(case.mode), text(case.mode or "-"), False),
              ("witnesses", text(" ".join(bad)), text(", ".join(bad) or "-"), False),
-             ("err", repr(float(err)) if err == err and case.witnesses else "-1",
+             ("err", _number(err) if case.witnesses else "-1",
               f"{err:.1e}" if case.witnesses else "-", True),
              ("seconds", f"{case.seconds:.6f}", f"{case.seconds:.2f}", True)]
     tds = "".join(f'<td data-key="{k}" data-sort="{sort}"{_NUM if num else ""}>{shown}</td>'
