@@ -166,6 +166,17 @@ def test_the_summary_and_every_case_in_file_order(run, page):
     assert 'id="incomplete"' not in page
 
 
+def test_the_error_column_is_the_worst_error_against_its_tolerance(run, page):
+    """As every report shows it (mismatch.shown_error), sorted by the ratio."""
+    from gradcheck.report.mismatch import shown_error
+
+    cells = re.findall(r'<td data-key="err" data-sort="([^"]*)" class="num">([^<]*)</td>',
+                       page)
+    assert cells[0][1].endswith("✗")
+    assert cells[0][1] in {f"{w.witness} {shown_error(w)}" for w in run.cases[0].witnesses}
+    assert float(cells[0][0]) > 1 >= float(cells[1][0])   # failed, passed
+
+
 def _section(page: str, i: int) -> str:
     m = re.search(f'<section class="case" id="case-{i}">(.*?)</section>', page, re.S)
     return m.group(1) if m else ""

@@ -19,11 +19,12 @@ the whole page through :func:`~gradcheck.report.scrub.neutral`, as every report.
 from __future__ import annotations
 
 import html
+import math
 
 from ..result import PASSED, SKIPPED
 from .details import failing_witnesses, full_text, incomplete_line, title, where
 from .html_assets import CSS, JS
-from .mismatch import describe
+from .mismatch import describe, element_error, shown_error
 from .scrub import neutral, one_line, printable
 
 _STATUS = {"passed": "passed", "failed": "failed", "error": "error", "skipped": "skipped"}
@@ -33,7 +34,7 @@ _NUM = ' class="num"'
 MAPS_DRAWN = 24
 _COLUMNS = (("order", "#"), ("status", "status"), ("name", "case"), ("dtype", "dtype"),
             ("location", "location"), ("mode", "reference"),
-            ("witnesses", "witnesses not passing"), ("err", "max rel err"),
+            ("witnesses", "witnesses not passing"), ("err", "worst error/tolerance"),
             ("seconds", "seconds"))
 
 
@@ -73,8 +74,19 @@ def _number(x: float) -> str:
     return "Infinity" if x != x or x == float("inf") else repr(float(x))
 
 
-def _worst_rel(case) -> float:
-    return max((w.max_rel_err for w in case.witnesses), default=0.0)
+def _worst(case):
+    """The witness whose worst element is furthest outside (or closest to) its
+    tolerance, and that ratio (None, -1 when no witness compared an element): the
+    column every report shows (:func:`~gradcheck.report.mismatch.shown_error`)."""
+    found, ratio = None, -1.0
+    for w in case.witnesses:
+        if w.worst is None:
+            continue
+        err = element_error(w.worst.obtained, w.worst.expected)
+        r = err / w.worst.tolerance if w.worst.tolerance > 0 else (math.inf if err else 0.0)
+        if r > ratio:
+            found, ratio = w, r
+    return found, ratio
 
 
 def _row(i: int, case, anchor: bool) -> str:
@@ -82,7 +94,7 @@ def _row(i: int, case, anchor: bool) -> str:
     name = text(case.name)
     if anchor:
         name = f'<a href="#case-{i}">{name}</a>'
-    err = _worst_rel(case)
+    worst, ratio = _worst(case)
     cells = [("order", str(i), str(i + 1), True),
              ("status", text(case.status), _status(case.status), False),
              ("name", text(case.name), f"<code>{name}</code>", False),
@@ -90,8 +102,8 @@ def _row(i: int, case, anchor: bool) -> str:
              ("location", text(where(case)), f"<code>{text(where(case))}</code>", False),
              ("mode", text(case.mode), text(case.mode or "-"), False),
              ("witnesses", text(" ".join(bad)), text(", ".join(bad) or "-"), False),
-             ("err", _number(err) if case.witnesses else "-1",
-              f"{err:.1e}" if case.witnesses else "-", True),
+             ("err", _number(ratio) if worst else "-1",
+              text(f"{worst.witness} {shown_error(worst)}") if worst else "-", True),
              ("seconds", f"{case.seconds:.6f}", f"{case.seconds:.2f}", True)]
     tds = "".join(f'<td data-key="{k}" data-sort="{sort}"{_NUM if num else ""}>{shown}</td>'
                   for k, sort, shown, num in cells)
