@@ -5,7 +5,7 @@ into text, JSON and the other formats; nothing here prints."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
@@ -216,6 +216,9 @@ class RunResult:
     seconds: float = 0.0
     interrupted: str = ""
     not_run: int = 0
+    # when the run began, seconds since the epoch (0: unknown; JUnit's timestamp); a
+    # moment, not an outcome, so two results of the same run compare equal without it
+    started: float = field(default=0.0, compare=False)
 
     @property
     def incomplete(self) -> bool:

@@ -118,7 +118,7 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
             the scheduler cannot be reached.
         ValueError: ``jobs`` is negative.
     """
-    start = time.perf_counter()
+    start, began = time.perf_counter(), time.time()
     # a place for each result in file order (None until a run's comes in)
     done: list[CaseResult | None] = []
     try:
@@ -134,9 +134,9 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
     except Interrupted as stop:
         stop.result = RunResult(tuple(r for r in done if r is not None),
                                 time.perf_counter() - start, interrupted=stop.name,
-                                not_run=sum(r is None for r in done))
+                                not_run=sum(r is None for r in done), started=began)
         raise
-    return RunResult(tuple(done), time.perf_counter() - start)
+    return RunResult(tuple(done), time.perf_counter() - start, started=began)
 
 
 def _lay_out(entries: list, runs_of, keyword: str | None,

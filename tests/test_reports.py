@@ -743,6 +743,27 @@ def test_junit_timestamp_is_the_start_a_result_records():
     assert started(recorded, now=start) == start - 60     # a RunResult.started wins
 
 
+def test_a_run_records_when_it_began(tmp_path):
+    import time
+
+    from gradcheck.runner import run
+
+    path = tmp_path / "c.toml"
+    path.write_text('[[case]]\nname = "sq"\nexpr = "sum(x**2)"\ninputs.x = { shape = [3] }\n'
+                    "points = 1\nextreme_points = 0\n")
+    before = time.time()
+    result = run([path])
+    assert before <= result.started <= before + result.seconds + 1
+    suite = parse(render_junit(result, now=result.started + 1000)).find("testsuite")
+    assert abs(datetime_of(suite.get("timestamp")) - result.started) < 1e-3
+
+
+def datetime_of(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp).timestamp()
+
+
 def test_the_text_report_paints_a_failed_witness_on_a_terminal():
     painted = render(RESULT, "text", color=True)
     assert "\033[31mop 1.0e+00/1.0e-07 ✗\033[0m" in painted
