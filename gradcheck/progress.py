@@ -70,6 +70,9 @@ class _Quiet:
     def __call__(self, n: int, total: int, result) -> None:
         pass
 
+    def planned(self, total: int) -> None:
+        pass
+
     def started(self, case, dtype: str) -> None:
         pass
 
@@ -124,6 +127,13 @@ class _Shown:
         self._thread.join(timeout=5)
         with self._cond:
             self._finish()
+
+    def planned(self, total: int) -> None:
+        """``total`` runs are to come (before the first starts)."""
+        with self._cond:
+            self.n, self.total = 0, total
+            self._started(None)
+            self._cond.notify_all()
 
     def started(self, case, dtype: str) -> None:
         """A run of ``case`` (a :class:`~gradcheck.cases.Case`) in ``dtype`` began."""
@@ -188,7 +198,7 @@ class _Shown:
     def _tick(self, now: float) -> None:
         raise NotImplementedError
 
-    def _started(self, run: _Run) -> None:
+    def _started(self, run: _Run | None) -> None:
         pass
 
     def _finished(self, result) -> None:
@@ -233,7 +243,7 @@ class _Live(_Shown):
         if now >= self._due:   # (not merely woken by an event, which drew already)
             self._draw(now)
 
-    def _started(self, run: _Run) -> None:
+    def _started(self, run: _Run | None) -> None:   # (None: the runs were planned)
         self._draw(time.monotonic())
 
     def _finished(self, result) -> None:

@@ -164,6 +164,9 @@ def _execute(on, runs: list[tuple[Case, str]], places: list[int], timeout: float
              progress, done: list) -> None:
     """The results of ``runs`` on the executor ``on``, each put in its place in ``done``
     (``places[i]`` for ``runs[i]``) as it comes in; ``progress`` told of each."""
+    planned = getattr(progress, "planned", None)
+    if planned is not None:   # the count, shown before the first run ends (workers start)
+        planned(len(runs))
     # what can be refused unrun is answered here, before any worker is started
     answered = {i: preflight(case, dtype) for i, (case, dtype) in enumerate(runs)}
     rest = [i for i, result in answered.items() if result is None]

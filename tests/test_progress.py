@@ -204,6 +204,20 @@ def test_live_mode_in_colour_writes_colour_and_a_real_run_works(tmp_path):
     assert "\n" not in text   # nothing failed: nothing stays
 
 
+def test_the_count_shows_before_the_first_run_starts(tmp_path):
+    """A run's workers take seconds to start: the count is on the line meanwhile."""
+    out = io.StringIO()
+    with progress.display(out, mode="live", color=False) as p:
+        p.planned(17)
+        first = screen(out.getvalue())[-1]
+    assert first.strip() == "[0/17]"
+    (tmp_path / "cases.toml").write_text(tiny("one", "two"))
+    out = io.StringIO()
+    with progress.display(out, mode="live", color=False) as p:
+        run([tmp_path], progress=p)
+    assert out.getvalue().split("\r")[1].startswith("[0/2]")   # the first line drawn
+
+
 def test_the_live_line_fits_the_terminal(monkeypatch):
     monkeypatch.setenv("COLUMNS", "40")
     out = io.StringIO()
