@@ -45,6 +45,7 @@ from .dtypes import round_to, smallest_normal, unit_roundoff
 from .rules import AXIS, COMPARISON, LINALG, REDUCTION, RULES, STRUCTURE
 from .rules.terms import rho, value_rounding, vjp_size
 from .pooling_bounds import pool_cotangent, pool_value
+from .conv_bounds import conv_rounding
 from .rules.conv import CONVOLUTIONS, POOLS
 from .summation import BLOCK, accumulation, terms as sum_terms   # noqa: F401 (BLOCK: API)
 from .arrays import unbroadcast
@@ -138,8 +139,8 @@ def _plus(a: np.ndarray, b) -> np.ndarray:
 class _Bounds:
     """One evaluation of the bounds of one formula at one point."""
 
-    def __init__(self, dtype: str):
-        self.dtype = dtype
+    def __init__(self, dtype: str, device: str = "cpu"):
+        self.dtype, self.device = dtype, device   # (the device: torch's kernels differ)
         self.u, self.u_acc = _units(dtype)
         self.lead: tuple[int, ...] = ()   # (n,): the backward carries n cotangents
         # Underflow: a result below the smallest normal is rounded to the subnormal grid,
@@ -318,7 +319,10 @@ class _Bounds:
                 through_args = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t),
                                                  other))
                 full = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t), absargs))
-                own = accumulation(sum_terms(node, k)) * u_acc * full + u * np.abs(c) + self.eta
+                # rounding into the dtype: once (u·|c|), or where torch adds parts in it
+                into = (conv_rounding(self, node, k, g, args, c) if node.op in CONVOLUTIONS
+                        else u * np.abs(c))
+                own = accumulation(sum_terms(node, k)) * u_acc * full + into + self.eta
             else:                 # transpose: exact
                 through_args, own = 0.0, 0.0
             return c, through_g + through_args + own
@@ -464,7 +468,7 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     fresh = b is None
     with np.errstate(all="ignore"):
         if fresh:
-            b = _Bounds(dtype)
+            b = _Bounds(dtype, getattr(case, "device", "cpu"))
             b.forward(root, point)
             if forward is not None:
                 forward[key] = b

@@ -198,6 +198,38 @@ def torch_conv(d: int):
     return call
 
 
+# torch's convolution backends that add a half-precision convolution's sums in float32
+# and round once: oneDNN (on a CPU with avx512_fp16 or avx_ne_convert for float16, with
+# avx512bw/vl/dq for bfloat16) and cuDNN (float32 math for half inputs)
+FLOAT_ACCUMULATING = ("Mkldnn", "Cudnn")
+
+
+def torch_adds_in_dtype(x_shape, w_shape, params, dtype: str, device: str = "cpu") -> bool:
+    """Whether torch's convolution of these arguments adds partial sums in ``dtype``
+    itself: the backend torch selects (``torch._C._select_conv_backend``, the choice
+    ``F.conv2d`` makes: oneDNN where ``use_mkldnn`` holds, else aten's ``Slow2d`` /
+    ``SlowDilated2d``, which round each GEMM's result into the dtype and add them there)
+    is none of :data:`FLOAT_ACCUMULATING`. True where that cannot be asked (no torch,
+    no such device, another torch's API): the looser model is the sound one."""
+    p = dict(params)
+    _, stride, padding, dilation = conv_geometry(w_shape, p["stride"], p["padding"],
+                                                 p["dilation"])
+    d = len(stride)
+    try:
+        import torch
+
+        kind = getattr(torch, dtype)
+        x_shape = tuple(x_shape) if len(x_shape) == d + 2 else (1,) + tuple(x_shape)
+        x = torch.empty(x_shape, dtype=kind, device=device)   # (no data: the shapes)
+        w = torch.empty(tuple(w_shape), dtype=kind, device=device)
+        backend = torch._C._select_conv_backend(x, w, None, list(stride), list(padding),
+                                                list(dilation), False, [0] * d,
+                                                p["groups"], None)
+    except Exception:     # noqa: BLE001 (any failure: fall back to the sound model)
+        return True
+    return not any(name in str(backend) for name in FLOAT_ACCUMULATING)
+
+
 def conv_terms(x_shape, w_shape, out_shape, k: int | None) -> int:
     """Terms of the sums a convolution's forward (``k`` None) or its cotangent into
     argument ``k`` adds (the rounding bound's γ(n)): C_in / groups × the kernel's size;

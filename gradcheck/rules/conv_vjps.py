@@ -11,14 +11,24 @@ as PyTorch computes it, apart from the exact tensor adjoints of :mod:`.conv_tens
   stride and dilation swapped;
 - avg_pool2d spreads each output's cotangent evenly over its window, max_pool2d sends
   it to the index of the window's (first) largest element.
+
+aten's own convolution on the CPU without oneDNN (the ``Slow2d``/``SlowDilated2d``
+backends: float16 wherever the CPU lacks avx512_fp16, any dtype with oneDNN off) forms
+these sums in parts and adds the parts in the dtype itself: the input's cotangent as one
+GEMM per kernel offset, each rounded, added by col2im (``grad_input += ...``); the
+weight's as one GEMM per batch sample added into the weight's gradient (β = 1).
+:func:`conv_input_parts` and :func:`conv_weight_parts` give those parts' magnitudes, for
+the rounding bound (:mod:`gradcheck.conv_bounds`).
 """
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-from .conv_columns import (batched, conv_geometry, max_pool2d_pick, np_conv, pad,
-                           pool_geometry, scatter_windows, unbatched)
+from .conv_columns import (batched, conv_geometry, crop, letters, max_pool2d_pick, np_conv,
+                           pad, pool_geometry, scatter_windows, unbatched)
 
 
 def _pad_or_crop(a: np.ndarray, before, after) -> np.ndarray:
@@ -67,6 +77,44 @@ def conv_weight_vjp(g, ans, x, w, stride, padding, dilation, groups):
         parts.append(full[(slice(None), slice(None)) + tuple(slice(0, k_) for k_ in kernel)]
                      .swapaxes(0, 1))
     return np.concatenate(parts, axis=0)
+
+
+def conv_input_parts(g, w, shape, stride, padding, dilation, groups):
+    """(Σ_k |t_k|, m): the magnitudes of the parts col2im adds into x̄, one per kernel
+    offset k (t_k[n, c, i] = Σ_o ḡ[n, o, i]·w[o, c, k] over the group's output channels,
+    added at x_pad[n, c, i·stride + k·dilation]), summed per element of x (``shape``),
+    and how many parts reach each element (m, broadcast over batch and channels)."""
+    kernel, stride, padding, dilation = conv_geometry(np.shape(w), stride, padding, dilation)
+    d = len(kernel)
+    gb, had = batched(g, d)
+    n, c_out, outs = gb.shape[0], gb.shape[1], gb.shape[2:]
+    c = shape[-d - 1]
+    spatial = tuple(m + 2 * p for m, p in zip(shape[-d:], padding))
+    total, count = np.zeros((n, c) + spatial), np.zeros((1, 1) + spatial)
+    gg = gb.reshape((n, groups, c_out // groups) + outs)
+    wg = np.reshape(w, (groups, c_out // groups, c // groups) + kernel)
+    o = letters(d)[0]
+    for k in itertools.product(*map(range, kernel)):   # one offset at a time: memory
+        t = np.einsum(f"ngp{o},gpc->ngc{o}", gg, wg[(Ellipsis,) + k], optimize=True)
+        place = (slice(None), slice(None)) + tuple(
+            slice(i * dl, i * dl + s * (m - 1) + 1, s)
+            for i, dl, s, m in zip(k, dilation, stride, outs))
+        total[place] += np.abs(t.reshape((n, c) + outs))
+        count[place] += 1
+    return unbatched(crop(total, padding), had), crop(count, padding)[0, 0]
+
+
+def conv_weight_parts(g, x, w_shape, stride, padding, dilation, groups):
+    """(Σ_n |w̄_n|, N): the magnitudes of the per-sample parts w̄_n (each batch sample's
+    own weight cotangent) aten adds into w̄, and how many there are."""
+    d = len(w_shape) - 2
+    xb, gb = batched(x, d)[0], batched(g, d)[0]
+    w = np.broadcast_to(0.0, w_shape)          # (its shape only)
+    total = np.zeros(w_shape)
+    for i in range(xb.shape[0]):
+        total += np.abs(conv_weight_vjp(gb[i:i + 1], None, xb[i:i + 1], w, stride,
+                                        padding, dilation, groups))
+    return total, xb.shape[0]
 
 
 def avg_pool2d_vjp(g, ans, x, kernel_size, stride):
