@@ -17,7 +17,9 @@ E(q) >= |fl(q) - q|:
   its formula adds where they cancel: :mod:`gradcheck.rules.terms`); a sum or
   contraction over n terms adds γ(n)·u_acc·Σ|terms| instead (:func:`accumulation`), the
   bound for blocked pairwise summation, at the unit roundoff of the accumulator (float32
-  at least, as PyTorch's CPU kernels accumulate half precision in float32);
+  at least, as PyTorch's CPU kernels accumulate half precision in float32; where torch
+  adds a convolution's cotangent from parts rounded into the dtype, aten's own kernels
+  for float16 on a CPU without avx512_fp16, m·u·Σ|parts|: :mod:`gradcheck.conv_bounds`);
 - a VJP c = vjp(ḡ, t, a...): E(c) = |vjp|(E(ḡ)) (the cotangent's own error, through
   |J|) + the change of c when t and each aⱼ move by their errors E(t), E(aⱼ) plus one
   more u·|t|, u·|aⱼ| for the rounding where the formula uses them (x*x inside
