@@ -220,8 +220,9 @@ def torch_adds_in_dtype(x_shape, w_shape, params, dtype: str, device: str = "cpu
 
         kind = getattr(torch, dtype)
         x_shape = tuple(x_shape) if len(x_shape) == d + 2 else (1,) + tuple(x_shape)
-        x = torch.empty(x_shape, dtype=kind, device=device)   # (no data: the shapes)
-        w = torch.empty(tuple(w_shape), dtype=kind, device=device)
+        # (no data: the shapes; requiring grad, as the witness's: torch's choice reads it)
+        x, w = (torch.empty(s, dtype=kind, device=device, requires_grad=True)
+                for s in (x_shape, tuple(w_shape)))
         backend = torch._C._select_conv_backend(x, w, None, list(stride), list(padding),
                                                 list(dilation), False, [0] * d,
                                                 p["groups"], None)
