@@ -104,6 +104,10 @@ def heat_map(m) -> str:
         ax.set_xlabel("last index" if len(m.shape) >= 1 else "", parse_math=False)
         ax.set_ylabel("leading indices (folded)" if len(m.shape) >= 2 else "",
                       parse_math=False)
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in (ax.xaxis, ax.yaxis):   # indices: whole numbers (a 4×4 map has no 0.5)
+        axis.set_major_locator(MaxNLocator(integer=True))
     if strip:
         ax.set_yticks([])
     return _png(fig)
