@@ -128,6 +128,9 @@ class Tally:
         self.grad_fn: tuple[str, ...] | None = None
         # the error maps being built, by quantity (None: build none)
         self.maps: dict[str, MapAccumulator] | None = {}
+        # a Jacobian's rows that agreed at the current point, by map, before any row
+        # differed: (point, [row, ...]), mapped only once one of that point does
+        self._pending: dict[str, tuple[int, list]] = {}
 
     def add(self, got: Evaluation, ref: Evaluation, point: int,
             tolerance: dict[str, np.ndarray]) -> None:
@@ -228,7 +231,8 @@ class Tally:
             bad = int(np.count_nonzero(ratio > 1))
             self.mismatched += bad
             if self.maps is not None:
-                self._map(quantity, value, expected, allowed, largest, cuts, j, ratio, bad)
+                self._map(quantity, value, expected, allowed, largest, cuts, j, ratio, bad,
+                          point)
             self.max_abs = max(self.max_abs, float(diff.max()))
             self.max_rel = max(self.max_rel, float(rel.max()))
             local = ratio.reshape(-1)
@@ -254,20 +258,31 @@ class Tally:
         self.top.sort(key=lambda pair: -pair[0])
         del self.top[WORST_KEPT:]
 
-    def _map(self, quantity, value, expected, allowed, largest, cuts, j, ratio, bad):
+    def _map(self, quantity, value, expected, allowed, largest, cuts, j, ratio, bad,
+             point):
         """Add slab ``j`` of ``cuts`` (its ``ratio``, ``bad`` elements outside) to the
-        quantity's error map: always when the quantity is one slab; for a larger one
-        once it differs (the slabs before the first that does, of this point, looked at
-        again), so that a layer's passing comparisons cost nothing here."""
+        quantity's error map, once the quantity differs: from the point where it first
+        does, the slabs before that one looked at again (and a Jacobian's rows of that
+        point that agreed before it), so that comparisons that pass, the nearly every
+        one of a run, cost nothing here."""
         key = jacobian_key(quantity)
         name = key[0] if key else quantity
         if name not in self.maps:
-            if len(cuts) > 1 and not bad:
-                return
             if key and len(cuts) > 1:   # a Jacobian map of a large input: not drawn
+                return
+            if not bad:
+                if key:   # kept aside: a later row of this point may differ
+                    kept = self._pending.get(name)
+                    if kept is None or kept[0] != point:
+                        kept = self._pending[name] = (point, [])
+                    kept[1].append((quantity, value, expected, ratio))
                 return
             self.maps[name] = MapAccumulator(name, expected.shape,
                                              "jacobian" if key else "gradient")
+            kept = self._pending.pop(name, None)
+            for row, v, e, r in (kept[1] if kept and kept[0] == point else ()):
+                self._map_slab(self.maps[name], jacobian_key(row), e.shape,
+                               (0, slice(None), ...), v, e, r)
             for axis, part, where in cuts[:j]:
                 again = self._errors(value[where], expected[where], allowed[where],
                                      largest)[2]

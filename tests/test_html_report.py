@@ -376,3 +376,30 @@ def test_merged_tallies_keep_the_jacobian_rows_where_they_belong():
     (merged,), (direct,) = a.result().error_maps, both.result().error_maps
     assert merged == direct and merged.grid == ((5.0, 0.0, 0.0), (0.0, -7.0, 0.0))
     assert (merged.kind, merged.shape) == ("jacobian", (2, 3))
+
+
+def test_a_jacobian_map_keeps_the_rows_that_agreed_before_one_differed():
+    """Rows are mapped only once one differs: those of that point that agreed before
+    it are mapped then too (pale, not missing); a point where nothing differed is not."""
+    tally = Tally("op.jacobian", "float64")
+    row = lambda i: f"d out0[{i}] / d x"           # noqa: E731
+    exp = np.zeros(2)
+    for i, got in enumerate(([0.5, 0], [0, 0], [3.0, 0])):      # point 0: all agree
+        tally.add_quantities({row(i): np.array(got) * 0.1}, {row(i): exp}, 0, {row(i): 1.0})
+    assert tally.maps == {}
+    for i, got in enumerate(([0.5, 0], [0, 0.25], [3.0, 0])):   # point 1: the last differs
+        tally.add_quantities({row(i): np.array(got)}, {row(i): exp}, 1, {row(i): 1.0})
+    (jac,) = tally.result().error_maps
+    assert jac.grid == ((0.5, 0.0), (0.0, 0.25), (3.0, 0.0)) and jac.mismatched == 1
+
+
+def test_a_gradient_is_mapped_from_the_point_where_it_first_differs():
+    tally = Tally("torch", "float64")
+    exp = np.zeros(3)
+    tally.add_quantities({"x.grad": np.array([0.9, 0, 0])}, {"x.grad": exp}, 0,
+                         {"x.grad": 1.0})
+    assert tally.maps == {}                      # agreed: nothing built
+    tally.add_quantities({"x.grad": np.array([0, 2.0, 0])}, {"x.grad": exp}, 1,
+                         {"x.grad": 1.0})
+    (m,) = tally.result().error_maps
+    assert m.grid == ((0.0, 2.0, 0.0),)
