@@ -65,7 +65,10 @@ def write_atomic(path: str | Path, text: str) -> None:
     (in place where ``path`` is no regular file: see the module docstring)."""
     path = Path(path)
     if _in_place(path):
-        with open(path, "w", encoding="utf-8") as f:
+        # appended, not truncated: /dev/stdout reopens whatever fd 1 is, and "w" would
+        # empty a log redirected there (> log, >> "$GITHUB_STEP_SUMMARY"); a device or a
+        # FIFO has nothing to truncate
+        with open(path, "a", encoding="utf-8") as f:
             f.write(text)
         return
     if path.is_symlink():   # replace what it points to, and keep the link

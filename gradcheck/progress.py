@@ -108,6 +108,9 @@ class _Shown:
         # colour_system None: rich writes no escape code at all
         self.console = Console(file=stream, force_terminal=self.terminal,
                                color_system="standard" if color else None,
+                               # the caller decided (--color always beats NO_COLOR):
+                               # rich must not read NO_COLOR again
+                               no_color=not color,
                                highlight=False, markup=False, emoji=False,
                                soft_wrap=True)
         self.running: dict[tuple, deque[_Run]] = {}

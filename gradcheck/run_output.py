@@ -39,11 +39,12 @@ def report_problem(reports) -> str:
     from .io import output_problem
 
     seen: dict[str, object] = {}
+    summary = step_summary_file()
     for r in reports:
-        problem = output_problem(r.path)
+        problem = output_problem(r.path) or _replaces_a_source(r.path, summary)
         if problem:
             if r.origin == "--output":
-                return problem
+                return problem if problem.startswith("--output") else f"--output {problem}"
             return f"{r.origin} {r.fmt}:{problem.removeprefix('--output ')}"
         key = os.path.realpath(r.path)
         if key in seen:
@@ -51,6 +52,27 @@ def report_problem(reports) -> str:
             return (f"two reports to the same file {r.path}: {first.origin} "
                     f"{first.fmt}:{first.path} and {r.origin} {r.fmt}:{r.path}")
         seen[key] = r
+    return ""
+
+
+# what a report never replaces: a one-character slip (junit:cases/a.toml for
+# reports/a.xml) must not cost a case file, an op's source or the project's settings
+SOURCES = (".py", ".toml", ".yaml", ".yml", ".cfg", ".ini")
+
+
+def _replaces_a_source(path: str, summary: str) -> str:
+    """Why writing a report to ``path`` would destroy what is not a report ("" when it
+    would not): an existing source file, or the job summary (appended to, not
+    replaced: it holds the other steps' summaries)."""
+    target = Path(path)
+    if summary and os.path.realpath(target) == os.path.realpath(summary):
+        return (f"{path} is $GITHUB_STEP_SUMMARY, the job summary: the Markdown report is "
+                "appended to it already (a report file would replace what the job's "
+                "other steps wrote there)")
+    if target.suffix.lower() in SOURCES and target.is_file():
+        return (f"{path} exists and is a source file ({target.suffix}), not a report: a "
+                "report would replace it; write reports to files of their own, e.g. "
+                "under reports/")
     return ""
 
 
@@ -90,6 +112,7 @@ def publish(args, result) -> list[str]:
         for line in github_annotations(result):
             print(line, file=aside)
     unwritten = []
+    sys.stdout.flush()   # before a report that goes to /dev/stdout, after the text
     for r in args.reports:
         try:
             _write(r.path, rendered(r.fmt))
@@ -106,8 +129,15 @@ def publish(args, result) -> list[str]:
 
 
 def _write(path: str, text: str) -> None:
+    """A report file; one that is this process's stdout (``/dev/stdout``, or the
+    file stdout is redirected to) through stdout itself: a second open file of it
+    would write at an offset of its own, over or under the lines stdout writes."""
     from .io import write_atomic
 
+    if _is_stdout(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     write_atomic(path, text)
 
 

@@ -997,3 +997,17 @@ def test_a_formula_deeper_than_pickle_follows_pickles():
     while node.args:
         node, depth = node.args[0], depth + 1
     assert depth == 1 + 1000 + 20 and node is back.nodes["x"]
+
+
+def test_a_searched_folder_leaves_out_what_is_never_a_case_file(tmp_path):
+    """`gradcheck run .` in a project: its pyproject.toml, .github's workflows, a
+    virtualenv's files are no case files; a file named on the command line is read."""
+    case = '[[case]]\nname = "c"\nexpr = "sum(x)"\ninputs.x = { shape = [2] }\n'
+    for name in ("cases/a.toml", "pyproject.toml", ".github/workflows/ci.yml",
+                 ".venv/lib/x.toml", "node_modules/p/y.yaml", "deep/b.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(case if name.endswith(".toml") else "case: []\n")
+    found = [p.relative_to(tmp_path).as_posix() for p in case_files([tmp_path])]
+    assert found == ["cases/a.toml", "deep/b.yaml"]
+    hidden = tmp_path / ".venv" / "lib" / "x.toml"
+    assert case_files([hidden]) == [hidden]       # named: read, wherever it lies

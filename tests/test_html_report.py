@@ -19,7 +19,7 @@ from gradcheck.compare import Tally
 from gradcheck.errormap import GRID, view
 from gradcheck.report import render
 from gradcheck.report.html import render_html
-from gradcheck.result import (FAILED, HIST_EXPONENTS, PASSED, CaseResult, ErrorMap,
+from gradcheck.result import (FAILED, HIST_EXPONENTS, PASSED, SKIPPED, CaseResult, ErrorMap,
                               RunResult, WitnessResult)
 
 HOSTILE = "<script>alert(1)</script>"
@@ -403,3 +403,12 @@ def test_a_gradient_is_mapped_from_the_point_where_it_first_differs():
                          {"x.grad": 1.0})
     (m,) = tally.result().error_maps
     assert m.grid == ((0.0, 2.0, 0.0),)
+
+
+def test_the_page_says_why_a_case_was_skipped():
+    skipped = CaseResult("on-gpu", "cases/a.toml", 3, "float64", SKIPPED,
+                         message="device cuda: no such device here")
+    page = render_html(RunResult((skipped,)))
+    items = re.findall(r'<ul class="skipped">(.*?)</ul>', page, re.S)
+    assert items and "<code>on-gpu[float64]</code>: device cuda: no such device here" in items[0]
+    assert 'id="skipped"' not in render_html(RunResult(()))

@@ -275,3 +275,12 @@ def test_started_comes_when_a_worker_takes_the_run(tmp_path, monkeypatch, jobs):
             ("done", name, "float64"))
     if jobs == 1:   # one worker, one task in flight: they alternate
         assert [e[0] for e in seen.events] == ["start", "done"] * 3
+
+
+def test_colour_asked_for_is_colour_whatever_no_color_says(monkeypatch):
+    """--color always beats NO_COLOR: the caller decided, rich must not read it again."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    out = io.StringIO()
+    with progress.display(out, mode="lines", color=True) as p:
+        p(1, 1, result("softplus", FAILED))
+    assert "\x1b[" in out.getvalue() and "FAIL" in out.getvalue()

@@ -770,3 +770,24 @@ def test_the_text_report_paints_a_failed_witness_on_a_terminal():
     assert "\033[31mtorch" not in painted                 # an agreeing one stays plain
     plain = re.sub(r"\033\[[0-9;]*m", "", painted)
     assert plain == render(RESULT, "text")                # the same text, columns too
+
+
+def test_an_annotation_names_its_file_from_the_workspace(tmp_path, monkeypatch):
+    """A run from a subfolder sees absolute or ../ paths; GitHub resolves an
+    annotation's file against the checkout, so it is written relative to that."""
+    from gradcheck.report.annotations import workspace_path
+
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "a.toml").write_text("")
+    monkeypatch.chdir(tmp_path / "cases")
+    env = {"GITHUB_WORKSPACE": str(tmp_path)}
+    assert workspace_path(str(tmp_path / "cases" / "a.toml"), env) == "cases/a.toml"
+    assert workspace_path("a.toml", env) == "cases/a.toml"
+    assert workspace_path("/elsewhere/a.toml", env) == "/elsewhere/a.toml"
+    assert workspace_path("a.toml", {}) == "a.toml"
+    assert workspace_path("<check_op>", env) == "<check_op>"
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(tmp_path))
+    failed = CaseResult("bad", str(tmp_path / "cases" / "a.toml"), 3, "float64", FAILED,
+                        message="torch: 1 / 3 elements differ")
+    (line,) = github_annotations(RunResult((failed,)))
+    assert line.startswith("::error file=cases/a.toml,line=3,")

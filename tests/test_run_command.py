@@ -349,3 +349,53 @@ def test_a_ci_step_end_to_end_in_a_real_process(project):
         "summary"]["failed"] == 1
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("earlier step\n") and text.count("## ❌ gradcheck:") == 1
+
+
+# --------------------------------------------------------------------------- no report destroys
+
+@pytest.mark.parametrize("target", ["cases.toml", "myops.py", "pyproject.toml"])
+def test_a_report_never_replaces_a_source_file(capsys, project, target):
+    """junit:cases/a.toml for reports/a.xml, a one-character slip, must not cost the
+    case file, an op's source or the project's settings."""
+    (project / "myops.py").write_text("# an op\n", encoding="utf-8")
+    before = (project / target).read_bytes()
+    code, _, err = gc(capsys, "run", "cases.toml", "--report", f"json:{target}")
+    assert code == ExitCode.USAGE
+    assert f"--report json:{target} exists and is a source file" in err, err
+    assert (project / target).read_bytes() == before
+    code, _, err = gc(capsys, "run", "cases.toml", "--format", "json", "--output", target)
+    assert code == ExitCode.USAGE and err.startswith(f"gradcheck: error: --output {target}")
+    assert (project / target).read_bytes() == before
+
+
+def test_a_report_to_the_job_summary_is_refused(capsys, project, monkeypatch):
+    summary = project / "summary.md"
+    summary.write_text("earlier step\n", encoding="utf-8")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, _, err = gc(capsys, "run", "cases.toml", "--report", "markdown:summary.md")
+    assert code == ExitCode.USAGE and "is $GITHUB_STEP_SUMMARY, the job summary" in err
+    assert summary.read_text(encoding="utf-8") == "earlier step\n"
+
+
+@pytest.mark.parametrize("redirect", [">", ">>"])
+def test_a_report_to_dev_stdout_keeps_a_redirected_log(project, redirect):
+    """/dev/stdout reopens what fd 1 is: written in append mode, it neither empties a
+    log redirected with >> nor leaves a hole of NULs where the text report was."""
+    import subprocess
+
+    log = project / "log"
+    log.write_text("PREVIOUS\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GITHUB_ACTIONS", "NO_COLOR", "FORCE_COLOR")}
+    command = (f"{sys.executable} -m gradcheck run cases.toml -k fine --witness torch "
+               f"--report markdown:/dev/stdout {redirect} log")
+    done = subprocess.run(["sh", "-c", command], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == ExitCode.OK, done.stderr
+    text = log.read_text(encoding="utf-8")
+    assert "\x00" not in text
+    assert text.startswith("PREVIOUS\n") == (redirect == ">>")
+    report = text.index("PASS  fine")
+    assert report < text.index("## ✅ gradcheck") < text.index(
+        "report written to /dev/stdout (markdown)")

@@ -84,8 +84,25 @@ def _split(entries: list[Case | CaseFileError]) -> tuple[list[Case], list[CaseFi
     return cases, [e for e in entries if isinstance(e, CaseFileError)]
 
 
+# never case files, in a folder that is searched: the project's own settings, and what
+# tools keep in folders of their own (a virtualenv, node_modules, .git, .github's YAML)
+_NOT_SEARCHED = ("pyproject.toml",)
+_FOLDERS_NOT_SEARCHED = ("node_modules", "site-packages", "__pycache__")
+
+
+def _searched(relative: Path) -> bool:
+    """Whether a file found in a searched folder (``relative`` to it) may be a case
+    file: not ``pyproject.toml``, nor under a hidden folder (``.git``, ``.github``,
+    ``.venv``) or a folder of installed packages; a file named on the command line is
+    read whatever its folder."""
+    folders = relative.parts[:-1]
+    return (relative.name not in _NOT_SEARCHED
+            and not any(f.startswith(".") or f in _FOLDERS_NOT_SEARCHED for f in folders))
+
+
 def case_files(paths: Iterable[str | Path]) -> list[Path]:
-    """The case files named by ``paths``: files as given, folders searched recursively.
+    """The case files named by ``paths``: files as given, folders searched recursively
+    (but for what is never a case file: :func:`_searched`).
 
     Raises:
         CaseFileError: a path does not exist or is not a case file.
@@ -96,7 +113,7 @@ def case_files(paths: Iterable[str | Path]) -> list[Path]:
     for p in map(Path, paths):
         if p.is_dir():
             out.extend(sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES
-                              and f.is_file()))
+                              and f.is_file() and _searched(f.relative_to(p))))
         elif p.is_file():
             if p.suffix not in SUFFIXES:
                 raise CaseFileError(f"not a case file (expected {', '.join(SUFFIXES)})",

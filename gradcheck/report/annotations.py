@@ -12,6 +12,8 @@ the title are one line each."""
 
 from __future__ import annotations
 
+import os
+
 from ..result import ERROR, FAILED
 from .details import title
 from .mismatch import failing
@@ -41,6 +43,20 @@ def _message(case) -> str:
     return "\n".join(lines) or case.status
 
 
+def workspace_path(file: str, environ=None) -> str:
+    """``file`` as GitHub resolves an annotation's: relative to the repository's
+    checkout (``$GITHUB_WORKSPACE``) where it lies under it, so that a run from a
+    subfolder, whose paths are absolute or ``../`` ones, annotates the same lines."""
+    environ = os.environ if environ is None else environ
+    root = environ.get("GITHUB_WORKSPACE", "")
+    if not root or file.startswith("<"):   # (<string>, <check_op>: no file)
+        return file
+    full, base = os.path.realpath(file), os.path.realpath(root)
+    if os.path.commonpath([full, base]) != base:
+        return file
+    return os.path.relpath(full, base)
+
+
 def github_annotations(result) -> list[str]:
     """The ``::error`` lines for ``result`` (without newlines), in report order."""
     out = []
@@ -49,7 +65,7 @@ def github_annotations(result) -> list[str]:
             continue
         props = []
         if case.file:
-            props.append(f"file={escape_property(one_line(case.file))}")
+            props.append(f"file={escape_property(one_line(workspace_path(case.file)))}")
         if case.line:
             props.append(f"line={int(case.line)}")
         props.append(f"title={escape_property(one_line('gradcheck ' + title(case)))}")

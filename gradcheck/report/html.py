@@ -201,6 +201,16 @@ def _section(i: int, case, budget: list[int]) -> list[str]:
     return out
 
 
+def _skipped(result) -> list[str]:
+    """Why each skipped case was skipped (a device that is absent, a dtype no witness
+    runs in), one item each: a skip is no pass, and the page says why."""
+    items = [f'<li><code>{text(title(c))}</code>: {text(c.message or "skipped")}</li>'
+             for c in result.cases if c.status == SKIPPED]
+    if not items:
+        return []
+    return ['<h2 id="skipped">Skipped</h2>', '<ul class="skipped">', *items, "</ul>"]
+
+
 def render_html(result) -> str:
     sections = {i for i, c in enumerate(result.cases) if c.status != PASSED
                 and c.status != SKIPPED}
@@ -210,6 +220,7 @@ def render_html(result) -> str:
     budget = [MAPS_DRAWN]
     for i in sorted(sections):
         body += _section(i, result.cases[i], budget)
+    body += _skipped(result)
     page = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             "<title>gradcheck report</title>", f"<style>{CSS}</style>", "</head>",

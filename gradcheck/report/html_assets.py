@@ -22,6 +22,7 @@ th { background: #f0f0f0; }
 #cases th[aria-sort="ascending"]::after { content: " \\25b2"; }
 #cases th[aria-sort="descending"]::after { content: " \\25bc"; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td[data-key="err"] { white-space: nowrap; }
 .passed { color: #1a7f37; } .failed { color: #cf222e; font-weight: bold; }
 .error { color: #9a6700; font-weight: bold; } .skipped { color: #777; }
 .incomplete { background: #fff3cd; border: 1px solid #e0b000; padding: 0.5em; }
