@@ -200,6 +200,11 @@ def merge(args, found: Settings) -> None:
             setattr(args, spec.attr, value)
     if not args.paths:
         args.paths = [_relative(found, p) for p in table.get("paths", [])]
+        missing = [p for p in args.paths if not Path(p).exists()]
+        if missing:   # said as the table's, not as a path the user typed
+            raise SettingsError(f"[tool.gradcheck] paths: {missing[0]} does not exist "
+                                f"(paths are relative to {found.path.parent})",
+                                file=str(found.path))
     given = [Report(args.format or "text", args.output, "--output")] if args.output else []
     given += [Report(fmt, path, "--report") for fmt, path in args.report or ()]
     configured = [Report(*parse_report(r), f"{found.path}: [tool.gradcheck] reports")

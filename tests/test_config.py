@@ -109,6 +109,7 @@ def calls(monkeypatch) -> list[dict]:
 
 
 def test_every_run_key_reaches_the_runner(capsys, project, calls):
+    (project / "more").mkdir(exist_ok=True)
     configure(project, 'paths = ["cases", "more"]\ndtype = "float16"\nseed = 1\n'
                        'points = 4\nextreme-points = 3\ntimeout = 12.5\njobs = 2\n'
                        'witnesses = ["engine", "torch"]\nstrict-shapes = true\n'
@@ -210,3 +211,14 @@ def test_the_help_mentions_the_table(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "[tool.gradcheck]" in out and "pyproject.toml" in out
     assert "Without PATH, the configured paths are run" in out
+
+
+def test_a_configured_path_that_is_not_there_is_named_as_the_tables(tmp_path, monkeypatch,
+                                                                    capsys):
+    from gradcheck.cli import ExitCode, main
+
+    (tmp_path / "pyproject.toml").write_text('[tool.gradcheck]\npaths = ["nope"]\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["run"]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "pyproject.toml" in err and "[tool.gradcheck] paths: nope does not exist" in err
