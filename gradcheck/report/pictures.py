@@ -85,8 +85,12 @@ def heat_map(m) -> str:
     fig = _figure(6.4, 2.4 if strip else 4.4)
     ax = fig.add_subplot()
     cmap = colormaps["RdBu_r"].with_extremes(bad="#bbbbbb")
+    # a cell of one element is labelled by its index at its centre; a cell of many
+    # spans its elements' indices, edge to edge
+    one = tuple(m.cell) == (1, 1)
+    extent = (-0.5, cols - 0.5, rows - 0.5, -0.5) if one else (0, cols, rows, 0)
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, aspect="auto",
-                      interpolation="nearest", extent=(0, cols, rows, 0),
+                      interpolation="nearest", extent=extent,
                       norm=SymLogNorm(linthresh=1.0, linscale=1.0, vmin=-end, vmax=end))
     bar = fig.colorbar(image, ax=ax, extend="both" if end >= _LARGEST else "neither")
     ticks = colour_ticks(end, 2 if strip else 4)
