@@ -108,7 +108,10 @@ def test_an_op_that_cannot_be_imported_is_a_case_error_exit_2(capsys, tmp_path):
     assert code == ExitCode.USAGE == 2
     missing = by_name(report)["missing"]
     assert (missing["status"], missing["error_kind"]) == ("error", "case")
-    assert "cannot import op 'myops:NoSuchOp'" in missing["message"]
+    assert "cannot import op 'myops:NoSuchOp': AttributeError: myops has no attribute " \
+        "'NoSuchOp'" in \
+        missing["message"]
+    assert "gradcheck_op_" not in missing["message"]   # the module as the user named it
 
 
 def test_an_op_module_that_raises_on_import_is_a_case_error(capsys, tmp_path):

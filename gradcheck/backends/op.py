@@ -231,6 +231,11 @@ def _attribute(module: types.ModuleType, attr: str, policy: _Policy) -> Any:
         holder = obj
         try:
             obj = getattr(obj, part)
+        except AttributeError:   # said of the module as the user named it, not as
+            # it was imported (gradcheck_op_<hash>.myops)
+            where = shown if obj is module else repr(".".join(parts[:i]))
+            raise OpImportError(f"cannot import op {spec!r}: AttributeError: {where} "
+                                f"has no attribute {part!r}") from None
         except Exception as exc:  # a module's __getattr__ is user code too
             raise OpImportError(f"cannot import op {spec!r}: "
                                 f"{describe_exception(exc)}") from None
