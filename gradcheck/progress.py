@@ -258,19 +258,40 @@ class _Live(_Shown):
     def _finish(self) -> None:
         self._erase()
 
-    def _draw(self, now: float) -> None:
+    def _line_of(self, runs: list, now: float, more: int, labels: list | None = None):
+        """The live line with ``runs`` shown (as ``labels``, default theirs) and
+        ``more`` runs counted after them."""
         from rich.text import Text
 
         line = Text()
         if self.total is not None:
             line.append(f"[{self.n}/{self.total}]", style="bold")
-        for i, run in enumerate(r for runs in self.running.values() for r in runs):
+        for i, run in enumerate(runs):
             line.append(", " if i else " " if line else "")
-            line.append(run.label)
+            line.append(labels[i] if labels else run.label)
             line.append(f" {now - run.since:.1f}s", style="dim")
+        if more:
+            line.append(f" +{more} more", style="dim")
+        return line
+
+    def _draw(self, now: float) -> None:
         # one cell short of the width: a line that fills the last column wraps on
         # some terminals, and a carriage return would then redraw only its tail
-        line.truncate(max(1, self.console.width - 1), overflow="ellipsis")
+        width = max(1, self.console.width - 1)
+        runs = [r for runs in self.running.values() for r in runs]
+        shown = len(runs)
+        line = self._line_of(runs, now, 0)
+        while line.cell_len > width and shown > 1:   # fewer runs, each whole, counted
+            shown -= 1
+            line = self._line_of(runs[:shown], now, len(runs) - shown)
+        if line.cell_len > width and shown == 1:   # one run too wide: cut its name,
+            # keep its dtype and its time, which say what runs and for how long
+            label, over = runs[0].label, line.cell_len - width
+            name, paren, dtype = label.rpartition(" (")
+            if paren and len(name) > over + 1:
+                cut = name[:len(name) - over - 1] + "…" + paren + dtype
+                line = self._line_of(runs[:1], now, len(runs) - 1, [cut])
+        line.truncate(width, overflow="ellipsis")   # (what is left too wide: its end)
         with self.console.capture() as drawn:
             self.console.print(line, end="")
         cells = line.cell_len

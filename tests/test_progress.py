@@ -227,8 +227,9 @@ def test_the_live_line_fits_the_terminal(monkeypatch):
             p.started(a_case(name), "float64")
         drawn = out.getvalue().split("\r")
     assert max(len(d) for d in drawn) <= 39   # one short: no wrap at the last column
-    assert drawn[-1].startswith("[1/9] a-rather-long-name (float64) ")
-    assert drawn[-1].rstrip().endswith("\u2026")   # the rest cut, and said so
+    # the first run, its name cut (and said so), its dtype and time kept, the rest counted
+    assert re.fullmatch(r"\[1/9\] a-rather-\S*\u2026 \(float64\) \d\.\ds \+2 more",
+                        drawn[-1].rstrip()), drawn[-1]
 
 
 @pytest.mark.parametrize("mode", ["live", "lines"])
@@ -284,3 +285,25 @@ def test_colour_asked_for_is_colour_whatever_no_color_says(monkeypatch):
     with progress.display(out, mode="lines", color=True) as p:
         p(1, 1, result("softplus", FAILED))
     assert "\x1b[" in out.getvalue() and "FAIL" in out.getvalue()
+
+
+def test_a_narrow_live_line_keeps_each_runs_time(monkeypatch):
+    """Too many runs: the ones that fit, whole, and a count of the others; one name too
+    long: the name is cut, its dtype and its time stay."""
+    monkeypatch.setenv("COLUMNS", "60")
+    out = io.StringIO()
+    with progress.display(out, mode="live", color=False) as p:
+        for name in ("first-run", "second-run", "third-run", "fourth-run"):
+            p.started(a_case(name), "float64")
+        many = screen(out.getvalue())[-1].rstrip()
+        p(1, 5, result("first-run", PASSED))
+        p(2, 5, result("second-run", PASSED))
+        p(3, 5, result("third-run", PASSED))
+        p(4, 5, result("fourth-run", PASSED))
+        p.started(a_case("a-name-far-too-long-for-a-line-of-sixty-columns-or-so-really"),
+                  "bfloat16")
+        one = screen(out.getvalue())[-1].rstrip()
+    assert re.fullmatch(r"first-run \(float64\) \d\.\ds, second-run \(float64\) \d\.\ds "
+                        r"\+2 more", many), many
+    assert len(one) <= 59 and re.fullmatch(r"\[4/5\] a-name-far-too-long-for-a\S*… "
+                                           r"\(bfloat16\) \d\.\ds", one), one
