@@ -328,7 +328,10 @@ def test_a_page_draws_a_bounded_number_of_maps(monkeypatch):
     monkeypatch.setattr(html, "MAPS_DRAWN", 3)
     page = render_html(_synthetic(0, 2, 2))
     assert page.count("<img") == 2 * 3
-    assert page.count('class="left-out"') == 1 and "1 error map(s) not drawn" in page
+    assert page.count('class="left-out"') == 1 and "1 of the 4 error maps not drawn" in page
+    assert page.count('class="left-out-here"') == 1     # the witness it left out, once
+    monkeypatch.setattr(html, "MAPS_DRAWN", 4)
+    assert 'class="left-out' not in render_html(_synthetic(0, 2, 2))
 
 
 def test_an_interrupted_run_says_so():

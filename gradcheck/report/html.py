@@ -153,10 +153,9 @@ def _pictures(w, budget: list[int]) -> list[str]:
     out = []
     drawn = w.error_maps[:max(0, budget[0])]
     budget[0] -= len(w.error_maps)
-    if len(drawn) < len(w.error_maps):
-        out.append(f'<p class="left-out">{len(w.error_maps) - len(drawn)} error map(s) '
-                   f"not drawn: a page draws {MAPS_DRAWN} at most (the JSON report holds "
-                   "their numbers).</p>")
+    if len(drawn) < len(w.error_maps):   # (the page's own line says why, once)
+        out.append(f'<p class="left-out-here">{len(w.error_maps) - len(drawn)} error '
+                   "map(s) of this witness not drawn.</p>")
     for m in drawn:
         what = "the Jacobian" if m.kind == "jacobian" else "the quantity"
         label = text(m.quantity)
@@ -217,6 +216,12 @@ def render_html(result) -> str:
     body = _summary(result) + _table(result, sections)
     if sections:
         body.append('<h2 id="problems">Cases that did not pass</h2>')
+        maps = sum(len(w.error_maps) for i in sections for w in result.cases[i].witnesses)
+        if maps > MAPS_DRAWN:
+            body.append(f'<p class="left-out">{maps - MAPS_DRAWN} of the {maps} error maps '
+                        f"not drawn: a page draws the first {MAPS_DRAWN}, in report order "
+                        "(the JSON report, --report json:PATH, holds every map's "
+                        "numbers).</p>")
     budget = [MAPS_DRAWN]
     for i in sorted(sections):
         body += _section(i, result.cases[i], budget)
