@@ -218,10 +218,10 @@ def _run(args) -> int:
     from .kernelcache import turned_off
     from .parallel import ParallelError
     from .progress import display
-    from .run_output import publish, use_color
+    from .run_output import is_terminal, publish, use_color
     from .runner import run
 
-    mode = "quiet" if args.quiet else "live" if _isatty(sys.stderr) else "lines"
+    mode = "quiet" if args.quiet else "live" if is_terminal(sys.stderr) else "lines"
     # SIGINT and SIGTERM stop the run; what finished is still reported (incomplete)
     with stop_on(signal.SIGINT, signal.SIGTERM):
         try:
@@ -247,13 +247,6 @@ def _run(args) -> int:
             result = stop.result
         unwritten = publish(args, result)
     return _run_code(args, result, unwritten)
-
-
-def _isatty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):   # no such method, or a closed stream
-        return False
 
 
 def _run_code(args, result, unwritten: list[str]) -> int:

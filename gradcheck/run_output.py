@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["publish", "report_problem", "use_color", "step_summary_file"]
+__all__ = ["publish", "report_problem", "use_color", "is_terminal", "step_summary_file"]
 
 
 def use_color(choice: str, stream, environ=None) -> bool:
@@ -26,6 +26,11 @@ def use_color(choice: str, stream, environ=None) -> bool:
         return False
     if environ.get("FORCE_COLOR"):
         return True
+    return is_terminal(stream)
+
+
+def is_terminal(stream) -> bool:
+    """Whether ``stream`` is a terminal (False for one without ``isatty`` or closed)."""
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):   # no such method, or a closed stream

@@ -19,12 +19,11 @@ the whole page through :func:`~gradcheck.report.scrub.neutral`, as every report.
 from __future__ import annotations
 
 import html
-import math
 
 from ..result import PASSED, SKIPPED
 from .details import failing_witnesses, full_text, incomplete_line, title, where
 from .html_assets import CSS, JS
-from .mismatch import describe, element_error, shown_error
+from .mismatch import describe, shown_error, tolerances_off
 from .scrub import neutral, one_line, printable
 
 _STATUS = {"passed": "passed", "failed": "failed", "error": "error", "skipped": "skipped"}
@@ -82,8 +81,7 @@ def _worst(case):
     for w in case.witnesses:
         if w.worst is None:
             continue
-        err = element_error(w.worst.obtained, w.worst.expected)
-        r = err / w.worst.tolerance if w.worst.tolerance > 0 else (math.inf if err else 0.0)
+        r = tolerances_off(w.worst.obtained, w.worst.expected, w.worst.tolerance)
         if r > ratio:
             found, ratio = w, r
     return found, ratio
@@ -126,8 +124,7 @@ def _elements(m) -> list[str]:
     head = ("element", "point", "obtained", "expected", "tolerance", "|diff| / tol")
     rows = []
     for e in m.elements:
-        diff = abs(e.obtained - e.expected)
-        ratio = diff / e.tolerance if e.tolerance > 0 else float("inf") if diff else 0.0
+        ratio = tolerances_off(e.obtained, e.expected, e.tolerance)
         rows.append("<tr>" + "".join(
             f'<td class="num">{v}</td>' if k else f"<td><code>{v}</code></td>"
             for k, v in enumerate([text(e.label), e.point, f"{e.obtained:.10g}",

@@ -78,9 +78,8 @@ def started(result, now: float | None = None) -> float:
     """When the run began, in seconds since the epoch: the result's ``started`` where it
     records one, else ``now`` (the time of rendering) less the run's duration, which is
     the start for a report rendered as the run ends (what ``gradcheck run`` does)."""
-    start = getattr(result, "started", None)
-    if start:
-        return float(start)
+    if result.started:   # (0: not recorded, as in a result read back from JSON)
+        return float(result.started)
     return (time.time() if now is None else now) - max(float(result.seconds), 0.0)
 
 

@@ -34,6 +34,13 @@ def element_error(obtained: float, expected: float) -> float:
     return diff if diff == diff else math.inf
 
 
+def tolerances_off(obtained: float, expected: float, tolerance: float) -> float:
+    """How many tolerances ``obtained`` is from ``expected`` (:func:`element_error` over
+    ``tolerance``; a zero tolerance: infinite unless the two agree)."""
+    err = element_error(obtained, expected)
+    return err / tolerance if tolerance > 0 else (math.inf if err else 0.0)
+
+
 def shown_error(w) -> str:
     """A witness's verdict in a report's error column, the same in every report: its
     worst element's error against that element's tolerance, ``3.6e-07/1.0e-06`` (the
