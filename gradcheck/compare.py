@@ -217,13 +217,16 @@ class Tally:
             return
         if expected.size == 0:
             return
-        if exact:
+        # max |expected| from the extremes: two passes and no temporary of a layer's size
+        # (NaN in either extreme is NaN in both; inf is caught just below)
+        lo, hi = float(np.min(expected)), float(np.max(expected))
+        if exact and not (np.isfinite(lo) and np.isfinite(hi)):
             _require_finite(quantity, expected, point)
+        largest = max(abs(lo), abs(hi))
         allowed = np.broadcast_to(np.asarray(allowed, dtype=float), expected.shape)
         # a layer's quantities have millions of elements: compared slab by slab, so
         # that the temporaries below are a slab's, not six arrays of the layer's size
         cuts = slabs(expected.shape, COMPARED)
-        largest = max(float(np.max(np.abs(expected[where]))) for _, _, where in cuts)
         candidates = []     # (ratio, flat index) of each slab's worst elements
         for j, (axis, part, where) in enumerate(cuts):
             diff, rel, ratio = self._errors(value[where], expected[where], allowed[where],
@@ -234,7 +237,7 @@ class Tally:
                 self._map(quantity, value, expected, allowed, largest, cuts, j, ratio, bad,
                           point)
             self.max_abs = max(self.max_abs, float(diff.max()))
-            self.max_rel = max(self.max_rel, float(rel.max()))
+            self.max_rel = max(self.max_rel, rel)
             local = ratio.reshape(-1)
             if len(candidates) >= WORST_KEPT and float(local.max()) < kth_best(candidates):
                 continue   # nothing here is among the worst (NaN, never below, is kept)
@@ -246,11 +249,23 @@ class Tally:
                     flat = int(np.ravel_multi_index(idx, expected.shape))
                 candidates.append((float(local[k]), flat))
         self.checked += expected.size
+        self._keep_worst(quantity, candidates, value, expected, allowed, point)
+
+    def _keep_worst(self, quantity, candidates, value, expected, allowed, point) -> None:
+        """Merge a quantity's worst elements, ``candidates`` (ratio, flat index), into
+        the tally's :data:`WORST_KEPT` worst."""
         # worst first, NaN last, ties in index order: as one stable sort of every
         # element would give
         candidates.sort(key=lambda c: (-c[0] if c[0] == c[0] else np.inf, c[1]))
+        ratios = [r for r, _ in self.top]
+        # a candidate at or below a full list's least ratio would be sorted after it
+        # and cut: not built (NaN, which sorts unpredictably, always is)
+        floor = (min(ratios) if len(ratios) >= WORST_KEPT and all(r == r for r in ratios)
+                 else None)
         with np.errstate(all="ignore"):   # (0 · inf where an op repeats an inf)
             for r, k in candidates[:WORST_KEPT]:
+                if floor is not None and r == r and r <= floor:
+                    break   # (sorted: the rest are no larger)
                 idx = tuple(int(i) for i in np.unravel_index(k, expected.shape))
                 tol = allowed[idx] + self.atol + self.rtol * abs(float(expected[idx]))
                 self.top.append((r, Worst(quantity, idx, float(value[idx]),
@@ -306,16 +321,16 @@ class Tally:
                 acc.add(signed.reshape(1, -1), np.array([row]), np.arange(signed.size))
 
     def _errors(self, value, expected, allowed, largest: float):
-        """|value - expected|, the relative error (a statistic, not the verdict) and
-        the ratio to the tolerance, elementwise; ``largest``: the quantity's largest
-        |expected| (of every slab)."""
+        """|value - expected|, the largest relative error (a statistic, not the verdict)
+        and the ratio to the tolerance, elementwise; ``largest``: the quantity's
+        largest |expected| (of every slab)."""
         # (each step skipped where it would change nothing: nearly every element is
-        # finite and nowhere near the dtype's range)
+        # finite and nowhere near the dtype's range, and atol = rtol = 0)
         size = np.abs(expected)
-        tol = allowed + self.atol + self.rtol * size
+        tol = allowed + self.atol + self.rtol * size if self.atol or self.rtol else allowed
         with np.errstate(all="ignore"):
             diff = np.abs(value - expected)
-            if not np.isfinite(diff).all():
+            if not np.isfinite(diff.max()):   # (max is NaN where any element is)
                 diff = np.where(np.isnan(diff) & ~(np.isnan(value) & np.isnan(expected)),
                                 np.inf, np.nan_to_num(diff, nan=0.0, posinf=np.inf))
             # An exact value beyond the dtype's range is computed as inf of its sign:
@@ -326,8 +341,8 @@ class Tally:
             # The reported relative error skips elements that are zero up to rounding
             # against the quantity's largest.
             meaningful = size > 1e-12 * max(1.0, largest)
-            rel = np.divide(diff, size, out=np.zeros(np.shape(diff)), where=meaningful)
-            if np.all(tol > 0):
+            rel = float(np.max(np.divide(diff, size), where=meaningful, initial=0.0))
+            if np.min(tol) > 0:
                 ratio = diff / tol
             else:
                 ratio = np.where(tol > 0, diff / tol, np.where(diff > 0, np.inf, 0.0))

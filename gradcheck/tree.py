@@ -110,42 +110,43 @@ def fold(root: Node, visit: Callable[[Node, list], Any],
         overrides = {(id(built[k]) if isinstance(k, int) and k in built else k): v
                      for k, v in overrides.items()}
         return fold(merged, visit, overrides)
-    order, counts = _plan(root, frozenset(overrides))
-    # A value is dropped once its last parent has used it: a long formula on large
-    # arrays then holds a few arrays at a time, not one per node.
-    uses = dict(counts)
     values: dict[int, Any] = {}
-    for node in order:
-        key = id(node)
-        if key in overrides:
-            values[key] = overrides[key]
-        elif node.op in ("input", "let") and node.name in overrides:
-            values[key] = overrides[node.name]
-        else:
-            values[key] = visit(node, [values[id(c)] for c in node.args])
-            for c in node.args:
-                uses[id(c)] -= 1
-                if uses[id(c)] == 0 and c is not root:
-                    del values[id(c)]
+    for node, given, args, drops in _plan(root, frozenset(overrides)):
+        if given is not None:
+            values[id(node)] = overrides[given]
+            continue
+        values[id(node)] = visit(node, [values[a] for a in args])
+        for key in drops:
+            del values[key]
     return values[id(root)]
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan(root: Node, given: frozenset) -> tuple[tuple[Node, ...], dict[int, int]]:
-    """What :func:`fold` visits below ``root`` when the names or node ids ``given`` are
-    overridden (nothing below those), children first, and how many parents use each
-    node. Kept per formula and overrides: the numeric witness folds the same formula
-    dozens of times per point."""
-    def stop(node: Node) -> bool:
-        return id(node) in given or (node.op in ("input", "let") and node.name in given)
+def _plan(root: Node, given: frozenset) -> tuple[tuple[Node, Any, tuple, tuple], ...]:
+    """What :func:`fold` does below ``root`` when the names or node ids ``given`` are
+    overridden (nothing below those), children first: for each node, the override that
+    gives its value (its id or name; None: it is visited), its operands' ids, and the
+    ids of the operands whose last use it is. A value is dropped then, so a long
+    formula on large arrays holds a few arrays at a time, not one per node. Kept per
+    formula and overrides: the numeric witness folds the same formula dozens of times
+    per point, so the walk's bookkeeping is done once."""
+    def override(node: Node):
+        if id(node) in given:
+            return id(node)
+        return node.name if node.op in ("input", "let") and node.name in given else None
 
-    order = tuple(walk(root, stop=stop))
-    uses: dict[int, int] = {}
-    for node in order:
-        if not stop(node):
+    order = tuple(walk(root, stop=lambda node: override(node) is not None))
+    last: dict[int, int] = {}   # operand id -> position of the last node that reads it
+    for k, node in enumerate(order):
+        if override(node) is None:
             for c in node.args:
-                uses[id(c)] = uses.get(id(c), 0) + 1
-    return order, uses
+                last[id(c)] = k
+    drops: list[list[int]] = [[] for _ in order]
+    for key, k in last.items():
+        if key != id(root):
+            drops[k].append(key)
+    return tuple((node, override(node), tuple(id(c) for c in node.args), tuple(drop))
+                 for node, drop in zip(order, drops))
 
 
 def evaluate(root: Node, leaf: Callable[[Node], Any], apply: Callable[[Node, list], Any],
