@@ -304,6 +304,7 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
     got, err = np.empty(DIRECTIONS), np.empty(DIRECTIONS)
     rungs = shared.get("rungs", range(LADDER))
     moved = np.empty(x0.shape)   # x + t·s, one buffer for every evaluation
+    given = dict(frozen, **{name: moved})
     for k in range(DIRECTIONS):
         drawn.append(rng.standard_normal(x0.shape, dtype=np.float32))
         # (‖u‖ in float32 arithmetic: it only scales the step, and the result by it)
@@ -314,8 +315,10 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
         def g(t, step=step):
             np.multiply(step, t, out=moved)
             np.add(moved, x0, out=moved)
-            value = evaluate(root, env, dict(frozen, **{name: moved}), merge=True)
-            return float(np.vdot(v, np.broadcast_to(value, v.shape))), rounding
+            value = evaluate(root, env, given, merge=True)
+            if value.shape != v.shape:
+                value = np.broadcast_to(value, v.shape)
+            return float(np.vdot(v, value)), rounding
 
         d, e, rung = _ladder(g, rungs)    # d/dt vᵀf = size·Uₖ·(vᵀJ)
         got[k], err[k] = d / size, e / size

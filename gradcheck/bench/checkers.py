@@ -31,6 +31,27 @@ def timed(fn: Callable[[], object], cfg: Config) -> tuple[float, int]:
     return statistics.median(times), len(times)
 
 
+def side_by_side(fns: dict[str, Callable[[], object]], cfg: Config,
+                 budget: float = 2.0, most: int = 101) -> dict[str, tuple[float, int]]:
+    """Each of ``fns`` timed in turns (one run of each, then again), so that a ratio
+    of two of them is measured under the same load: a busy moment slows both. At least
+    ``cfg.repeat`` rounds, and more while the rounds so far took under ``budget``
+    seconds (up to ``most``): the median of milliseconds-long runs needs dozens.
+    Returns name -> (median seconds, runs)."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    spent = 0.0
+    while True:
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+            spent += times[name][-1]
+        rounds = len(times[name])
+        if rounds >= cfg.repeat and (spent >= budget or rounds >= most or cfg.quick):
+            break
+    return {name: (statistics.median(t), len(t)) for name, t in times.items()}
+
+
 def elementwise_case(n: int, name: str | None = None):
     from ..cases import case_from_dict
 

@@ -97,7 +97,10 @@ def _tensor_notes(cfg: Config) -> list[str]:
         "[0, 1], not a one-hot literal, which takes seconds to parse at 1024×1000.",
         "torch.autograd.gradcheck and JAX run in the bench's own process (one thread, "
         f"warmed up; {_runs(cfg).lower()}) on the same function, float64; their ratio "
-        "is their seconds over gradcheck run's.",
+        "is their seconds over gradcheck run's. At 4096 inputs gradcheck's check and "
+        "torch's fast_mode, each a few milliseconds, are timed in turns (one run of "
+        "each, again, for at least 2 s of runs: the medians of dozens of runs, under "
+        "one load).",
         "Cache: `gradcheck run` on the bundled cases as they come, twice, with one "
         "GRADCHECK_CACHE_DIR that is empty before the first; cache files: the files "
         "in it after each run.",

@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 import tempfile
 from pathlib import Path
+from typing import Callable
 
-from .checkers import load_jax, timed
+from .checkers import load_jax, side_by_side, timed
 from .clirun import CliRun, case_toml, run_cli
 from .config import (CHECKED, LAYERS, TARGET_CACHE_SPEEDUP, TARGET_LAYER_MEMORY,
                      TARGET_LAYER_SECONDS, TARGET_OVER_FAST, TARGET_OVER_FULL, Config,
@@ -182,9 +183,11 @@ def _baseline_rows(cfg: Config, state: dict) -> list[Row]:
 
 
 def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
-    """gradcheck's whole check of the 4096-input formula in this process, as the
-    checkers beside it are timed: every witness, one point, compile included (SymPy's
-    cache cleared and the disk cache off for each run, each run a case of its own)."""
+    """gradcheck's whole check of the 4096-input formula in this process, timed in turns
+    with ``torch.autograd.gradcheck(fast_mode=True)`` on the same function
+    (:func:`~gradcheck.bench.checkers.side_by_side`: their ratio is taken under one
+    load): every witness, one point, compile included (SymPy's cache cleared and the
+    disk cache off for each run, each run a case of its own)."""
     import sympy
 
     from ..cases import case_from_dict
@@ -204,10 +207,13 @@ def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
             raise RuntimeError(f"bench case failed: {result.message}")
         return result
 
+    fast = _fast_mode(cfg)
     with turned_off():                            # (the bench runs with it off too)
         fresh()                                   # one-time costs (imports), not measured
-        seconds, runs = timed(fresh, cfg)
+        fast()
+        timed = side_by_side({"gradcheck": fresh, "fast_mode": fast}, cfg)
         result = fresh()
+    (seconds, runs), state["fast_mode"] = timed["gradcheck"], timed["fast_mode"]
     state["checked"] = seconds
     extra = {"status": result.status, "mode": result.mode, "formula": label,
              "witnesses": {w.witness: w.checked for w in result.witnesses},
@@ -215,9 +221,31 @@ def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
     text = ("the exact gradient of every element by the tensor reference, against the "
             "engine and torch element by element and finite differences along 3 random "
             "directions per input (float64, one point, in this process after a warm-up, "
-            "reference compile included)")
+            "reference compile included; timed in turns with torch's fast_mode)")
     return [Row("tensor", f"gradcheck beside the checkers: {label}", _sizes(table),
                 seconds, text, runs, extra=extra)]
+
+
+def _checked_inputs(cfg: Config):
+    """The function and inputs torch's checks of the 4096-input formula take."""
+    import torch
+
+    shapes = CHECKED[1][cfg.layers]
+    gen = torch.Generator().manual_seed(0)
+    x, w = (torch.randn(*shapes[n], dtype=torch.float64, generator=gen,
+                        requires_grad=True) for n in ("x", "W"))
+
+    def f(x, w):
+        return torch.tanh(x @ w).sum()
+
+    return f, (x, w)
+
+
+def _fast_mode(cfg: Config) -> Callable[[], object]:
+    import torch
+
+    f, inputs = _checked_inputs(cfg)
+    return lambda: torch.autograd.gradcheck(f, inputs, fast_mode=True)
 
 
 def _ratio_row(name: str, seconds: float, runs: int, what: str, ours: float | None,
@@ -240,20 +268,11 @@ def _checked_case(cfg: Config) -> dict:
 def _checked_torch(cfg: Config, state: dict) -> list[Row]:
     import torch
 
-    shapes = CHECKED[1][cfg.layers]
-    gen = torch.Generator().manual_seed(0)
-    x, w = (torch.randn(*shapes[n], dtype=torch.float64, generator=gen,
-                        requires_grad=True) for n in ("x", "W"))
-
-    def f(x, w):
-        return torch.tanh(x @ w).sum()
-
+    f, (x, w) = _checked_inputs(cfg)
     small = (x[:2, :3].detach().requires_grad_(), w[:3, :2].detach().requires_grad_())
     torch.autograd.gradcheck(f, small)  # one-time costs, not measured
-    torch.autograd.gradcheck(f, small, fast_mode=True)
     full, full_runs = timed(lambda: torch.autograd.gradcheck(f, (x, w)), cfg)
-    fast, fast_runs = timed(lambda: torch.autograd.gradcheck(f, (x, w), fast_mode=True),
-                            cfg)
+    fast, fast_runs = state["fast_mode"]
     ours = state.get("checked")
     return [
         _ratio_row("torch.autograd.gradcheck", full, full_runs,
@@ -264,7 +283,8 @@ def _checked_torch(cfg: Config, state: dict) -> list[Row]:
                    cfg),
         _ratio_row("torch.autograd.gradcheck fast_mode", fast, fast_runs,
                    "one random projection uᵀJv against a finite-difference directional "
-                   "derivative (float64, in this process, after a warm-up)", ours,
+                   "derivative (float64, in this process, after a warm-up; timed in "
+                   "turns with gradcheck's check above)", ours,
                    f"gradcheck run within {TARGET_OVER_FAST:g}× of it (ratio >= "
                    f"{1 / TARGET_OVER_FAST:g})", 1 / TARGET_OVER_FAST, cfg)]
 
