@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from .cache import cache_rows, symbolic_rows
 from .checkers import load_jax, side_by_side, timed
 from .clirun import CliRun, case_toml, run_cli
 from .config import (CHECKED, LAYERS, TARGET_CACHE_SPEEDUP, TARGET_LAYER_MEMORY,
@@ -316,44 +317,6 @@ def _checked_jax(cfg: Config, state: dict, mods) -> list[Row]:
     return [row]
 
 
-def _cache_rows(cfg: Config) -> list[Row]:
-    from .verdicts import BUNDLED
-
-    path = BUNDLED / cfg.cache_cases if cfg.cache_cases else BUNDLED
-    shown = "cases/" + cfg.cache_cases + (f" -k {cfg.cache_keyword}"
-                                          if cfg.cache_keyword else "")
-    args = [str(path)] + (["-k", cfg.cache_keyword] if cfg.cache_keyword else [])
-    runs, files = [], []
-    with tempfile.TemporaryDirectory(prefix="gradcheck-bench-cache-") as cache:
-        for _ in range(2):
-            runs.append(run_cli(args, cache_dir=cache, timeout=4 * cfg.cli_cap,
-                                cache=True))
-            files.append(sum(1 for p in Path(cache).rglob("*") if p.is_file()))
-    for r in runs:
-        if r.report is None:
-            raise RuntimeError(f"gradcheck run {shown} wrote no report "
-                               f"(exit {r.returncode}, capped {r.capped}): {r.stderr}")
-    sizes = {"n": len(runs[0].report["cases"]), "cases": len(runs[0].report["cases"])}
-    rows = []
-    for k, (r, when) in enumerate(zip(runs, ("first run, empty cache",
-                                             "second run, same cache"))):
-        s = r.report["summary"]
-        rows.append(Row("tensor", f"gradcheck run {shown}: {when}", sizes, r.seconds,
-                        f"the cases as they come (their dtypes, points, witnesses): "
-                        f"{s['passed']} passed, {s['failed']} failed, {s['errored']} "
-                        f"errored, {s['skipped']} skipped; {CLI_WALL}", 1,
-                        extra={"summary": s, "returncode": r.returncode,
-                               "cache_files": files[k]}))
-    ratio = runs[0].seconds / runs[1].seconds
-    rows.append(Row("tensor", f"gradcheck run {shown}: first / second", sizes, None,
-                    "the two runs above, one GRADCHECK_CACHE_DIR (fresh before the "
-                    "first)", 1, ratio=ratio, ratio_of="first run's seconds / second's",
-                    target=f">= {TARGET_CACHE_SPEEDUP:g}×",
-                    met=ratio >= TARGET_CACHE_SPEEDUP if not cfg.quick else None,
-                    extra={"cache_files": files}))
-    return rows
-
-
 def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
     """The section's workloads, in order (the baseline first, gradcheck's 4096-input
     run before the checkers whose ratios divide by it); JAX's absence goes to
@@ -368,14 +331,16 @@ def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
     # was forked (vfork shares the parent's memory until exec), so the in-process rows,
     # which hold layers' tensors, come after the last child is measured.
     plan.append(Workload("tensor", "gradcheck run cases/ twice, one cache",
-                         lambda: _cache_rows(cfg)))
+                         lambda: cache_rows(cfg, state)))
     plan += [Workload("tensor", f"torch.autograd.gradcheck beside {label}",
                       lambda label=label: _layer_torch(label, cfg))
              for label in layer_names(cfg)]
     plan += [Workload("tensor", f"gradcheck {CHECKED[0]}, 4096 inputs (in this process)",
                       lambda: _checked_gradcheck(cfg, state)),
              Workload("tensor", "torch.autograd.gradcheck, 4096 inputs",
-                      lambda: _checked_torch(cfg, state))]
+                      lambda: _checked_torch(cfg, state)),
+             Workload("tensor", "the bundled cases' references, built cold and cached",
+                      lambda: symbolic_rows(cfg, state))]
     try:
         mods = load_jax()
     except Exception as exc:  # JAX is optional: any failure to import it means "absent"
