@@ -10,6 +10,7 @@ This is the one definition of how a case is run: a serial run, the worker proces
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import traceback
@@ -67,18 +68,38 @@ def _forget_forward() -> None:
     forget()
 
 
-def _bounds_at(case: Case, point: dict, v: np.ndarray):
-    """``dtype -> rounding-error bounds`` at one point, each computed once."""
+def _bounds_at(case: Case, point: dict, v: np.ndarray, heap):
+    """``dtype -> rounding-error bounds`` at one point, each computed once (inside
+    ``heap``, a context of :func:`_heap`)."""
     from .rounding import error_bounds
 
     found: dict = {}
 
     def bounds(dtype: str) -> dict:
         if dtype not in found:
-            found[dtype] = error_bounds(case, point, v, dtype)
+            with heap():
+                found[dtype] = error_bounds(case, point, v, dtype)
         return found[dtype]
 
     return bounds
+
+
+#: a formula with an array of this many elements or more (32 MiB in float64: over
+#: glibc's largest mmap threshold) runs its witnesses and bounds with their temporaries
+#: served from the heap (:mod:`gradcheck.heap`); smaller ones are served so anyway
+HEAP_ELEMENTS = 1 << 22
+
+
+def _heap(case: Case):
+    """:func:`gradcheck.heap.reused_allocations` for a formula with an array of
+    :data:`HEAP_ELEMENTS` or more, else a context that does nothing."""
+    from .tree import walk
+
+    if max(node.size for node in walk(case.output)) >= HEAP_ELEMENTS:
+        from .heap import reused_allocations
+
+        return reused_allocations
+    return contextlib.nullcontext
 
 
 def _projected(bounds, got):
@@ -171,6 +192,7 @@ class _FormulaCheck:
     def __init__(self, case: Case, dtype: str):
         self.case, self.dtype = case, dtype
         self.names = [w for w in case.witnesses if w != REFERENCE]
+        self.heap = _heap(case)
         self.tallies = {w: Tally(w, dtype, case.atol, case.rtol) for w in self.names}
         self.errors: dict[str, str] = {}
         # witnesses that do not run in this dtype: reported as skipped, with the reason
@@ -189,7 +211,7 @@ class _FormulaCheck:
         expectations = iter(ref.evaluations([p.values for p in points], vs))
         for i, (point, v) in enumerate(zip(points, vs)):
             self.notes.extend(point.notes)
-            bounds = _bounds_at(case, point.values, v)
+            bounds = _bounds_at(case, point.values, v, self.heap)
             if any(w not in self.errors and w not in self.skipped for w in self.names):
                 # computed before the point's exact gradients and any witness, so that
                 # no other arrays of the point are alive beside the bounds' (at a
@@ -204,7 +226,11 @@ class _FormulaCheck:
     def _compare(self, w: str, i: int, point, v, expected, bounds, ref) -> None:
         values = point.values
         try:
-            got = witness(w)(self.case, values, v, self.dtype, reference=ref)
+            # finite differences evaluate the formula dozens of times: the same sizes
+            # allocated and freed, served from the heap (the exact witnesses' one pass
+            # keeps what it allocates, and is left as it is)
+            with self.heap() if entry(w).perturbs else contextlib.nullcontext():
+                got = witness(w)(self.case, values, v, self.dtype, reference=ref)
         except CaseTimeout:
             raise
         except Exception as exc:  # a witness that raises is that witness's error
