@@ -18,10 +18,13 @@ common subexpressions, already found.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Iterable
 
 import sympy
 from sympy.logic.boolalg import Boolean
+
+from ..kernelnames import lambdify
 
 
 def _is_number_valued(node) -> bool:
@@ -182,9 +185,9 @@ class Program:
                 kept.append((symbol, expr))
                 needed |= expr.free_symbols
         kept.reverse()
-        return sympy.lambdify(args, outputs, cse=lambda exprs: (kept, exprs),
-                              printer=_printer(options.get("modules")),
-                              docstring_limit=0, **options)
+        modules = options.pop("modules", None)
+        return lambdify(args, outputs, cse=lambda exprs: (kept, exprs), modules=modules,
+                        printer=_printer(modules), docstring_limit=0, **options)
 
 
 def _fast_code(expr) -> str | None:
@@ -209,6 +212,15 @@ def _printer(modules):
     """lambdify's own SciPy printer, told not to sort the terms of sums (sorting does not
     change a value), with a short cut for the program's most common lines (printing is
     most of the compile time otherwise)."""
+    user = {k: k for m in (modules or []) if isinstance(m, dict) for k in m}
+    return _printer_class()({"fully_qualified_modules": False, "inline": True,
+                             "allow_unknown_functions": True, "user_functions": user,
+                             "order": "none"})
+
+
+@functools.cache
+def _printer_class():
+    """The printer's class, defined once (SymPy's printing is imported on first use)."""
     from sympy.printing.numpy import SciPyPrinter
 
     class Printer(SciPyPrinter):
@@ -229,10 +241,7 @@ def _printer(modules):
             return (f"{self._module_format(self._module + '.select')}([{conds}], [{exprs}], "
                     f"default={self._print(sympy.S.NaN)})")
 
-    user = {k: k for m in (modules or []) if isinstance(m, dict) for k in m}
-    return Printer({"fully_qualified_modules": False, "inline": True,
-                    "allow_unknown_functions": True, "user_functions": user,
-                    "order": "none"})
+    return Printer
 
 
 def _local_derivative(rebuilt, s: sympy.Symbol):
