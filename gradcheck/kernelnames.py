@@ -43,7 +43,7 @@ FIXED = {"builtins": builtins, "range": range}
 MISSING = object()
 
 _IDENTIFIER = re.compile(r"(?<![\w.])[A-Za-z_]\w*")   # a name, not an attribute
-_numpy: dict = {}                    # "all", "linalg", "translations": NumPy's names
+_numpy: dict = {}                    # NumPy's names: "all", "linalg", "loaded"...
 _namespaces: dict[str, dict] = {}    # module string -> lambdify's namespace for it
 
 
@@ -111,7 +111,7 @@ def _numpy_binding(name: str):
     ``name`` to."""
     import numpy
 
-    if not _numpy:
+    if "all" not in _numpy:
         from sympy.utilities.lambdify import NUMPY_DEFAULT, NUMPY_TRANSLATIONS
 
         _numpy.update(all=frozenset(numpy.__all__), linalg=frozenset(numpy.linalg.__all__),
@@ -126,6 +126,16 @@ def _numpy_binding(name: str):
     if name in _numpy["default"]:       # (I: 1j)
         return _numpy["default"][name]
     return abs if name == "Abs" else MISSING
+
+
+def _numpy_loaded() -> dict:
+    """NumPy's names that it has loaded already (not its lazy submodules)."""
+    if "loaded" not in _numpy:
+        import numpy
+
+        _numpy["loaded"] = {n: numpy.__dict__[n] for n in numpy.__all__
+                            if n in numpy.__dict__}
+    return _numpy["loaded"]
 
 
 def _sympy_namespace(module: str) -> dict:
@@ -160,8 +170,10 @@ def lambdify(args, exprs, *, modules, printer=None, **options) -> Callable:
                                   for m in modules):
         return sympy.lambdify(args, exprs, modules=modules, printer=printer, **options)
     printer = printer if printer is not None else printer_for(modules)
-    fn = sympy.lambdify(args, exprs, modules=[m for m in modules if isinstance(m, dict)],
-                        printer=printer, **options)
+    # (NumPy's loaded names too: lambdify would import each name its code uses by an
+    # exec of its own; the kernel's bindings are namespace()'s, below)
+    fn = sympy.lambdify(args, exprs, modules=[m for m in modules if isinstance(m, dict)]
+                        + [_numpy_loaded()], printer=printer, **options)
     imports = {name: (module, name)
                for module, names in (getattr(printer, "module_imports", None) or {}).items()
                for name in names}

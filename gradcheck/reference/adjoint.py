@@ -186,8 +186,13 @@ class Program:
                 needed |= expr.free_symbols
         kept.reverse()
         modules = options.pop("modules", None)
-        return lambdify(args, outputs, cse=lambda exprs: (kept, exprs), modules=modules,
-                        printer=_printer(modules), docstring_limit=0, **options)
+        printer = _printer(modules)
+        # The outputs go in printed by the same printer, as lambdify would print them
+        # (it passes text through as it is): the same code, without lambdify's walks of
+        # each output for Subs and implemented functions, which it cannot contain.
+        texts = [printer.doprint(o) for o in outputs]
+        return lambdify(args, texts, cse=lambda exprs: (kept, exprs), modules=modules,
+                        printer=printer, docstring_limit=0, **options)
 
 
 def _fast_code(expr) -> str | None:
@@ -196,7 +201,7 @@ def _fast_code(expr) -> str | None:
     if isinstance(expr, sympy.Symbol):
         return expr.name
     if isinstance(expr, sympy.Integer):
-        return f"({expr})"
+        return f"({expr.p})"     # (its int: str() of a SymPy number runs its printer)
     if isinstance(expr, (sympy.Add, sympy.Mul)):
         parts = [_fast_code(a) for a in expr.args]
         if None in parts:
@@ -204,7 +209,7 @@ def _fast_code(expr) -> str | None:
         return "(" + (" + " if isinstance(expr, sympy.Add) else "*").join(parts) + ")"
     if isinstance(expr, sympy.Pow) and isinstance(expr.exp, sympy.Integer):
         base = _fast_code(expr.base)
-        return None if base is None else f"({base}**({expr.exp}))"
+        return None if base is None else f"({base}**({expr.exp.p}))"
     return None
 
 
@@ -264,7 +269,15 @@ def _local_derivative(rebuilt, s: sympy.Symbol):
         if all(e == 0 for e, _ in pieces):
             return sympy.S.Zero
         return sympy.Piecewise(*pieces, evaluate=False)
-    return sympy.diff(rebuilt, s)
+    # What sympy.diff computes for one derivative by a symbol of the node: the node's own
+    # rule (Derivative calls the same method), without Derivative's question whether
+    # the result is zero (an assumption query, half the cost of diff on x**-1, whose
+    # answer returns the same result early). A result still holding a Derivative (or
+    # none) is left to diff itself, which makes those canonical.
+    found = rebuilt._eval_derivative_n_times(s, 1) if s in rebuilt.free_symbols else None
+    if found is None or found.has(sympy.Derivative):
+        return sympy.diff(rebuilt, s)
+    return found
 
 
 def inline(program: Program, expr):
