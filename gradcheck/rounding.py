@@ -45,20 +45,18 @@ import numpy as np
 
 from .dtypes import round_to, smallest_normal, unit_roundoff
 from .rules import AXIS, COMPARISON, LINALG, REDUCTION, RULES, STRUCTURE
-from .rules.terms import rho, value_rounding, vjp_size
 from .pooling_bounds import pool_cotangent, pool_value
 from .conv_bounds import conv_rounding
 from .rules.conv import CONVOLUTIONS, POOLS
 from .summation import BLOCK, accumulation, terms as sum_terms   # noqa: F401 (BLOCK: API)
 from .arrays import unbroadcast
 from .composite_rounding import composite_cotangent, composite_value
+from .elementwise_bounds import cotangent, finite as _finite, plus as _plus
+from .elementwise_bounds import by_rows, piece, reduction_bound, value_bound
 from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
 from .tree import Node, ordered, twins, walk
 from .forward_kept import kept, last_uses, parameters_read, placeholder
-
-PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
-
 
 def _units(dtype: str) -> tuple[float, float]:
     """(u, u_acc): the storage and accumulation unit roundoffs of ``dtype``."""
@@ -74,15 +72,6 @@ def _arr(x) -> np.ndarray:
 def _representable(c: float, dtype: str) -> bool:
     """Whether ``dtype`` holds the constant ``c`` exactly."""
     return bool(np.all(round_to(c, dtype) == c))
-
-
-def _finite(x: np.ndarray, posinf: float | None = 0.0) -> np.ndarray:
-    """``np.nan_to_num(x, nan=0.0, posinf=posinf)``, without its cost (a dozen NumPy
-    calls) where ``x`` is finite already, as it nearly always is."""
-    if np.isfinite(x).all():
-        return x
-    # (an array still where x has no dimensions: nan_to_num gives a NumPy scalar)
-    return np.asarray(np.nan_to_num(x, nan=0.0, posinf=posinf))
 
 
 def _batched(node: Node, rule, g, t, args, lead: tuple[int, ...]):
@@ -124,18 +113,6 @@ def _read(rule, k: int, j: int | None) -> bool:
     return names is None or (1 if j is None else 2 + j) in names
 
 
-
-
-def _plus(a: np.ndarray, b) -> np.ndarray:
-    """a + b, into ``a`` when that is the same result (``a`` a fresh array of the sum's
-    shape that nothing else holds: the callers pass only such), which keeps one large
-    temporary fewer alive; the order of the additions is the caller's, so the bounds
-    are the same to the bit."""
-    if isinstance(a, np.ndarray) and a.flags.writeable and a.flags.owndata and \
-            np.shape(b) in ((), a.shape) and a.dtype == np.result_type(a, b):
-        a += b
-        return a
-    return a + b
 
 
 class _Bounds:
@@ -199,44 +176,22 @@ class _Bounds:
         if node.op == "let":
             return args[0], errs[0]
         rule = RULES[node.op]
-        u, u_acc = self.u, self.u_acc
         if isinstance(rule.rounding, Bound):   # a composite row: its own bound
             return composite_value(self, node, rule, args, errs)
         if rule.kind == COMPARISON:
             t = np.asarray(node.call("numpy", args))
             return t, np.zeros(np.shape(t))
         if rule.kind == REDUCTION:
-            x, ex = _arr(args[0]), errs[0]
+            x = _arr(args[0])
             t = _arr(node.call("numpy", [x]))
-            ones = np.ones(np.shape(t))
-            partial = np.abs(_arr(rule.vjp(0, ones, t, [x], node.params)))
-            propagated = np.sum(partial * ex, axis=node.axis, keepdims=node.keepdims)
-            n = math.prod(x.shape[d] for d in node.axis)
-            own = rho(rule) * u * np.abs(t)
-            if node.op in ("sum", "mean"):
-                terms = np.sum(np.abs(x), axis=node.axis, keepdims=node.keepdims)
-                own = own + accumulation(n) * u_acc * terms / (n if node.op == "mean" else 1)
-            elif node.op == "prod":
-                own = own + max(n - 1, 0) * u * np.abs(t)
-            elif node.op == "logsumexp":   # log of a sum of positive terms
-                own = own + (accumulation(n) + 1) * u
-            return t, propagated + own + self.eta
+            return t, reduction_bound(self, node, rule, t, x, errs[0])
         if rule.kind == LINALG:
             return self._linalg(node, rule, args, errs)
         if rule.kind == STRUCTURE:   # exact linear maps: the bound goes through the map
             return structure_value(self, node, args, errs)
         # elementwise (where included): |∂f/∂aₖ|·E(aₖ) from the VJP with ḡ = 1
         t = _arr(node.call("numpy", args))
-        ones = np.ones(np.shape(t))
-        propagated = np.zeros(np.shape(t))
-        for k, (vjp, e) in enumerate(zip(rule.engine.vjps, errs)):
-            # (skipped: a constant exponent, whose log(a) is NaN)
-            if vjp is None or not np.asarray(e).any():
-                continue
-            partial = _finite(np.abs(_arr(rule.vjp(k, ones, t, args, node.params))),
-                              posinf=None)
-            propagated = propagated + partial * e   # (partial has t's shape: ḡ has)
-        return t, propagated + value_rounding(rule, t, args, node.params, u, self.eta)
+        return t, value_bound(self, node, rule, t, args, errs)
 
     def _linalg(self, node, rule, args, errs):
         """A pooling, or a bilinear row (matmul, dot, a convolution):
@@ -304,6 +259,12 @@ class _Bounds:
         t = placeholder(node, rule, self.val.get(id(node)))
         args = [placeholder(a, rule, self.val.get(id(a))) for a in node.args]
         errs = [self.err.get(id(a)) for a in node.args]
+        if not (isinstance(rule.rounding, Bound) or rule.kind in (STRUCTURE, LINALG)):
+            # Elementwise and reduction VJPs are ḡ times a factor, diagonal (or
+            # broadcast) in ḡ: the cotangent's error goes through |factor|, and the
+            # factor moves with the forward's errors (probes of what the VJP reads)
+            return cotangent(self, node, rule, k, g, ge, t, args, errs,
+                             lambda j: _read(rule, k, j))
         c = self._call(node, rule, k, g, t, args)
         u, u_acc = self.u, self.u_acc
         if isinstance(rule.rounding, Bound):
@@ -312,97 +273,59 @@ class _Bounds:
             return c, pool_cotangent(self, node, rule, k, g, ge, t, args)
         if rule.kind == STRUCTURE:
             return c, structure_cotangent(self, node, rule, k, g, ge, t, args)
-        if rule.kind == LINALG:
-            absargs = [np.abs(_arr(a)) for a in args]
-            through_g = np.abs(self._call(node, rule, k, ge, np.abs(t), absargs))
-            if len(args) == 2:    # bilinear: c is linear in the *other* operand
-                other = list(absargs)
-                other[1 - k] = errs[1 - k]
-                through_args = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t),
-                                                 other))
-                full = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t), absargs))
-                # rounding into the dtype: once (u·|c|), or where torch adds parts in it
-                into = (conv_rounding(self, node, k, g, args, c) if node.op in CONVOLUTIONS
-                        else u * np.abs(c))
-                own = accumulation(sum_terms(node, k)) * u_acc * full + into + self.eta
-            else:                 # transpose: exact
-                through_args, own = 0.0, 0.0
-            return c, through_g + through_args + own
-        # Elementwise and reduction VJPs are ḡ times a factor, diagonal (or broadcast)
-        # in ḡ: the cotangent's error goes through |factor|.
-        through_g = np.abs(self._call(node, rule, k, ge, t, args))
-        through_fwd = self._through_forward(node, rule, k, g, t, args, errs, c)
-        # |c|, or the size of the terms the VJP's formula adds (an elementwise row's Terms)
-        own = vjp_size(rule, k, g, t, args, node.params, c)
-        own *= u
-        own += self.eta
-        own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η)
-        return c, _plus(_plus(through_g, through_fwd), own)
-
-    def _through_forward(self, node, rule, k, g, t, args, errs, c):
-        """How far the VJP into argument ``k`` (``c``) moves when the forward's values
-        move by their errors."""
-        u = self.u
-        # The factor's sensitivity to the forward's errors, probe by probe: move t and
-        # each argument by s·E in the direction of its sign (which increases a product
-        # monotonically) and read |Δc| / s.
-        through_fwd = np.zeros(np.shape(c))
-        # A value the VJP does not read (t in g * b, every value in add's) moves nothing:
-        # its probe would measure exactly 0, so none is made (see :func:`_read`).
-        probes = [(j, value, e) for j, value, e in
-                  [(None, t, self.err.get(id(node)))] + list(zip(range(len(args)), args, errs))
-                  if _read(rule, k, j)]
-        for j, value, e in probes:
-            # The formula also rounds where it uses the value (x*x inside exp(-x*x)):
-            # as if the value itself were off by one more u relative; a mask or an
-            # integer is exact where it is used (off only where the dtype cannot hold it)
-            exact = np.asarray(value).dtype.kind in "biu"
-            value = _arr(value)
-            e = _arr(e) if exact else _arr(e) + u * np.abs(value)
-            if not np.asarray(e).any():
-                continue
-            # One scale s for the whole probe (a reduction's factor mixes elements):
-            # each element moves by at most PERTURBATION of its magnitude, or of its
-            # error where that exceeds the magnitude (a value that is all noise, such
-            # as a - y cancelled to 1e-9 with an error of 1e-2, or an exact 0).
-            ratio = e / np.maximum(np.maximum(np.abs(value), e), 1e-300)
-            s = PERTURBATION / max(float(np.max(ratio)), PERTURBATION * u)
-            del ratio                       # (large arrays: one fewer alive at a time)
-            moved = np.array(s * e, dtype=float)   # value + s·e·sign(value), in place
-            del e
-            np.negative(moved, out=moved, where=np.broadcast_to(value < 0, moved.shape))
-            moved = _plus(moved, value)
-            del value
-            if j is None:
-                c2 = self._call(node, rule, k, g, moved, args)
-            else:
-                c2 = self._call(node, rule, k, g, t,
-                                [moved if i == j else a for i, a in enumerate(args)])
-            del moved
-            with np.errstate(all="ignore"):
-                delta = np.abs(c2 - c)       # (c2 may be the cotangent itself: not in place)
-                del c2
-                delta /= s
-                delta = _finite(delta)
-            through_fwd = _plus(through_fwd, delta)   # (c's shape: c2 is the same call's)
-        return through_fwd
+        absargs = [np.abs(_arr(a)) for a in args]
+        through_g = np.abs(self._call(node, rule, k, ge, np.abs(t), absargs))
+        if len(args) == 2:    # bilinear: c is linear in the *other* operand
+            other = list(absargs)
+            other[1 - k] = errs[1 - k]
+            through_args = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t), other))
+            full = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t), absargs))
+            # rounding into the dtype: once (u·|c|), or where torch adds parts in it
+            into = (conv_rounding(self, node, k, g, args, c) if node.op in CONVOLUTIONS
+                    else u * np.abs(c))
+            own = accumulation(sum_terms(node, k)) * u_acc * full + into + self.eta
+        else:                 # transpose: exact
+            through_args, own = 0.0, 0.0
+        return c, through_g + through_args + own
 
     def _accumulate(self, grad, gerr, arg: Node, c, ce) -> None:
-        """Sum ``c`` back to ``arg``'s shape and add it to ``arg``'s cotangent."""
+        """Sum ``c`` back to ``arg``'s shape and add it to ``arg``'s cotangent (a large
+        one a block of rows at a time, :func:`by_rows`: the same arithmetic)."""
         shape = arg.shape
         n = max(1, int(np.size(c) // max(1, math.prod(self.lead + shape))))
         summed = self._unbroadcast(c, shape)
         err = self._unbroadcast(np.broadcast_to(ce, np.shape(c)), shape)
         if n > 1:
-            err = err + accumulation(n) * self.u_acc * self._unbroadcast(np.abs(c), shape)
+            err = err + accumulation(n) * self.u_acc * self._sum_abs(c, shape)
         key = id(arg)
         if key in grad:
-            sizes = np.abs(grad[key])
-            sizes += np.abs(summed)
-            sizes *= self.u
-            err = _plus(_plus(err + gerr[key], sizes), self.eta)
-            summed = grad[key] + summed
+            old, olde, new, newe = grad[key], gerr[key], summed, err
+            full, u = self.lead + tuple(shape), self.u
+
+            def bound(rows):   # both bounds, plus the sum's rounding u·(|old| + |new|) + η
+                sizes = np.abs(piece(old, len(full), rows))
+                sizes += np.abs(piece(new, len(full), rows))
+                sizes *= u
+                both = piece(newe, len(full), rows) + piece(olde, len(full), rows)
+                return _plus(_plus(both, sizes), self.eta)
+
+            err = by_rows(full, bound)
+            summed = by_rows(full, lambda rows: piece(old, len(full), rows)
+                             + piece(new, len(full), rows))
         grad[key], gerr[key] = _arr(summed), _arr(err)
+
+    def _sum_abs(self, c, shape: tuple[int, ...]) -> np.ndarray:
+        """Σ|c| back to ``shape``; where the sums keep axis 0 (over trailing axes, each
+        row on its own) |c| is taken a block of rows at a time, not as a whole copy."""
+        c = np.asarray(c)
+        if self.lead or c.ndim != len(shape) or c.shape[0] != shape[0]:
+            return self._unbroadcast(np.abs(c), shape)
+
+        def rows_of(rows):
+            block = np.abs(piece(c, c.ndim, rows))
+            return unbroadcast(block, block.shape[:1] + tuple(shape[1:]))
+
+        return by_rows(c.shape, rows_of, result=shape)
 
     def _unbroadcast(self, array, shape: tuple[int, ...]) -> np.ndarray:
         """:func:`gradcheck.arrays.unbroadcast` of each cotangent the backward carries
