@@ -57,11 +57,24 @@ from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
 from .tree import Node, ordered, twins, walk
 from .forward_kept import kept, last_uses, parameters_read, placeholder
+from .forward_kept import steady as frozen_nodes
 
-def _units(dtype: str) -> tuple[float, float]:
-    """(u, u_acc): the storage and accumulation unit roundoffs of ``dtype``."""
+
+@functools.lru_cache(maxsize=None)
+def _units(dtype: str) -> tuple[float, float, float]:
+    """(u, u_acc, η): the storage and accumulation unit roundoffs of ``dtype``, and its
+    underflow: a result below the smallest normal is rounded to the subnormal grid, an
+    absolute error of up to its spacing (Higham's model, fl(x) = x(1 + δ) + η), smallest
+    normal · 2u; formed as 2u first: 2^-1022 · 2^-53 itself underflows."""
     u = unit_roundoff(dtype)
-    return u, min(u, unit_roundoff("float32"))
+    return u, min(u, unit_roundoff("float32")), smallest_normal(dtype) * (2 * u)
+
+
+@functools.lru_cache(maxsize=1024)
+def _exact(shape: tuple[int, ...]) -> np.ndarray:
+    """An exact value's bound: 0 of ``shape``, read-only and without memory (one per
+    shape: a point's inputs get the same at every forward)."""
+    return np.broadcast_to(0.0, shape)
 
 
 def _arr(x) -> np.ndarray:
@@ -120,31 +133,41 @@ class _Bounds:
 
     def __init__(self, dtype: str, device: str = "cpu"):
         self.dtype, self.device = dtype, device   # (the device: torch's kernels differ)
-        self.u, self.u_acc = _units(dtype)
+        self.u, self.u_acc, self.eta = _units(dtype)   # (η: underflow, see _units)
         self.lead: tuple[int, ...] = ()   # (n,): the backward carries n cotangents
-        # Underflow: a result below the smallest normal is rounded to the subnormal grid,
-        # an absolute error of up to its spacing (Higham's model, fl(x) = x(1 + δ) + η),
-        # smallest normal · 2u; formed as 2u first: 2^-1022 · 2^-53 itself underflows.
-        self.eta = smallest_normal(dtype) * (2 * self.u)
         self.val: dict[int, Any] = {}
         self.err: dict[int, np.ndarray] = {}
 
     # ------------------------------------------------------------------ forward
     def forward(self, root: Node, point: dict[str, np.ndarray],
-                overrides: dict[str, np.ndarray] | None = None) -> None:
+                overrides: dict[str, np.ndarray] | None = None,
+                steady: dict | None = None) -> None:
         """Values and error bounds of every node. ``overrides``: input or ``let`` names
         set to values computed in this dtype (a perturbed point, x + h): each carries
-        its own rounding, u·|value|."""
+        its own rounding, u·|value|. ``steady``: for a forward at a point evaluated
+        before with other values of the same overrides, the (value, bound) of each node
+        they do not move that feeds one they move (:func:`forward_kept.steady`), by id:
+        taken from there, and nothing below them is computed; where it is missing, it
+        is filled in."""
         same = twins(root)   # a computation written twice has one value and bound
         # what no VJP reads is dropped after its last use here (forward_kept)
         keep = kept(root) if SKIP_UNREAD else None
         done = last_uses(root)
+        edge, below = (frozenset(), frozenset()) if steady is None else \
+            frozen_nodes(root, frozenset(overrides or ()))
+        reuse = steady is not None and len(steady) == len(edge)   # (all left: filled)
         for node in ordered(root):
-            self.val[id(node)], self.err[id(node)] = self._node(node, point, overrides,
-                                                                same.get(id(node)))
-            for a in done.get(id(node), ()) if keep is not None else ():
+            key = id(node)
+            if reuse and key in edge:
+                self.val[key], self.err[key] = steady[key]
+            elif not (reuse and key in below):
+                self.val[key], self.err[key] = self._node(node, point, overrides,
+                                                          same.get(key))
+                if key in edge:
+                    steady[key] = self.val[key], self.err[key]
+            for a in done.get(key, ()) if keep is not None else ():
                 if a not in keep:
-                    del self.val[a], self.err[a]
+                    self.val.pop(a, None), self.err.pop(a, None)
 
     def _node(self, node: Node, point, overrides, first: Node | None):
         if overrides and node.op in ("input", "let") and node.name in overrides:
@@ -159,14 +182,14 @@ class _Bounds:
         dtype cannot hold it (above 2^11 in float16, 2^8 in bfloat16: torch rounds the
         integer into the dtype before it multiplies)."""
         off = np.abs(round_to(x, self.dtype) - x)
-        return off if off.any() else np.broadcast_to(0.0, np.shape(x))
+        return off if off.any() else _exact(np.shape(x))
 
     def _forward(self, node: Node, point):
         if node.op == "input":   # exact: a view, no memory (an integer input as it is)
             x = np.asarray(point[node.name])
             if x.dtype.kind in "biu":
                 return x, self._integer_error(x)
-            return _arr(x), np.broadcast_to(0.0, np.shape(x))
+            return _arr(x), _exact(np.shape(x))
         if node.op == "const":
             c = _arr(node.const)
             exact = _representable(float(node.const), self.dtype)
@@ -274,12 +297,14 @@ class _Bounds:
         if rule.kind == STRUCTURE:
             return c, structure_cotangent(self, node, rule, k, g, ge, t, args)
         absargs = [np.abs(_arr(a)) for a in args]
-        through_g = np.abs(self._call(node, rule, k, ge, np.abs(t), absargs))
+        abs_t = np.abs(t)
+        through_g = np.abs(self._call(node, rule, k, ge, abs_t, absargs))
         if len(args) == 2:    # bilinear: c is linear in the *other* operand
             other = list(absargs)
             other[1 - k] = errs[1 - k]
-            through_args = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t), other))
-            full = np.abs(self._call(node, rule, k, np.abs(g), np.abs(t), absargs))
+            abs_g = np.abs(g)
+            through_args = np.abs(self._call(node, rule, k, abs_g, abs_t, other))
+            full = np.abs(self._call(node, rule, k, abs_g, abs_t, absargs))
             # rounding into the dtype: once (u·|c|), or where torch adds parts in it
             into = (conv_rounding(self, node, k, g, args, c) if node.op in CONVOLUTIONS
                     else u * np.abs(c))
@@ -294,7 +319,8 @@ class _Bounds:
         shape = arg.shape
         n = max(1, int(np.size(c) // max(1, math.prod(self.lead + shape))))
         summed = self._unbroadcast(c, shape)
-        err = self._unbroadcast(np.broadcast_to(ce, np.shape(c)), shape)
+        err = self._unbroadcast(ce if np.shape(ce) == np.shape(c) else
+                                np.broadcast_to(ce, np.shape(c)), shape)
         if n > 1:
             err = err + accumulation(n) * self.u_acc * self._sum_abs(c, shape)
         key = id(arg)
@@ -353,9 +379,15 @@ def forward_bound(root: Node, env: dict[str, np.ndarray],
     u·|value|)."""
     if not overrides and _last and _last[0] == _point_key(root, env, dtype):
         return _last[1], _last[2]
+    steady = None
+    if overrides:   # the nodes the overrides do not move, as the last call left them
+        key = (_point_key(root, env, dtype), frozenset(overrides))
+        if not _steady or _steady[0] != key:
+            _steady[:] = [key, {}, (root, dict(env))]
+        steady = _steady[1]
     b = _Bounds(dtype)
     with np.errstate(all="ignore"):
-        b.forward(root, env, overrides)
+        b.forward(root, env, overrides, steady)
     return b.val[id(root)], _finite(np.array(b.err[id(root)], dtype=float))
 
 
@@ -365,6 +397,11 @@ def forward_bound(root: Node, env: dict[str, np.ndarray],
 # The entry holds the formula and the point's arrays, so their identities cannot be
 # reused while it is kept; :func:`forget` drops it (after each point).
 _last: list = []
+# The values and bounds of the nodes that a forward_bound's overrides do not move but
+# that feed one they move, with the formula, point and names they are for: the numeric
+# witness evaluates one formula at many values of one input (finite differences), and
+# what does not depend on that input is the same every time. Dropped by forget().
+_steady: list = []
 
 
 def _point_key(root: Node, env: dict, dtype: str) -> tuple:
@@ -372,8 +409,9 @@ def _point_key(root: Node, env: dict, dtype: str) -> tuple:
 
 
 def forget() -> None:
-    """Drop the forward kept for :func:`forward_bound` (see ``_last``)."""
+    """Drop the forward kept for :func:`forward_bound` (see ``_last``, ``_steady``)."""
     _last.clear()
+    _steady.clear()
 
 
 def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
