@@ -25,6 +25,7 @@ computed on the whole arrays: it is the forward the numeric witness differences.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -35,6 +36,8 @@ from .summation import accumulation
 PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
 #: elements of a block of rows (512 KB of float64): a probe's temporaries stay in cache
 BLOCK_ELEMENTS = 1 << 16
+SPARE_ARRAYS = 3            # arrays a Spare keeps at most
+SPARE_BYTES = 1 << 20       # the smallest array a Spare takes back
 
 
 def _arr(x) -> np.ndarray:
@@ -91,15 +94,52 @@ def piece(a, ndim: int, rows: slice | None):
     return a[rows]
 
 
-def by_rows(shape: tuple[int, ...], fn, result: tuple[int, ...] | None = None):
+class Spare:
+    """Arrays the rounding model made and holds no longer, kept to be written over by
+    the next arrays of their shape it makes: at a layer's size a fresh array costs its
+    page faults (32 MB at [4096, 1024]: tens of ms, and more where the machine is busy),
+    and a backward drops about as many arrays as it makes. Only an array that
+    :meth:`empty` made is taken back, only where no array the caller names still holds
+    its memory (a cotangent that is the parent's own, a let's bound that is its
+    operand's), and at most :data:`SPARE_ARRAYS` at a time."""
+
+    def __init__(self):
+        self.made: dict[int, weakref.ref] = {}   # (by id: an ndarray is not hashable)
+        self.arrays: list[np.ndarray] = []
+
+    def empty(self, shape: tuple[int, ...]) -> np.ndarray:
+        """An array of ``shape`` whose values will all be written."""
+        for i, a in enumerate(self.arrays):
+            if a.shape == shape:
+                return self.arrays.pop(i)
+        a = np.empty(shape)
+        if a.nbytes >= SPARE_BYTES:
+            self.made[id(a)] = weakref.ref(a)
+        return a
+
+    def give(self, a, *holders: dict) -> None:
+        """Take ``a`` back, which the caller no longer uses, unless a value of the
+        dicts ``holders`` shares its memory (or this did not make it)."""
+        ref = self.made.get(id(a))
+        if ref is None or ref() is not a or len(self.arrays) >= SPARE_ARRAYS:
+            return
+        if any(isinstance(h, np.ndarray) and np.may_share_memory(a, h)
+               for d in holders for h in d.values()):
+            return
+        self.arrays.append(a)
+
+
+def by_rows(shape: tuple[int, ...], fn, result: tuple[int, ...] | None = None,
+            spare: Spare | None = None):
     """``fn(rows)``, a computation row by row over arrays of ``shape`` (each cut with
     :func:`piece`), a block of rows at a time into a fresh array of ``result`` (default
-    ``shape``; axis 0 that of ``shape``); ``fn(None)``, on the whole arrays, where
-    ``shape`` is one block."""
+    ``shape``; axis 0 that of ``shape``), from ``spare`` where given; ``fn(None)``, on
+    the whole arrays, where ``shape`` is one block."""
     blocks = row_blocks(shape)
     if blocks is None:
         return fn(None)
-    out = np.empty(shape if result is None else result)
+    result = shape if result is None else result
+    out = np.empty(result) if spare is None else spare.empty(result)
     for rows in blocks:
         out[rows] = fn(rows)
     return out
@@ -118,7 +158,7 @@ def value_bound(b, node, rule, t, args, errs) -> np.ndarray:
     n = np.ndim(t)
     return by_rows(np.shape(t), lambda rows: _value_bound(
         b, node, rule, live, piece(t, n, rows), [piece(a, n, rows) for a in args],
-        [piece(e, n, rows) for e in errs]))
+        [piece(e, n, rows) for e in errs]), spare=b.spare)
 
 
 def _value_bound(b, node, rule, live, t, args, errs):
@@ -142,7 +182,7 @@ def reduction_bound(b, node, rule, t, x, ex) -> np.ndarray:
 
     if 0 in node.axis:
         return bound(None)
-    return by_rows(x.shape, bound, result=np.shape(t))
+    return by_rows(x.shape, bound, result=np.shape(t), spare=b.spare)
 
 
 def _reduction_bound(b, node, rule, t, x, ex):
@@ -180,7 +220,7 @@ def cotangent(b, node, rule, k: int, g, ge, t, args, errs, read):
         return piece(a, np.ndim(a), rows)
 
     n = len(shape)
-    c, out = None, np.empty(shape)
+    c, out = None, b.spare.empty(shape)
     for rows in blocks:
         gp = result(g, rows)
         vp = [result(t, rows)] + [piece(a, n, rows) for a in args]
@@ -191,7 +231,7 @@ def cotangent(b, node, rule, k: int, g, ge, t, args, errs, read):
                 return c, _cotangent_bound(b, node, rule, k, g, ge, values, bounds,
                                            scales, c)
             # (a VJP that is ḡ itself, add's: c is the whole ḡ, not a copy)
-            c = g if cp is gp else np.empty(shape)
+            c = g if cp is gp else b.spare.empty(shape)
         if c is g and cp is not gp:   # (ḡ itself only so far: a copy, then this block)
             c = np.array(g, dtype=float)
         if c is not g:

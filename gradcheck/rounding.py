@@ -52,7 +52,7 @@ from .summation import BLOCK, accumulation, terms as sum_terms   # noqa: F401 (B
 from .arrays import unbroadcast
 from .composite_rounding import composite_cotangent, composite_value
 from .elementwise_bounds import cotangent, finite as _finite, plus as _plus
-from .elementwise_bounds import by_rows, piece, reduction_bound, value_bound
+from .elementwise_bounds import Spare, by_rows, piece, reduction_bound, value_bound
 from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
 from .tree import Node, ordered, twins, walk
@@ -137,6 +137,7 @@ class _Bounds:
         self.lead: tuple[int, ...] = ()   # (n,): the backward carries n cotangents
         self.val: dict[int, Any] = {}
         self.err: dict[int, np.ndarray] = {}
+        self.spare = Spare()   # arrays dropped, to be written over (layer sizes)
 
     # ------------------------------------------------------------------ forward
     def forward(self, root: Node, point: dict[str, np.ndarray],
@@ -167,7 +168,10 @@ class _Bounds:
                     steady[key] = self.val[key], self.err[key]
             for a in done.get(key, ()) if keep is not None else ():
                 if a not in keep:
-                    self.val.pop(a, None), self.err.pop(a, None)
+                    value, bound = self.val.pop(a, None), self.err.pop(a, None)
+                    if steady is None:   # (else the arrays may be in steady too)
+                        self.spare.give(bound, self.val, self.err)
+                        self.spare.give(value, self.val, self.err)
 
     def _node(self, node: Node, point, overrides, first: Node | None):
         if overrides and node.op in ("input", "let") and node.name in overrides:
@@ -262,10 +266,18 @@ class _Bounds:
                     continue
                 c, ce = self._vjp(node, rule, k, g, ge)
                 self._accumulate(grad, gerr, arg, c, ce)
+                self._give(c, grad, gerr), self._give(ce, grad, gerr)
             del grad[id(node)], gerr[id(node)]
+            self._give(g, grad, gerr), self._give(ge, grad, gerr)
             if release and node is not root:
-                self.val.pop(id(node), None), self.err.pop(id(node), None)
+                value, bound = self.val.pop(id(node), None), self.err.pop(id(node), None)
+                self._give(value, grad, gerr), self._give(bound, grad, gerr)
         return grad, gerr
+
+    def _give(self, array, grad: dict, gerr: dict) -> None:
+        """Hand ``array``, which the backward no longer uses, to :attr:`spare` unless a
+        forward value or bound or a cotangent still holds it."""
+        self.spare.give(array, self.val, self.err, grad, gerr)
 
     def _call(self, node, rule, k, g, t, args):
         if self.lead and (node.op in CONVOLUTIONS | POOLS or rule.kind == STRUCTURE):
@@ -335,9 +347,12 @@ class _Bounds:
                 both = piece(newe, len(full), rows) + piece(olde, len(full), rows)
                 return _plus(_plus(both, sizes), self.eta)
 
-            err = by_rows(full, bound)
+            err = by_rows(full, bound, spare=self.spare)
             summed = by_rows(full, lambda rows: piece(old, len(full), rows)
-                             + piece(new, len(full), rows))
+                             + piece(new, len(full), rows), spare=self.spare)
+            grad[key], gerr[key] = _arr(summed), _arr(err)
+            self._give(old, grad, gerr), self._give(olde, grad, gerr)
+            return
         grad[key], gerr[key] = _arr(summed), _arr(err)
 
     def _sum_abs(self, c, shape: tuple[int, ...]) -> np.ndarray:

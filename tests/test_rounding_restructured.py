@@ -1,8 +1,9 @@
 """Restructurings of the rounding model that must leave every bound the same to the
 bit: a large elementwise or reduction row's bounds taken a block of rows at a time
 (gradcheck.elementwise_bounds), cotangents summed back the same way (each element gets
-the arithmetic the whole arrays get), and forward_bound's reuse, from one evaluation to
-the next at a point, of the nodes its overrides do not move."""
+the arithmetic the whole arrays get), arrays the model dropped written over by later
+ones (Spare), and forward_bound's reuse, from one evaluation to the next at a point, of
+the nodes its overrides do not move."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ WHOLE = 1 << 60   # block size: every array one block
 def _all_bounds(monkeypatch, case, point, dtype: str, block: int, batch: bool = False):
     """error_bounds at the point (and for every one-hot v with ``batch``), and the
     forward's bound at a point moved along the first float input, with blocks of
-    ``block`` elements."""
+    ``block`` elements, and with every array made for the blocks written over once
+    dropped (none for the whole arrays)."""
     monkeypatch.setattr(elementwise_bounds, "BLOCK_ELEMENTS", block)
+    monkeypatch.setattr(elementwise_bounds, "SPARE_BYTES", 0 if block < WHOLE else WHOLE)
     v = cotangent(case, dtype, 0)
     out = {q: b for q, b in rounding.error_bounds(case, point, v, dtype).items()}
     rounding.forget()
