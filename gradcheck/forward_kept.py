@@ -109,3 +109,22 @@ def last_uses(root: Node) -> dict[int, list[Node]]:
     for arg_id, node in last.items():
         out.setdefault(id(node), []).append(arg_id)
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def steady(root: Node, moved: frozenset) -> tuple[frozenset[int], frozenset[int]]:
+    """For forwards at one point whose inputs or ``let`` s named ``moved`` change from one
+    evaluation to the next (finite differences): the ids of the nodes they do not move
+    that feed one they move (or are the root), whose values and bounds one evaluation
+    can hand the next, and the ids of the other nodes they do not move, which the next
+    then need not compute."""
+    moves: dict[int, bool] = {}
+    for node in ordered(root):
+        moves[id(node)] = (node.op in ("input", "let") and node.name in moved) or any(
+            moves[id(a)] for a in node.args)
+    edge = {id(a) for node in ordered(root) if moves[id(node)] for a in node.args
+            if not moves[id(a)]}
+    if not moves[id(root)]:
+        edge.add(id(root))
+    below = {key for key, m in moves.items() if not m and key not in edge}
+    return frozenset(edge), frozenset(below)

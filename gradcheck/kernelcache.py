@@ -3,13 +3,15 @@ generates, stored so that a later run (or another worker process) skips SymPy's
 differentiation and printing, which are most of the cost of building a reference.
 
 An entry is one small JSON file, ``<folder>/kernels/<sha256>.json``, holding a kernel's
-source and the imports lambdify added for it. Its name is the sha256 of the caller's key
-(a deterministic text of whatever decides the generated code, e.g.
+source and the imports its printer added (functools' ``reduce``). Its name is the sha256
+of the caller's key (a deterministic text of whatever decides the generated code, e.g.
 :func:`gradcheck.tree.canonical` of the formula) together with :data:`FORMAT`,
 gradcheck's and SymPy's versions, the namespaces' names and :func:`source_digest` (the
 code that decides what a kernel computes), so a changed rule or printer never serves an
-old kernel. A hit execs the stored source in the namespace lambdify builds for the same
-``modules``.
+old kernel. A hit execs the stored source in the namespace a kernel built now would get
+(:mod:`gradcheck.kernelnames`: the names its code uses, bound as lambdify's namespace for
+the same ``modules`` binds them, so a kernel that calls no SciPy function imports no
+SciPy).
 
 The cache is an optimisation and never fails a run: an unreadable or corrupt entry is a
 miss (rebuilt and overwritten), an unwritable folder turns writing off silently.
@@ -23,7 +25,6 @@ CLI's ``gradcheck cache`` stays instant.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import linecache
 import os
@@ -33,10 +34,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
+from . import kernelnames
 from .io import write_atomic
 
 #: the layout of an entry; bump it when that changes
-FORMAT = 1
+FORMAT = 2
 #: the code whose text decides what a compiled kernel computes (relative to gradcheck/)
 SOURCES = ("rules/*.py", "reference/*.py", "lowering.py", "tree.py", "kernelcache.py")
 
@@ -50,7 +52,6 @@ _ENTRY = "_lambdifygenerated"        # the function lambdify defines
 # entry name -> kernel, while something in this process holds it (weak: a long session
 # of many formulas does not keep every kernel alive)
 _loaded: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_namespaces: dict[int, tuple[object, dict]] = {}   # id(modules) -> (modules, namespace)
 _digest: list[str] = []              # source_digest(), computed once
 _unwritable: set[Path] = set()       # folders a write already failed in
 _counter = [0]
@@ -137,15 +138,16 @@ def cached_lambdify(key: str | None, build: Callable[[], Callable], *,
             naming the kind of kernel. Equal keys must mean equal code: that is the
             caller's promise (gradcheck's own code, versions and ``modules`` are added
             here). None: do not cache (e.g. a row's meaning patched at run time).
-        build: does the SymPy work and returns ``sympy.lambdify``'s function (one
-            ``lambdify`` call, whose source ``linecache`` holds; lambdify does this).
+        build: does the SymPy work and returns the function of one
+            :func:`gradcheck.kernelnames.lambdify` (or ``sympy.lambdify``) call, whose
+            source ``linecache`` holds (lambdify does this).
         modules: the ``modules`` given to lambdify in ``build``, e.g.
             :data:`gradcheck.reference.derivatives.MODULES`.
 
     Returns:
         A function computing what ``build()``'s does; on a hit, the stored source
-        exec'd in the namespace ``sympy.lambdify(..., modules=modules)`` builds, under a
-        file name ``<lambdifygenerated-cached-N>``.
+        exec'd in :func:`gradcheck.kernelnames.namespace`'s bindings of its names, under
+        a file name ``<lambdifygenerated-cached-N>``.
     """
     if key is None or not enabled():
         STATS["uncached"] += 1
@@ -182,58 +184,14 @@ def entry_name(key: str, modules) -> str:
     return h.hexdigest()
 
 
-def _namespace(modules) -> dict:
-    """lambdify's namespace for ``modules``, built once per process."""
-    found = _namespaces.get(id(modules))
-    if found is None or found[0] is not modules:
-        import sympy
-
-        found = (modules, sympy.lambdify([], 0, modules=modules).__globals__)
-        _namespaces[id(modules)] = found
-    return found[1]
-
-
-def _names(code) -> set[str]:
-    """Every name ``code`` and the code nested in it look up (globals and attributes)."""
-    out = set(code.co_names)
-    for c in code.co_consts:
-        if hasattr(c, "co_names"):
-            out |= _names(c)
-    return out
-
-
-def _imports(fn, modules) -> list[list[str]] | None:
-    """``[name, module, attribute]`` for each global ``fn`` uses that lambdify's plain
-    namespace lacks (lambdify imports what its printer asked for, e.g. functools'
-    reduce); None when one cannot be imported back by name (then it is not stored)."""
-    base, own, missing = _namespace(modules), fn.__globals__, object()
-    out = []
-    for name in sorted(_names(fn.__code__)):
-        if name not in own:
-            if name in base:    # a builtin here would be shadowed there
-                return None
-            continue
-        value = own[name]
-        if base.get(name, missing) is value:
-            continue
-        module, attribute = getattr(value, "__module__", None), getattr(
-            value, "__name__", None)
-        try:
-            if getattr(importlib.import_module(module), attribute) is not value:
-                return None
-        except (ImportError, AttributeError, TypeError, ValueError):   # cannot be named
-            return None
-        out.append([name, module, attribute])
-    return out
-
-
 def _store(path: Path, name: str, fn: Callable, modules) -> None:
     lines = linecache.getlines(getattr(getattr(fn, "__code__", None), "co_filename", ""))
-    imports = _imports(fn, modules) if lines else None
+    imports = kernelnames.imports_of(fn, modules) if lines else None
     if imports is None or path.parent in _unwritable:
         return
     source = "".join(lines)
-    entry = {"format": FORMAT, "name": name, "imports": imports, "source": source,
+    entry = {"format": FORMAT, "name": name, "source": source,
+             "imports": sorted([n, m, a] for n, (m, a) in imports.items()),
              "sha256": hashlib.sha256(source.encode("utf-8")).hexdigest()}
     try:
         write_atomic(path, json.dumps(entry))
@@ -259,17 +217,18 @@ def _load(path: Path, name: str, modules) -> Callable | None:
 
 
 def _define(source: str, imports: list, modules) -> Callable:
-    """``source`` exec'd as lambdify execs its own, registered with linecache (so
-    tracebacks and ``inspect.getsource`` show it) until the function is collected."""
-    namespace = _namespace(modules)
-    if imports:   # exec adds nothing to its globals (the def goes to scope): share them
-        namespace = dict(namespace, **{name: getattr(importlib.import_module(module), a)
-                                       for name, module, a in imports})
+    """``source`` exec'd in the namespace its names need (:mod:`.kernelnames`, as a
+    kernel built now gets), registered with linecache (so tracebacks and
+    ``inspect.getsource`` show it) until the function is collected."""
     _counter[0] += 1
     # "<lambdifygenerated": checking.py reads an exception raised here as the reference's
     filename = f"<lambdifygenerated-cached-{_counter[0]}>"
+    code = compile(source, filename, "exec")
+    namespace = kernelnames.namespace(
+        kernelnames.code_names(code, source) - {_ENTRY}, modules,
+        {name: (module, attribute) for name, module, attribute in imports})
     scope: dict = {}
-    exec(compile(source, filename, "exec"), namespace, scope)
+    exec(code, namespace, scope)
     fn = scope[_ENTRY]
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     weakref.finalize(fn, linecache.cache.pop, filename, None)

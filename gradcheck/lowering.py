@@ -74,21 +74,24 @@ def lower(root: Node, symbols: dict[str, object], scalar: bool,
     # ``evaluated``: for SymPy's own diff and cse (hvp, the bench's baseline): cse
     # mistranslates unevaluated products such as x*x.
     if evaluated:
-        return fold(root, at, symbols)
+        with sympy.core.parameters.evaluate(True):   # (even in a caller's unevaluated context)
+            return fold(root, at, symbols)
     try:
         with sympy.core.parameters.evaluate(False):
             return fold(root, at, symbols)
     except Exception:
         if selectors is not None:
             selectors.clear()
-        return fold(root, at, symbols)
+        with sympy.core.parameters.evaluate(True):
+            return fold(root, at, symbols)
 
 
 def lower_cut(root: Node, cuts: dict[int, sympy.Symbol]) -> sympy.Expr:
     """The scalar SymPy meaning of the elementwise region below ``root``, each node in
     ``cuts`` (by identity: inputs, the results of structural operations) standing for
     its symbol; the walk does not descend below a cut, so a region costs its own size.
-    Unevaluated, with the evaluated fallback of :func:`lower`."""
+    Unevaluated, with the evaluated fallback of :func:`lower` (evaluated even when the
+    caller's own context is unevaluated)."""
 
     def fold_region() -> sympy.Expr:
         return fold(root, lambda node, args: visit(node, args, {}, True, None), cuts)
@@ -97,4 +100,5 @@ def lower_cut(root: Node, cuts: dict[int, sympy.Symbol]) -> sympy.Expr:
         with sympy.core.parameters.evaluate(False):
             return fold_region()
     except Exception:
-        return fold_region()
+        with sympy.core.parameters.evaluate(True):
+            return fold_region()

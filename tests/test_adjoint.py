@@ -229,3 +229,53 @@ def test_conditions_holding_an_if_then_else_compile_and_evaluate():
     np.testing.assert_array_equal(value, np.where(chosen, xs * ys, -xs))
     np.testing.assert_array_equal(dx, np.where(chosen, ys, -1.0))
     np.testing.assert_array_equal(dy, np.where(chosen, xs, 0.0))
+
+
+def _own_rule(rebuilt, s) -> bool:
+    """Whether _local_derivative differentiates ``rebuilt`` by ``s`` with the node's own
+    rule (its last branch), not a sum's, product's, function's or Piecewise's shortcut."""
+    if isinstance(rebuilt, (sympy.Add, sympy.Piecewise)):
+        return False
+    if isinstance(rebuilt, sympy.Mul) and list(rebuilt.args).count(s) == 1:
+        return False
+    return not (isinstance(rebuilt, sympy.Function) and rebuilt.args == (s,))
+
+
+@settings(max_examples=80)
+@given(formulas())
+def test_a_nodes_own_rule_is_sympy_diff_term_for_term(f):
+    """x**-1, x**y, atan2, Max...: the node's own derivative rule, called without
+    Derivative's zero test, gives sympy.diff's very expression (the same arguments in
+    the same order: the same printed code)."""
+    program = Program(_clean)
+    program.value(f)
+    for node, rebuilt in program._rebuilt.items():
+        for operand in program.operands(node):
+            s = program._value[operand]
+            if isinstance(s, sympy.Symbol) and _own_rule(rebuilt, s):
+                mine = adjoint._local_derivative(rebuilt, s)
+                assert mine == sympy.diff(rebuilt, s), (rebuilt, s, mine)
+
+
+@settings(max_examples=25)
+@given(formulas())
+def test_outputs_printed_beforehand_give_lambdifys_own_code(f):
+    """Program.lambdify hands lambdify its outputs already printed by the same printer:
+    the code is the one lambdify prints from the expressions themselves."""
+    import inspect
+
+    from gradcheck.reference.derivatives import MODULES
+
+    program = Program(_clean)
+    grads = program.gradient(f, XS)
+    outputs = [program.value(f)] + [grads.get(x, 0) for x in XS]
+    mine = program.lambdify(list(XS), outputs, modules=MODULES)
+    needed, kept = set().union(*(sympy.sympify(o).free_symbols for o in outputs)), []
+    for symbol, expr in reversed(program.assignments):
+        if symbol in needed:
+            kept.append((symbol, expr))
+            needed |= expr.free_symbols
+    plain = sympy.lambdify(list(XS), outputs, cse=lambda exprs: (kept[::-1], exprs),
+                           printer=adjoint._printer(MODULES), modules=MODULES,
+                           docstring_limit=0)
+    assert inspect.getsource(mine) == inspect.getsource(plain)

@@ -18,10 +18,13 @@ common subexpressions, already found.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Iterable
 
 import sympy
 from sympy.logic.boolalg import Boolean
+
+from ..kernelnames import lambdify
 
 
 def _is_number_valued(node) -> bool:
@@ -182,9 +185,14 @@ class Program:
                 kept.append((symbol, expr))
                 needed |= expr.free_symbols
         kept.reverse()
-        return sympy.lambdify(args, outputs, cse=lambda exprs: (kept, exprs),
-                              printer=_printer(options.get("modules")),
-                              docstring_limit=0, **options)
+        modules = options.pop("modules", None)
+        printer = _printer(modules)
+        # The outputs go in printed by the same printer, as lambdify would print them
+        # (it passes text through as it is): the same code, without lambdify's walks of
+        # each output for Subs and implemented functions, which it cannot contain.
+        texts = [printer.doprint(o) for o in outputs]
+        return lambdify(args, texts, cse=lambda exprs: (kept, exprs), modules=modules,
+                        printer=printer, docstring_limit=0, **options)
 
 
 def _fast_code(expr) -> str | None:
@@ -193,7 +201,7 @@ def _fast_code(expr) -> str | None:
     if isinstance(expr, sympy.Symbol):
         return expr.name
     if isinstance(expr, sympy.Integer):
-        return f"({expr})"
+        return f"({expr.p})"     # (its int: str() of a SymPy number runs its printer)
     if isinstance(expr, (sympy.Add, sympy.Mul)):
         parts = [_fast_code(a) for a in expr.args]
         if None in parts:
@@ -201,7 +209,7 @@ def _fast_code(expr) -> str | None:
         return "(" + (" + " if isinstance(expr, sympy.Add) else "*").join(parts) + ")"
     if isinstance(expr, sympy.Pow) and isinstance(expr.exp, sympy.Integer):
         base = _fast_code(expr.base)
-        return None if base is None else f"({base}**({expr.exp}))"
+        return None if base is None else f"({base}**({expr.exp.p}))"
     return None
 
 
@@ -209,6 +217,15 @@ def _printer(modules):
     """lambdify's own SciPy printer, told not to sort the terms of sums (sorting does not
     change a value), with a short cut for the program's most common lines (printing is
     most of the compile time otherwise)."""
+    user = {k: k for m in (modules or []) if isinstance(m, dict) for k in m}
+    return _printer_class()({"fully_qualified_modules": False, "inline": True,
+                             "allow_unknown_functions": True, "user_functions": user,
+                             "order": "none"})
+
+
+@functools.cache
+def _printer_class():
+    """The printer's class, defined once (SymPy's printing is imported on first use)."""
     from sympy.printing.numpy import SciPyPrinter
 
     class Printer(SciPyPrinter):
@@ -229,10 +246,7 @@ def _printer(modules):
             return (f"{self._module_format(self._module + '.select')}([{conds}], [{exprs}], "
                     f"default={self._print(sympy.S.NaN)})")
 
-    user = {k: k for m in (modules or []) if isinstance(m, dict) for k in m}
-    return Printer({"fully_qualified_modules": False, "inline": True,
-                    "allow_unknown_functions": True, "user_functions": user,
-                    "order": "none"})
+    return Printer
 
 
 def _local_derivative(rebuilt, s: sympy.Symbol):
@@ -255,7 +269,15 @@ def _local_derivative(rebuilt, s: sympy.Symbol):
         if all(e == 0 for e, _ in pieces):
             return sympy.S.Zero
         return sympy.Piecewise(*pieces, evaluate=False)
-    return sympy.diff(rebuilt, s)
+    # What sympy.diff computes for one derivative by a symbol of the node: the node's own
+    # rule (Derivative calls the same method), without Derivative's question whether
+    # the result is zero (an assumption query, half the cost of diff on x**-1, whose
+    # answer returns the same result early). A result still holding a Derivative (or
+    # none) is left to diff itself, which makes those canonical.
+    found = rebuilt._eval_derivative_n_times(s, 1) if s in rebuilt.free_symbols else None
+    if found is None or found.has(sympy.Derivative):
+        return sympy.diff(rebuilt, s)
+    return found
 
 
 def inline(program: Program, expr):

@@ -9,6 +9,7 @@ import functools
 import numpy as np
 import sympy
 
+from ..kernelnames import lambdify
 from ..rules import RULES
 from ..tree import walk
 
@@ -59,7 +60,7 @@ def clean(expr: sympy.Expr) -> sympy.Expr:
 
 def compile(args, exprs):
     """``exprs`` as one NumPy function of ``args`` (SymPy's own common subexpressions)."""
-    return sympy.lambdify(args, exprs, modules=MODULES, cse=True)
+    return lambdify(args, exprs, modules=MODULES, cse=True)
 
 
 def own_meanings(*roots) -> bool:

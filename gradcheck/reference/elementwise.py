@@ -11,7 +11,7 @@ import sympy
 from ..evaluation import Evaluation
 from ..lowering import lower, symbol
 from ..arrays import SLAB, run_kernel, top_cotangent, unbroadcast
-from ..kernelcache import cached_lambdify
+from ..kernelcache import cached_lambdify, enabled
 from ..tree import canonical, elementwise_split
 from .adjoint import Program
 from .base import Reference
@@ -34,10 +34,11 @@ class ElementwiseReference(Reference):
 
     def _key(self, kind: str) -> str | None:
         """The cache key of one kernel: everything its generated code depends on (the
-        scalar kernel does not depend on shapes). None: not to be cached."""
+        scalar kernel does not depend on shapes). None: not to be cached (nor written
+        when the cache is off)."""
         case = self.case
         lets = [case.nodes[n] for n in case.retain_grad]
-        if not own_meanings(self.body, *lets):
+        if not enabled() or not own_meanings(self.body, *lets):
             return None
         return "\n".join([f"elementwise {kind}", f"inputs {[s.name for s in case.inputs]!r}",
                           f"wrt {self.wrt!r}", f"retain_grad {list(case.retain_grad)!r}",
@@ -50,14 +51,21 @@ class ElementwiseReference(Reference):
         case = self.case
         syms = {s.name: symbol(s.name) for s in case.inputs}
         args = [syms[s.name] for s in case.inputs]
-        body = lower(self.body, syms, scalar=True)
         program = Program(clean)
+        lets = {name: symbol(name) for name in case.retain_grad}
+        # The lowerings and the program's assignments are built unevaluated: in one
+        # context (entering or leaving one clears SymPy's cache)
+        with sympy.core.parameters.evaluate(False):
+            body = lower(self.body, syms, scalar=True)
+            program.value(body)
+            defined = {name: (lower(case.nodes[name].args[0], syms, True),
+                              lower(self.body, dict(syms, **{name: h}), scalar=True))
+                       for name, h in lets.items()}
         grads = program.gradient(body, [syms[n] for n in self.wrt])
         exprs = [program.value(body)] + [grads.get(syms[n], 0) for n in self.wrt]
-        for name in case.retain_grad:
-            h = symbol(name)
-            program.define(h, lower(case.nodes[name].args[0], syms, True))
-            body_h = lower(self.body, dict(syms, **{name: h}), scalar=True)
+        for name, h in lets.items():
+            definition, body_h = defined[name]
+            program.define(h, definition)
             exprs.append(program.gradient(body_h, [h]).get(h, 0))
         return program.lambdify(args, exprs, modules=MODULES)
 

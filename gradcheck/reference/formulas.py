@@ -111,9 +111,4 @@ def _last_two(params, ndim: int) -> bool:
 
 
 def _part(node: T, names: list[tuple[str, bool]]) -> tuple[str, bool]:
-    fused = node.args[0].data
-    value, partials = fused.shown(names)
-    if node.data == 0:
-        return value, False
-    j = next(j for j, (_, _, index) in enumerate(fused.partials) if index == node.data)
-    return partials[j], False
+    return node.args[0].data.shown(names, node.data), False

@@ -17,7 +17,7 @@ import re
 import numpy as np
 import sympy
 
-from ..kernelcache import cached_lambdify
+from ..kernelcache import cached_lambdify, enabled
 from ..lowering import lower_cut
 from ..rules import COMPARISON, ELEMENTWISE
 from ..tree import Node, canonical
@@ -38,20 +38,22 @@ class Kernel:
     def __init__(self, root: Node, cuts: list[Node], shape: tuple[int, ...]):
         self.shape = shape
         self.symbols = [sympy.Symbol(f"_0b{i}", real=True) for i in range(len(cuts))]
-        self.expr = lower_cut(root, {id(n): s for n, s in zip(cuts, self.symbols)})
         self.program = Program(clean)
+        # The lowering and the program's assignments are both built unevaluated: in one
+        # context (entering or leaving one clears SymPy's cache)
+        with sympy.core.parameters.evaluate(False):
+            self.expr = lower_cut(root, {id(n): s for n, s in zip(cuts, self.symbols)})
+            self.program.value(self.expr)
         grads = self.program.gradient(self.expr, self.symbols)
         outputs = [self.program.value(self.expr)]
         # (argument index, the partial's number or None, its output's index or None);
         # equal partials are one output (∂(a + b)/∂a and /∂b under tanh: one array)
         self.partials: list[tuple[int, float | None, int | None]] = []
-        self.derivatives = []          # the SymPy partials, for printing
         computed: dict = {}
         for i, s in enumerate(self.symbols):
             if s not in grads:
                 continue
             d = grads[s]
-            self.derivatives.append(d)
             if not sympy.sympify(d).free_symbols:
                 self.partials.append((i, float(d), None))
                 continue
@@ -60,10 +62,12 @@ class Kernel:
                 outputs.append(d)
             self.partials.append((i, None, computed[d]))
         self.outputs = outputs
-        key = None if not own_meanings(root) else "tensor kernel\n" + canonical(
-            root, {id(n): s.name for n, s in zip(cuts, self.symbols)}, shapes=False)
+        key = None if not enabled() or not own_meanings(root) else "tensor kernel\n" + \
+            canonical(root, {id(n): s.name for n, s in zip(cuts, self.symbols)},
+                      shapes=False)
         self.fn = cached_lambdify(key, lambda: self.program.lambdify(
             self.symbols, outputs, modules=MODULES), modules=MODULES)
+        self._tree_sizes: tuple[dict, int] = ({}, 0)
 
     def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
         from ..arrays import run_kernel
@@ -72,39 +76,43 @@ class Kernel:
         # is float, and NumPy refuses an integer to a negative integer power)
         return run_kernel(self.fn, [np.asarray(a, dtype=float) for a in args], self.shape)
 
-    def shown(self, names: list[tuple[str, bool]]) -> tuple[str, list[str]]:
-        """The kernel's value and partials as text, the boundary arguments spelled
-        ``names`` ((text, atomic) pairs: a compound one is parenthesised unless it is
-        a function's whole argument already). A formula whose printed tree would have
-        more than :data:`SHOWN_OPERATIONS` operations (a DAG unfolds exponentially) is
-        named, not printed."""
-        sizes: dict = {}
-        for symbol, definition in self.program.assignments:
+    def shown(self, names: list[tuple[str, bool]], output: int) -> str:
+        """Output ``output`` of the kernel (0: its value, else a partial) as text, the
+        boundary arguments spelled ``names`` ((text, atomic) pairs: a compound one is
+        parenthesised unless it is a function's whole argument already). A formula whose
+        printed tree would have more than :data:`SHOWN_OPERATIONS` operations (a DAG
+        unfolds exponentially) is named, not printed. Only the outputs a report shows
+        are printed (SymPy's printing is most of the cost of ``formulas()``)."""
+        inlined = output != 0
+        expr = sympy.sympify(self.outputs[output]) if inlined else self.expr
+        size = _tree_size(expr, self._sizes() if inlined else {})
+        if size > SHOWN_OPERATIONS:
+            return f"a formula of {size:.3g} operations, not printed"
+        if inlined:
+            try:   # (rebuilding a condition, SymPy may evaluate Eq(0 + 0, ...) and fail)
+                expr = inline(self.program, expr)
+            except (ArithmeticError, TypeError, ValueError) as exc:
+                return f"a formula SymPy could not print ({type(exc).__name__})"
+        try:   # SymPy's own simplification of the unevaluated program (1*(2*t))
+            expr = expr.doit()
+        except Exception:
+            pass
+        text = sympy.sstr(expr)
+        for s, (name, atomic) in zip(self.symbols, names):
+            if not atomic:
+                text = re.sub(rf"\({s.name}\)", lambda m: f"({name})", text)
+            text = re.sub(rf"\b{s.name}\b", lambda m: name if atomic else f"({name})",
+                          text)
+        return text
+
+    def _sizes(self) -> dict:
+        """The printed tree size of each program symbol's definition (kept, and extended
+        by the assignments added since: second.py differentiates the same program)."""
+        sizes, done = self._tree_sizes
+        for symbol, definition in self.program.assignments[done:]:
             sizes[symbol] = _tree_size(definition, sizes)
-
-        def spelled(expr, inlined: bool) -> str:
-            size = _tree_size(expr, sizes if inlined else {})
-            if size > SHOWN_OPERATIONS:
-                return f"a formula of {size:.3g} operations, not printed"
-            if inlined:
-                try:   # (rebuilding a condition, SymPy may evaluate Eq(0 + 0, ...) and fail)
-                    expr = inline(self.program, expr)
-                except (ArithmeticError, TypeError, ValueError) as exc:
-                    return f"a formula SymPy could not print ({type(exc).__name__})"
-            try:   # SymPy's own simplification of the unevaluated program (1*(2*t))
-                expr = expr.doit()
-            except Exception:
-                pass
-            text = sympy.sstr(expr)
-            for s, (name, atomic) in zip(self.symbols, names):
-                if not atomic:
-                    text = re.sub(rf"\({s.name}\)", lambda m: f"({name})", text)
-                text = re.sub(rf"\b{s.name}\b", lambda m: name if atomic else f"({name})",
-                              text)
-            return text
-
-        return spelled(self.expr, False), [spelled(sympy.sympify(d), True)
-                                           for d in self.derivatives]
+        self._tree_sizes = (sizes, len(self.program.assignments))
+        return sizes
 
 
 def _tree_size(expr, sizes: dict) -> int:

@@ -17,6 +17,7 @@ a set of them on NumPy arrays, each node once, dropping a value after its last u
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,7 @@ class T:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
 
 def leaf(name: str, shape: tuple[int, ...]) -> T:
@@ -83,7 +84,8 @@ class Builder:
         return x if x.shape == shape else self.make("sum_to", (x,), shape)
 
     def mul(self, x: T, y: T) -> T:
-        shape = tuple(np.broadcast_shapes(x.shape, y.shape))
+        shape = x.shape if x.shape == y.shape else tuple(np.broadcast_shapes(x.shape,
+                                                                             y.shape))
         if _is_const(x, 1.0):
             return self.broadcast(y, shape)
         if _is_const(y, 1.0):

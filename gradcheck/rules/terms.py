@@ -35,7 +35,8 @@ def value_rounding(rule, t, args, params, u: float, eta: float) -> np.ndarray:
     size = getattr(rule.rounding, "value", None)
     size = np.abs(np.asarray(t, dtype=float)) if size is None else np.asarray(
         size(t, *args, *(v for _, v in params)), dtype=float)
-    return rho(rule) * u * size + (eta if rho(rule) else 0.0)
+    r = rho(rule)
+    return r * u * size + (eta if r else 0.0)
 
 
 def vjp_size(rule, k: int, g, t, args, params, c) -> np.ndarray:
