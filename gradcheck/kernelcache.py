@@ -40,7 +40,8 @@ from .io import write_atomic
 #: the layout of an entry; bump it when that changes
 FORMAT = 2
 #: the code whose text decides what a compiled kernel computes (relative to gradcheck/)
-SOURCES = ("rules/*.py", "reference/*.py", "lowering.py", "tree.py", "kernelcache.py")
+SOURCES = ("rules/*.py", "reference/*.py", "lowering.py", "tree.py", "kernelcache.py",
+           "kernelnames.py")
 
 #: this process's counts: ``hits`` (disk), ``memory`` (a kernel this process already
 #: built or loaded, still alive), ``misses`` (built), ``written`` (a miss that could not

@@ -4,10 +4,10 @@ nothing else.
 
 lambdify builds its namespace for ``["scipy", "numpy"]`` by ``from numpy import *``,
 ``from numpy.linalg import *`` and ``from scipy.special import *``: every NumPy
-submodule (fft, random, testing, f2py...) and SciPy, half a second in every process,
-even for a kernel that calls nothing but ``tanh``. Here each name the code uses is
-resolved alone, in lambdify's order (``builtins`` and ``range``, then ``modules`` in
-order, then what the printer imported itself):
+submodule (fft, random, testing, f2py...) and SciPy, a quarter of a second in every
+process, even for a kernel that calls nothing but ``tanh``. Here each name the code
+uses is resolved alone, in lambdify's order (``builtins`` and ``range``, then
+``modules`` in order, then what the printer imported itself):
 
 - a dict of ``modules`` binds its own names (gradcheck's ``select``, ``Heaviside``...);
 - ``"numpy"``: what lambdify's NumPy namespace binds (``numpy.linalg``'s names over
@@ -60,9 +60,9 @@ def code_names(code, source: str | None = None) -> set[str]:
 
 
 def namespace(names, modules, imports: dict | None = None) -> dict:
-    """``{name: binding}`` for each of ``names`` that lambdify's namespace for ``modules``
-    (plus the printer's ``imports``, name -> (module, attribute)) binds; a name it does
-    not bind is left out (a builtin, or a NameError as it would have been)."""
+    """``{name: binding}`` for each of ``names`` that lambdify's namespace for
+    ``modules`` (plus the printer's ``imports``, name -> (module, attribute)) binds; a
+    name it does not bind is left out (a builtin, or a NameError as it was there)."""
     out = {}
     for name in names:
         value = binding(name, modules, imports or {})
@@ -114,7 +114,8 @@ def _numpy_binding(name: str):
     if "all" not in _numpy:
         from sympy.utilities.lambdify import NUMPY_DEFAULT, NUMPY_TRANSLATIONS
 
-        _numpy.update(all=frozenset(numpy.__all__), linalg=frozenset(numpy.linalg.__all__),
+        _numpy.update(all=frozenset(numpy.__all__),
+                      linalg=frozenset(numpy.linalg.__all__),
                       translations=dict(NUMPY_TRANSLATIONS), default=dict(NUMPY_DEFAULT))
     name = _numpy["translations"].get(name, name)
     if name in _numpy["linalg"]:
@@ -174,8 +175,8 @@ def lambdify(args, exprs, *, modules, printer=None, **options) -> Callable:
     # exec of its own; the kernel's bindings are namespace()'s, below)
     fn = sympy.lambdify(args, exprs, modules=[m for m in modules if isinstance(m, dict)]
                         + [_numpy_loaded()], printer=printer, **options)
-    imports = {name: (module, name)
-               for module, names in (getattr(printer, "module_imports", None) or {}).items()
+    printed = getattr(printer, "module_imports", None) or {}
+    imports = {name: (module, name) for module, names in printed.items()
                for name in names}
     return bind(fn, modules, imports)
 

@@ -73,8 +73,8 @@ def lower(root: Node, symbols: dict[str, object], scalar: bool,
     # through simplify(), which fails on unevaluated sums): those are lowered evaluated.
     # ``evaluated``: for SymPy's own diff and cse (hvp, the bench's baseline): cse
     # mistranslates unevaluated products such as x*x.
-    if evaluated:
-        with sympy.core.parameters.evaluate(True):   # (even in a caller's unevaluated context)
+    if evaluated:   # (evaluated even in a caller's unevaluated context)
+        with sympy.core.parameters.evaluate(True):
             return fold(root, at, symbols)
     try:
         with sympy.core.parameters.evaluate(False):

@@ -229,6 +229,15 @@ def test_a_changed_source_digest_misses(cache, monkeypatch):
     assert first < set(kernelcache.entries())
 
 
+def test_the_digest_covers_the_code_that_decides_a_kernel():
+    """The rules and the reference, and the printer and namespaces a kernel is compiled
+    and run with (kernelnames): a change to any of them serves no old kernel."""
+    files = {str(p.relative_to(kernelcache._PACKAGE)) for pattern in kernelcache.SOURCES
+             for p in kernelcache._PACKAGE.glob(pattern)}
+    assert {"kernelnames.py", "kernelcache.py", "lowering.py", "tree.py",
+            "reference/adjoint.py", "reference/derivatives.py", "rules/table.py"} <= files
+
+
 def test_a_patched_meaning_is_never_cached(cache, monkeypatch):
     import dataclasses
 

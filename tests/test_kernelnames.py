@@ -66,11 +66,12 @@ def _expressions():
     from sympy.codegen.cfunctions import log1p
 
     x, y = sympy.symbols("_x _y", real=True)
-    return [x, y], [sympy.tanh(x) * sympy.erf(y), sympy.Piecewise((x, x > y), (y ** 2, True)),
-                    sympy.Heaviside(x - y), sympy.sign(x) * sympy.Max(x, y, 0),
-                    sympy.pi + sympy.E, log1p(x ** 2) + sympy.gamma(y ** 2 + 1) + sympy.erfc(x),
-                    sympy.sqrt(sympy.Abs(y)) + sympy.atan2(x, y),
-                    sympy.Piecewise((x, sympy.And(x > 0, y < 1)), (y, True))]
+    return [x, y], [
+        sympy.tanh(x) * sympy.erf(y), sympy.Piecewise((x, x > y), (y ** 2, True)),
+        sympy.Heaviside(x - y), sympy.sign(x) * sympy.Max(x, y, 0), sympy.pi + sympy.E,
+        log1p(x ** 2) + sympy.gamma(y ** 2 + 1) + sympy.erfc(x),
+        sympy.sqrt(sympy.Abs(y)) + sympy.atan2(x, y),
+        sympy.Piecewise((x, sympy.And(x > 0, y < 1)), (y, True))]
 
 
 def test_the_code_and_values_are_lambdifys():

@@ -50,7 +50,9 @@ def clean(expr: sympy.Expr) -> sympy.Expr:
     """``expr`` with the derivatives of sign/Heaviside set to 0, their value away from
     the kinks."""
     # SymPy says DiracDelta, or leaves Derivative(sign(f), x) unevaluated when it cannot
-    # tell that f is real.
+    # tell that f is real. (One walk first: most partials have neither.)
+    if not expr.has(sympy.DiracDelta, sympy.Derivative):
+        return expr
     if expr.has(sympy.DiracDelta):
         expr = expr.replace(sympy.DiracDelta, lambda *a: sympy.S.Zero)
     if expr.has(sympy.Derivative):
