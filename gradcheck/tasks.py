@@ -165,13 +165,16 @@ def preload() -> None:
         except Exception:
             pass
     try:
-        # lambdify imports SciPy's and NumPy's functions into its namespaces on first
-        # use (a second): once here, a case process forked from this one starts warm
+        # a kernel's first compile imports SymPy's printers and reads NumPy's names
+        # (gradcheck.kernelnames): once here, so a case process forked from this one
+        # starts warm. SciPy is not imported: only a kernel that calls one of its
+        # functions (erf, expit) imports it, half a second a process otherwise spends
         import sympy
 
+        from .kernelnames import lambdify
         from .reference.derivatives import MODULES
 
-        sympy.lambdify([], 0, modules=MODULES)
+        lambdify([sympy.Symbol("x")], sympy.Symbol("x") + 1, modules=MODULES)
     except Exception:
         pass
     _STATE["preloaded"] = True
