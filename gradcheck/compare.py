@@ -43,10 +43,12 @@ def kth_best(candidates: list[tuple[float, int]]) -> float:
     return ratios[WORST_KEPT - 1]
 
 
-def _largest(flat: np.ndarray, k: int) -> np.ndarray:
+def _largest(flat: np.ndarray, k: int, most: float = np.nan) -> np.ndarray:
     """Indices of the ``k`` largest entries, largest first, ties in index order (as a
-    stable sort of all of them gives, in O(n) rather than O(n log n))."""
-    flat = np.where(np.isnan(flat), -np.inf, flat)   # NaN last, as the sort puts it
+    stable sort of all of them gives, in O(n) rather than O(n log n)); ``most``: the
+    largest entry when known (NaN if any entry is: the NaNs are then put last)."""
+    if most != most:
+        flat = np.where(np.isnan(flat), -np.inf, flat)   # NaN last, as the sort puts it
     if flat.size <= k:
         return np.argsort(-flat, kind="stable")
     cut = np.partition(flat, flat.size - k)[flat.size - k]   # the k-th largest value
@@ -228,20 +230,24 @@ class Tally:
         # that the temporaries below are a slab's, not six arrays of the layer's size
         cuts = slabs(expected.shape, COMPARED)
         candidates = []     # (ratio, flat index) of each slab's worst elements
+        floor = self._floor()
         for j, (axis, part, where) in enumerate(cuts):
             diff, rel, ratio = self._errors(value[where], expected[where], allowed[where],
                                             largest)
-            bad = int(np.count_nonzero(ratio > 1))
+            local = ratio.reshape(-1)
+            most = float(local.max())   # (NaN where any ratio is)
+            bad = 0 if most <= 1 else int(np.count_nonzero(ratio > 1))
             self.mismatched += bad
             if self.maps is not None:
                 self._map(quantity, value, expected, allowed, largest, cuts, j, ratio, bad,
                           point)
             self.max_abs = max(self.max_abs, float(diff.max()))
             self.max_rel = max(self.max_rel, rel)
-            local = ratio.reshape(-1)
-            if len(candidates) >= WORST_KEPT and float(local.max()) < kth_best(candidates):
+            if floor is not None and most <= floor:
+                continue   # below every worst element kept already (NaN is never below)
+            if len(candidates) >= WORST_KEPT and most < kth_best(candidates):
                 continue   # nothing here is among the worst (NaN, never below, is kept)
-            for k in _largest(local, WORST_KEPT):
+            for k in _largest(local, WORST_KEPT, most):
                 flat = int(k)
                 if where is not ...:   # the slab's index, as an index of the whole
                     idx = np.unravel_index(flat, ratio.shape)
@@ -251,17 +257,22 @@ class Tally:
         self.checked += expected.size
         self._keep_worst(quantity, candidates, value, expected, allowed, point)
 
+    def _floor(self) -> float | None:
+        """The least ratio of a full list of worst elements (None: not full, or holding
+        a NaN, which sorts unpredictably): an element at or below it would be sorted
+        after the list's own and cut."""
+        ratios = [r for r, _ in self.top]
+        if len(ratios) < WORST_KEPT or not all(r == r for r in ratios):
+            return None
+        return min(ratios)
+
     def _keep_worst(self, quantity, candidates, value, expected, allowed, point) -> None:
         """Merge a quantity's worst elements, ``candidates`` (ratio, flat index), into
         the tally's :data:`WORST_KEPT` worst."""
         # worst first, NaN last, ties in index order: as one stable sort of every
         # element would give
         candidates.sort(key=lambda c: (-c[0] if c[0] == c[0] else np.inf, c[1]))
-        ratios = [r for r, _ in self.top]
-        # a candidate at or below a full list's least ratio would be sorted after it
-        # and cut: not built (NaN, which sorts unpredictably, always is)
-        floor = (min(ratios) if len(ratios) >= WORST_KEPT and all(r == r for r in ratios)
-                 else None)
+        floor = self._floor()
         with np.errstate(all="ignore"):   # (0 · inf where an op repeats an inf)
             for r, k in candidates[:WORST_KEPT]:
                 if floor is not None and r == r and r <= floor:

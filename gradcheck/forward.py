@@ -18,7 +18,9 @@ def _apply(node: Node, args: list) -> np.ndarray:
     value = node.call("numpy", args)
     # a whole reduction gives a NumPy scalar: every value here is an array, reductions'
     # float
-    return np.asarray(value, dtype=float if node.rule.kind == REDUCTION else None)
+    if node.rule.kind == REDUCTION:
+        return np.asarray(value, dtype=float)
+    return value if type(value) is np.ndarray else np.asarray(value)
 
 
 def evaluate(root: Node, env: dict[str, np.ndarray],

@@ -345,4 +345,4 @@ def _literal(value: Any) -> str:
 def _values(params) -> tuple:
     """The values of (name, value) pairs, in the row's order (as :meth:`Rule.bind` and
     ``Node.params`` hold them)."""
-    return tuple(v for _, v in params)
+    return tuple([v for _, v in params]) if params else ()
