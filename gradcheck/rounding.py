@@ -360,8 +360,14 @@ class _Bounds:
         """Σ|c| back to ``shape``; where the sums keep axis 0 (over trailing axes, each
         row on its own) |c| is taken a block of rows at a time, not as a whole copy."""
         c = np.asarray(c)
-        if self.lead or c.ndim != len(shape) or c.shape[0] != shape[0]:
+        if self.lead:
             return self._unbroadcast(np.abs(c), shape)
+        if c.ndim != len(shape) or c.shape[0] != shape[0]:
+            # (summed over axis 0 too, in NumPy's order: |c| whole, in a spare array)
+            size = np.abs(c, out=self.spare.empty(c.shape))
+            total = unbroadcast(size, shape)
+            self.spare.give(size, {0: total})
+            return total
 
         def rows_of(rows):
             block = np.abs(piece(c, c.ndim, rows))
