@@ -97,7 +97,7 @@ def any_error(e) -> bool:
     """Whether the bound ``e`` is not 0 everywhere (NaN counts, as in ``e.any()``); a
     bound broadcast from one number (an input's exact 0) is read once, not per element."""
     e = np.asarray(e)
-    if e.size and not any(e.strides):
+    if e.size and (not any(e.strides) or e.flat[0]):   # (or the first is not 0)
         return bool(e.flat[0])
     return bool(e.any())
 
@@ -195,8 +195,8 @@ def _value_bound(b, node, rule, live, t, args, errs):
     # rounding, never -0, is added)
     propagated = None if live else np.zeros(np.shape(t))
     for k in live:
-        partial = finite(partials(node, rule, k, t, args), posinf=None)
-        term = partial * errs[k]   # (partial has t's shape: ḡ has)
+        # (the partials have t's shape: ḡ has)
+        term = partials(node, rule, k, t, args, finite_only=True) * errs[k]
         propagated = term if propagated is None else propagated + term
     return propagated + value_rounding(rule, t, args, node.params, b.u, b.eta)
 
@@ -214,19 +214,23 @@ def reduction_bound(b, node, rule, t, x, ex) -> np.ndarray:
     return by_rows(x.shape, bound, result=np.shape(t), spare=b.spare)
 
 
-def partials(node, rule, k: int, t, args) -> np.ndarray:
+def partials(node, rule, k: int, t, args, finite_only: bool = False) -> np.ndarray:
     """|∂t/∂aₖ| at each element of ``args[k]`` (or of t, broadcast): the VJP into
-    argument ``k`` at ḡ = 1. A row whose node saves no tensor (add, sub, sum, mean) has a
-    VJP that reads shapes only, so the same partials at every point: those of a small
-    node are kept (read-only) for its next forward (finite differences run thousands)."""
+    argument ``k`` at ḡ = 1 (``finite_only``: NaN as 0, inf as the largest float). A
+    row whose node saves no tensor (add, sub, sum, mean) has a VJP that reads shapes
+    only, so the same partials at every point: those of a small node are kept
+    (read-only) for its next forward (finite differences run thousands)."""
     shape = np.shape(t)
     key = None
     if not rule.engine.saves and math.prod(shape) <= 4096:
         # (the row's VJPs in the key: a test may replace a row)
-        key = (node, rule.engine.vjps, k, shape, tuple(np.shape(a) for a in args))
+        key = (node, rule.engine.vjps, k, shape, tuple(np.shape(a) for a in args),
+               finite_only)
         if key in _PARTIALS:
             return _PARTIALS[key]
     out = np.abs(_arr(vjp(node, rule, k, ones(shape), t, args)))
+    if finite_only:
+        out = finite(out, posinf=None)
     if key is not None:
         if len(_PARTIALS) >= 4096:
             _PARTIALS.clear()
@@ -239,12 +243,13 @@ _PARTIALS: dict = {}   # partials(): by node, engine column, argument and shapes
 
 
 def _reduction_bound(b, node, rule, t, x, ex):
+    axis, keepdims = node.axis, node.keepdims
     partial = partials(node, rule, 0, t, [x])
-    propagated = np.add.reduce(partial * ex, axis=node.axis, keepdims=node.keepdims)
-    n = math.prod(x.shape[d] for d in node.axis)
+    propagated = np.add.reduce(partial * ex, axis=axis, keepdims=keepdims)
+    n = math.prod(x.shape[d] for d in axis)
     own = rho(rule) * b.u * np.abs(t)
     if node.op in ("sum", "mean"):
-        terms = np.add.reduce(np.abs(x), axis=node.axis, keepdims=node.keepdims)
+        terms = np.add.reduce(np.abs(x), axis=axis, keepdims=keepdims)
         own = own + accumulation(n) * b.u_acc * terms / (n if node.op == "mean" else 1)
     elif node.op == "prod":
         own = own + max(n - 1, 0) * b.u * np.abs(t)
