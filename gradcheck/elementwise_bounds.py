@@ -24,6 +24,7 @@ computed on the whole arrays: it is the forward the numeric witness differences.
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 
@@ -42,6 +43,33 @@ SPARE_BYTES = 1 << 20       # the smallest array a Spare takes back
 
 def _arr(x) -> np.ndarray:
     return np.asarray(x, dtype=float)
+
+
+@functools.lru_cache(maxsize=4096)
+def values_of(node) -> tuple:
+    """The values of ``node``'s parameters, in its row's order: what the row's columns
+    take after the operands (``Rule.call``, ``Rule.vjp``), read once per node rather
+    than at every call (a formula's bounds call its rows' columns thousands of times
+    under finite differences)."""
+    return tuple(v for _, v in node.params)
+
+
+def vjp(node, rule, k: int, g, t, args):
+    """``rule.vjp(k, g, t, args, node.params)``: the engine's VJP into argument ``k``."""
+    return rule.engine_vjp(k)(g, t, *args, *values_of(node))
+
+
+@functools.lru_cache(maxsize=256)
+def _small_ones(shape: tuple[int, ...]) -> np.ndarray:
+    ones = np.ones(shape)
+    ones.flags.writeable = False
+    return ones
+
+
+def ones(shape: tuple[int, ...]) -> np.ndarray:
+    """ḡ = 1 of ``shape``, for reading |∂f/∂a| off a VJP: one read-only array per small
+    shape (the VJPs only read ḡ)."""
+    return _small_ones(shape) if math.prod(shape) <= 4096 else np.ones(shape)
 
 
 def finite(x: np.ndarray, posinf: float | None = 0.0) -> np.ndarray:
@@ -69,7 +97,7 @@ def any_error(e) -> bool:
     """Whether the bound ``e`` is not 0 everywhere (NaN counts, as in ``e.any()``); a
     bound broadcast from one number (an input's exact 0) is read once, not per element."""
     e = np.asarray(e)
-    if e.size and not any(e.strides):
+    if e.size and (not any(e.strides) or e.flat[0]):   # (or the first is not 0)
         return bool(e.flat[0])
     return bool(e.any())
 
@@ -163,12 +191,13 @@ def value_bound(b, node, rule, t, args, errs) -> np.ndarray:
 
 def _value_bound(b, node, rule, live, t, args, errs):
     """Σₖ |∂f/∂aₖ|·E(aₖ) over the ``live`` operands, plus the row's own rounding."""
-    ones = np.ones(np.shape(t))
-    propagated = np.zeros(np.shape(t))
+    # (the sum starts at its first term, not at 0 + it: the same bits once the own
+    # rounding, never -0, is added)
+    propagated = None if live else np.zeros(np.shape(t))
     for k in live:
-        partial = finite(np.abs(_arr(rule.vjp(k, ones, t, args, node.params))),
-                         posinf=None)
-        propagated = propagated + partial * errs[k]   # (partial has t's shape: ḡ has)
+        # (the partials have t's shape: ḡ has)
+        term = partials(node, rule, k, t, args, finite_only=True) * errs[k]
+        propagated = term if propagated is None else propagated + term
     return propagated + value_rounding(rule, t, args, node.params, b.u, b.eta)
 
 
@@ -185,14 +214,42 @@ def reduction_bound(b, node, rule, t, x, ex) -> np.ndarray:
     return by_rows(x.shape, bound, result=np.shape(t), spare=b.spare)
 
 
+def partials(node, rule, k: int, t, args, finite_only: bool = False) -> np.ndarray:
+    """|∂t/∂aₖ| at each element of ``args[k]`` (or of t, broadcast): the VJP into
+    argument ``k`` at ḡ = 1 (``finite_only``: NaN as 0, inf as the largest float). A
+    row whose node saves no tensor (add, sub, sum, mean) has a VJP that reads shapes
+    only, so the same partials at every point: those of a small node are kept
+    (read-only) for its next forward (finite differences run thousands)."""
+    shape = np.shape(t)
+    key = None
+    if not rule.engine.saves and math.prod(shape) <= 4096:
+        # (the row's VJPs in the key: a test may replace a row)
+        key = (node, rule.engine.vjps, k, shape, tuple(np.shape(a) for a in args),
+               finite_only)
+        if key in _PARTIALS:
+            return _PARTIALS[key]
+    out = np.abs(_arr(vjp(node, rule, k, ones(shape), t, args)))
+    if finite_only:
+        out = finite(out, posinf=None)
+    if key is not None:
+        if len(_PARTIALS) >= 4096:
+            _PARTIALS.clear()
+        out = _PARTIALS[key] = np.asarray(out)
+        out.flags.writeable = False
+    return out
+
+
+_PARTIALS: dict = {}   # partials(): by node, engine column, argument and shapes
+
+
 def _reduction_bound(b, node, rule, t, x, ex):
-    ones = np.ones(np.shape(t))
-    partial = np.abs(_arr(rule.vjp(0, ones, t, [x], node.params)))
-    propagated = np.add.reduce(partial * ex, axis=node.axis, keepdims=node.keepdims)
-    n = math.prod(x.shape[d] for d in node.axis)
+    axis, keepdims = node.axis, node.keepdims
+    partial = partials(node, rule, 0, t, [x])
+    propagated = np.add.reduce(partial * ex, axis=axis, keepdims=keepdims)
+    n = math.prod(x.shape[d] for d in axis)
     own = rho(rule) * b.u * np.abs(t)
     if node.op in ("sum", "mean"):
-        terms = np.add.reduce(np.abs(x), axis=node.axis, keepdims=node.keepdims)
+        terms = np.add.reduce(np.abs(x), axis=axis, keepdims=keepdims)
         own = own + accumulation(n) * b.u_acc * terms / (n if node.op == "mean" else 1)
     elif node.op == "prod":
         own = own + max(n - 1, 0) * b.u * np.abs(t)

@@ -53,6 +53,7 @@ from .arrays import unbroadcast
 from .composite_rounding import composite_cotangent, composite_value
 from .elementwise_bounds import cotangent, finite as _finite, plus as _plus
 from .elementwise_bounds import Spare, by_rows, piece, reduction_bound, value_bound
+from .elementwise_bounds import values_of, vjp
 from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
 from .tree import Node, ordered, twins, walk
@@ -210,14 +211,14 @@ class _Bounds:
             return t, np.zeros(np.shape(t))
         if rule.kind == REDUCTION:
             x = _arr(args[0])
-            t = _arr(node.call("numpy", [x]))
+            t = _arr(rule.numpy(x, *values_of(node)))
             return t, reduction_bound(self, node, rule, t, x, errs[0])
         if rule.kind == LINALG:
             return self._linalg(node, rule, args, errs)
         if rule.kind == STRUCTURE:   # exact linear maps: the bound goes through the map
             return structure_value(self, node, args, errs)
         # elementwise (where included): |∂f/∂aₖ|·E(aₖ) from the VJP with ḡ = 1
-        t = _arr(node.call("numpy", args))
+        t = _arr(rule.numpy(*args, *values_of(node)))   # (node.call's, as in forward.py)
         return t, value_bound(self, node, rule, t, args, errs)
 
     def _linalg(self, node, rule, args, errs):
@@ -282,11 +283,11 @@ class _Bounds:
     def _call(self, node, rule, k, g, t, args):
         if self.lead and (node.op in CONVOLUTIONS | POOLS or rule.kind == STRUCTURE):
             # one cotangent at a time (their parameters name axes from the left)
-            return np.stack([_arr(rule.vjp(k, gi, t, args, node.params)) for gi in g])
+            return np.stack([_arr(vjp(node, rule, k, gi, t, args)) for gi in g])
         if self.lead:
             g, t, args, params = _batched(node, rule, g, t, args, self.lead)
             return _arr(rule.vjp(k, g, t, args, params))
-        return _arr(rule.vjp(k, g, t, args, node.params))
+        return _arr(vjp(node, rule, k, g, t, args))
 
     def _vjp(self, node, rule, k, g, ge):
         """The VJP into argument ``k`` and its error bound."""
@@ -359,8 +360,14 @@ class _Bounds:
         """Σ|c| back to ``shape``; where the sums keep axis 0 (over trailing axes, each
         row on its own) |c| is taken a block of rows at a time, not as a whole copy."""
         c = np.asarray(c)
-        if self.lead or c.ndim != len(shape) or c.shape[0] != shape[0]:
+        if self.lead:
             return self._unbroadcast(np.abs(c), shape)
+        if c.ndim != len(shape) or c.shape[0] != shape[0]:
+            # (summed over axis 0 too, in NumPy's order: |c| whole, in a spare array)
+            size = np.abs(c, out=self.spare.empty(c.shape))
+            total = unbroadcast(size, shape)
+            self.spare.give(size, {0: total})
+            return total
 
         def rows_of(rows):
             block = np.abs(piece(c, c.ndim, rows))
