@@ -32,22 +32,27 @@ def timed(fn: Callable[[], object], cfg: Config) -> tuple[float, int]:
 
 
 def side_by_side(fns: dict[str, Callable[[], object]], cfg: Config,
-                 budget: float = 2.0, most: int = 101) -> dict[str, tuple[float, int]]:
-    """Each of ``fns`` timed in turns (one run of each, then again), so that a ratio
-    of two of them is measured under the same load: a busy moment slows both. At least
-    ``cfg.repeat`` rounds, and more while the rounds so far took under ``budget``
+                 budget: float = 2.0, block: int = 10,
+                 most: int = 200) -> dict[str, tuple[float, int]]:
+    """Each of ``fns`` timed in turns, ``block`` runs of one and then of the next, again
+    and again, so that a ratio of two of them is measured under the same load (a busy
+    moment slows both) while each run still follows runs of its own (the caches as a
+    loop of checks leaves them, not as the other function's left them). At least
+    ``cfg.repeat`` runs each, and more while all the runs so far took under ``budget``
     seconds (up to ``most``): the median of milliseconds-long runs needs dozens.
     Returns name -> (median seconds, runs)."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     spent = 0.0
+    size = 1 if cfg.quick else block
     while True:
         for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-            spent += times[name][-1]
-        rounds = len(times[name])
-        if rounds >= cfg.repeat and (spent >= budget or rounds >= most or cfg.quick):
+            for _ in range(size):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+                spent += times[name][-1]
+        runs = len(times[name])
+        if runs >= cfg.repeat and (spent >= budget or runs >= most or cfg.quick):
             break
     return {name: (statistics.median(t), len(t)) for name, t in times.items()}
 
