@@ -62,8 +62,8 @@ def grace(timeout: float) -> float:
 # multiprocessing so that the caller's __main__ is not imported again: a plain script
 # calling gradcheck.run(..., jobs=2) needs no ``if __name__ == "__main__"`` guard.
 _BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
-         "from gradcheck.worker import worker_main; "
-         "worker_main(int(sys.argv[2]), int(sys.argv[3]))")
+         "from gradcheck.worker import worker_main, leave; "
+         "worker_main(int(sys.argv[2]), int(sys.argv[3])); leave()")
 
 
 class _Worker:

@@ -98,9 +98,9 @@ def _tensor_notes(cfg: Config) -> list[str]:
         "torch.autograd.gradcheck and JAX run in the bench's own process (one thread, "
         f"warmed up; {_runs(cfg).lower()}) on the same function, float64; their ratio "
         "is their seconds over gradcheck run's. At 4096 inputs gradcheck's check and "
-        "torch's fast_mode, each a few milliseconds, are timed in turns (one run of "
-        "each, again, for at least 2 s of runs: the medians of dozens of runs, under "
-        "one load).",
+        "torch's fast_mode, each a few milliseconds, are timed in turns (ten runs of "
+        "one, then ten of the other, again, for at least 2 s of runs: the medians of "
+        "dozens of runs, under one load).",
         "Cache: `gradcheck run` on the bundled cases as they come, twice, with one "
         "GRADCHECK_CACHE_DIR that is empty before the first; cache files: the files "
         "in it after each run.",
