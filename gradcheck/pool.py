@@ -36,6 +36,7 @@ from typing import Iterator
 from .checking import TIMEOUT
 from .result import CaseResult
 from .tasks import ParallelError, Task, died, lost, tasks_of
+from .spawn import spawn, take
 from .worker import FORKS, how_ended
 
 __all__ = ["Pool", "grace", "KILL_GRACE", "MIN_GRACE"]
@@ -57,34 +58,12 @@ def grace(timeout: float) -> float:
 
 # --------------------------------------------------------------------------- the pool
 
-# The worker is a fresh interpreter (the spawn start method's safety: no fork of a
-# process that holds torch's threads), started with subprocess rather than
-# multiprocessing so that the caller's __main__ is not imported again: a plain script
-# calling gradcheck.run(..., jobs=2) needs no ``if __name__ == "__main__"`` guard.
-_BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
-         "from gradcheck.worker import worker_main, leave; "
-         "worker_main(int(sys.argv[2]), int(sys.argv[3])); leave()")
-
-
 class _Worker:
     """One worker process and its end of a socket pair; it runs one task at a time."""
 
     def __init__(self):
-        import json
-        import socket
-        import subprocess
-        from multiprocessing.connection import Connection
-
-        mine, theirs = socket.socketpair()
-        with theirs:
-            path = json.dumps([str(p) for p in sys.path])
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, path, str(theirs.fileno()), str(os.getpid())],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=2,
-                # its own session: Ctrl-C reaches the parent only, which stops the
-                # workers; and one process group to kill with whatever the op started
-                start_new_session=True)
-        self.conn = Connection(mine.detach())
+        # the one ``gradcheck run`` started before reading its case files, else anew
+        self.process, self.conn = take() or spawn()
         self.ready = False
         self.task: Task | None = None
         self.since = 0.0

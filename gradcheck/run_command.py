@@ -213,40 +213,59 @@ def command(args) -> int:
 def _run(args) -> int:
     import signal
 
+    from . import spawn
     from .budgets import memory_budget
     from .interrupts import Interrupted, stop_on
     from .kernelcache import turned_off
-    from .parallel import ParallelError
-    from .progress import display
-    from .run_output import is_terminal, publish, use_color
-    from .runner import run
 
-    mode = "quiet" if args.quiet else "live" if is_terminal(sys.stderr) else "lines"
     # SIGINT and SIGTERM stop the run; what finished is still reported (incomplete)
     with stop_on(signal.SIGINT, signal.SIGTERM):
         try:
-            with turned_off(args.no_cache), memory_budget(args.max_memory), \
-                    display(sys.stderr, mode=mode,
-                            color=use_color(args.color, sys.stderr)) as progress:
-                result = run(args.paths, keyword=args.keyword, dtype=args.dtype,
-                             seed=args.seed,
-                             points=args.points, extreme_points=args.extreme_points,
-                             strict_shapes=args.strict_shapes,
-                             allow_op_modules=args.allow_op_module,
-                             witnesses=args.witness, timeout=args.timeout,
-                             device=args.device, jobs=args.jobs, scheduler=args.scheduler,
-                             isolate=not _in_process(args), progress=progress)
-        except ParallelError as exc:
-            from .report.text import printable
-
-            print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
-            return ExitCode.USAGE
+            with turned_off(args.no_cache), memory_budget(args.max_memory):
+                if not _in_process(args) and not args.scheduler:
+                    # the pool's first worker, started before our own imports and the
+                    # reading of the case files, which overlap its imports (seconds)
+                    spawn.prestart()
+                try:
+                    result = _results(args)
+                finally:
+                    spawn.discard()   # not taken: the run had nothing to run, or raised
         except Interrupted as stop:
             if stop.result is None:   # before the run had begun: nothing to report
                 raise
             result = stop.result
+        if result is None:   # it could not run, and said why
+            return ExitCode.USAGE
+        from .run_output import publish
+
         unwritten = publish(args, result)
     return _run_code(args, result, unwritten)
+
+
+def _results(args):
+    """The run's result, shown in progress on stderr; None after saying why it could
+    not run (a --jobs or --scheduler setting that does not work here)."""
+    from .parallel import ParallelError
+    from .progress import display
+    from .run_output import is_terminal, use_color
+    from .runner import run
+
+    mode = "quiet" if args.quiet else "live" if is_terminal(sys.stderr) else "lines"
+    try:
+        with display(sys.stderr, mode=mode,
+                     color=use_color(args.color, sys.stderr)) as progress:
+            return run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
+                       points=args.points, extreme_points=args.extreme_points,
+                       strict_shapes=args.strict_shapes,
+                       allow_op_modules=args.allow_op_module,
+                       witnesses=args.witness, timeout=args.timeout,
+                       device=args.device, jobs=args.jobs, scheduler=args.scheduler,
+                       isolate=not _in_process(args), progress=progress)
+    except ParallelError as exc:
+        from .report.text import printable
+
+        print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
+        return None
 
 
 def _run_code(args, result, unwritten: list[str]) -> int:

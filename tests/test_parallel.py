@@ -325,3 +325,47 @@ def test_a_deep_formula_runs_under_jobs(tmp_path):
             case.pop("seconds")
     same(reports["2"], reports["1"])
     assert [c["status"] for c in reports["2"]["cases"]] == ["passed", "passed"]
+
+
+def test_gradcheck_run_starts_its_first_worker_early_and_uses_it(monkeypatch, tmp_path):
+    """`gradcheck run` starts one worker before reading the case files; the pool takes
+    that one (no second process is started for one worker), and the run's verdict is
+    the worker's."""
+    from gradcheck import spawn
+
+    early = []
+    real = spawn.spawn
+
+    def recorded():
+        early.append(real())
+        return early[-1]
+
+    def no_second():
+        raise AssertionError("the pool started a worker of its own")
+
+    monkeypatch.delenv("GRADCHECK_IN_PROCESS")   # (the suite's runs are in-process)
+    monkeypatch.setattr(spawn, "spawn", recorded)
+    monkeypatch.setattr(pool, "spawn", no_second)
+    path = tmp_path / "one.toml"
+    path.write_text('[[case]]\nname = "one"\nexpr = "sum(tanh(x))"\n'
+                    'inputs.x = { shape = [3] }\n')
+    assert main(["run", str(path), "-q", "--no-cache"]) == ExitCode.OK
+    assert len(early) == 1 and not spawn._spare
+    assert early[0][0].wait(timeout=10) == 0   # it answered the case and left
+
+
+def test_an_early_worker_no_case_needs_is_killed(monkeypatch, tmp_path, capsys):
+    """A run whose cases are all answered by the parent (a refused op module) kills
+    the worker it started early instead of leaving it running."""
+    from gradcheck import spawn
+
+    early = []
+    real = spawn.spawn
+    monkeypatch.delenv("GRADCHECK_IN_PROCESS")
+    monkeypatch.setattr(spawn, "spawn", lambda: early.append(real()) or early[-1])
+    path = tmp_path / "refused.toml"
+    path.write_text('[[case]]\nname = "refused"\nop = "os:getcwd"\nexpr = "sum(x)"\n'
+                    'inputs.x = { shape = [3] }\n')
+    assert main(["run", str(path), "-q"]) == ExitCode.USAGE
+    assert len(early) == 1 and not spawn._spare
+    assert early[0][0].poll() is not None   # reaped: gone before main returned
