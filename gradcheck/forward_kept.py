@@ -11,6 +11,9 @@ code (composites, bilinear rows, structure, pools, rows with terms) keep everyth
 they touch. A row whose PyTorch node saves no tensor (sum, mean: ``saves=False`` in the
 rule table) reads its operands' shapes only: a dropped operand is handed to it as a
 zero-stride :func:`placeholder` of its shape.
+
+:func:`unmoved` names, for forwards that differ only in some inputs (finite
+differences), the nodes those do not move, which one such forward can hand the next.
 """
 
 from __future__ import annotations
@@ -112,7 +115,7 @@ def last_uses(root: Node) -> dict[int, list[Node]]:
 
 
 @functools.lru_cache(maxsize=1024)
-def steady(root: Node, moved: frozenset) -> tuple[frozenset[int], frozenset[int]]:
+def unmoved(root: Node, moved: frozenset) -> tuple[frozenset[int], frozenset[int]]:
     """For forwards at one point whose inputs or ``let`` s named ``moved`` change from one
     evaluation to the next (finite differences): the ids of the nodes they do not move
     that feed one they move (or are the root), whose values and bounds one evaluation

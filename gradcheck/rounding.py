@@ -58,7 +58,7 @@ from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
 from .tree import Node, ordered, twins, walk
 from .forward_kept import kept, last_uses, parameters_read, placeholder
-from .forward_kept import steady as frozen_nodes
+from .forward_kept import unmoved
 
 
 @functools.lru_cache(maxsize=None)
@@ -148,7 +148,7 @@ class _Bounds:
         set to values computed in this dtype (a perturbed point, x + h): each carries
         its own rounding, u·|value|. ``steady``: for a forward at a point evaluated
         before with other values of the same overrides, the (value, bound) of each node
-        they do not move that feeds one they move (:func:`forward_kept.steady`), by id:
+        they do not move that feeds one they move (:func:`forward_kept.unmoved`), by id:
         taken from there, and nothing below them is computed; where it is missing, it
         is filled in."""
         same = twins(root)   # a computation written twice has one value and bound
@@ -156,7 +156,7 @@ class _Bounds:
         keep = kept(root) if SKIP_UNREAD else None
         done = last_uses(root)
         edge, below = (frozenset(), frozenset()) if steady is None else \
-            frozen_nodes(root, frozenset(overrides or ()))
+            unmoved(root, frozenset(overrides or ()))
         reuse = steady is not None and len(steady) == len(edge)   # (all left: filled)
         for node in ordered(root):
             key = id(node)
