@@ -57,8 +57,7 @@ from .elementwise_bounds import values_of, vjp
 from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
 from .tree import Node, ordered, twins, walk
-from .forward_kept import kept, last_uses, parameters_read, placeholder
-from .forward_kept import unmoved
+from .forward_kept import kept, last_uses, parameters_read, placeholder, unmoved
 
 
 @functools.lru_cache(maxsize=None)
