@@ -33,6 +33,7 @@ import numpy as np
 from .rules import ELEMENTWISE, REDUCTION
 from .rules.terms import rho, value_rounding, vjp_size
 from .summation import accumulation
+from .tree import values_of
 
 PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
 #: elements of a block of rows (512 KB of float64): a probe's temporaries stay in cache
@@ -43,15 +44,6 @@ SPARE_BYTES = 1 << 20       # the smallest array a Spare takes back
 
 def _arr(x) -> np.ndarray:
     return np.asarray(x, dtype=float)
-
-
-@functools.lru_cache(maxsize=4096)
-def values_of(node) -> tuple:
-    """The values of ``node``'s parameters, in its row's order: what the row's columns
-    take after the operands (``Rule.call``, ``Rule.vjp``), read once per node rather
-    than at every call (a formula's bounds call its rows' columns thousands of times
-    under finite differences)."""
-    return tuple(v for _, v in node.params)
 
 
 def vjp(node, rule, k: int, g, t, args):

@@ -6,29 +6,19 @@ hazards (distances to kinks and singularities) it records. It uses no derivative
 
 from __future__ import annotations
 
-import functools
 from typing import Callable
 
 import numpy as np
 
-from .rules import REDUCTION, RULES
+from .rules import REDUCTION
 from .tree import Node, evaluate as walk_formula
 
 
-@functools.lru_cache(maxsize=4096)
-def _numpy(node: Node) -> tuple[Callable, tuple, bool]:
-    """The node's ``numpy`` column, its parameter values and whether it reduces, looked
-    up once per node: the numeric witness applies the same nodes dozens of times."""
-    rule = RULES[node.op]
-    return rule.numpy, tuple(v for _, v in node.params), rule.kind == REDUCTION
-
-
 def _apply(node: Node, args: list) -> np.ndarray:
-    fn, params, reduction = _numpy(node)
-    value = fn(*args, *params)
+    value = node.call("numpy", args)
     # a whole reduction gives a NumPy scalar: every value here is an array, reductions'
     # float
-    if reduction:
+    if node.rule.kind == REDUCTION:
         return np.asarray(value, dtype=float)
     return value if type(value) is np.ndarray else np.asarray(value)
 

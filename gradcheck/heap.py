@@ -51,20 +51,16 @@ def reused_allocations():
     """Inside the block, freed memory is kept in the heap and reused; given back to
     the system after."""
     lib = _glibc()
-    if lib is None or _depth[0]:
-        _depth[0] += 1
-        try:
-            yield
-        finally:
-            _depth[0] -= 1
-        return
+    outermost = lib is not None and not _depth[0]   # (only it sets and restores)
     _depth[0] += 1
-    lib.mallopt(_M_MMAP_THRESHOLD, _REUSE_MMAP)
-    lib.mallopt(_M_TRIM_THRESHOLD, _REUSE_TRIM)
+    if outermost:
+        lib.mallopt(_M_MMAP_THRESHOLD, _REUSE_MMAP)
+        lib.mallopt(_M_TRIM_THRESHOLD, _REUSE_TRIM)
     try:
         yield
     finally:
         _depth[0] -= 1
-        lib.mallopt(_M_MMAP_THRESHOLD, _AFTER_MMAP)
-        lib.mallopt(_M_TRIM_THRESHOLD, _AFTER_TRIM)
-        lib.malloc_trim(0)
+        if outermost:
+            lib.mallopt(_M_MMAP_THRESHOLD, _AFTER_MMAP)
+            lib.mallopt(_M_TRIM_THRESHOLD, _AFTER_TRIM)
+            lib.malloc_trim(0)

@@ -148,15 +148,21 @@ def _sympy_namespace(module: str) -> dict:
     return _namespaces[module]
 
 
+def printer_settings(modules) -> dict:
+    """The settings ``sympy.lambdify`` gives its printer for ``modules``: the dicts'
+    names printed as they are (user functions)."""
+    user = {k: k for m in modules or () if isinstance(m, dict) for k in m}
+    return {"fully_qualified_modules": False, "inline": True,
+            "allow_unknown_functions": True, "user_functions": user}
+
+
 def printer_for(modules):
-    """The printer ``sympy.lambdify`` picks for ``modules`` (SciPy's, with the dicts'
-    names as user functions), built here because lambdify is given only the dicts."""
+    """The printer ``sympy.lambdify`` picks for ``modules`` (SciPy's, or NumPy's),
+    built here because lambdify is given only the dicts."""
     from sympy.printing.numpy import NumPyPrinter, SciPyPrinter
 
-    user = {k: k for m in reversed(list(modules)) if isinstance(m, dict) for k in m}
     cls = SciPyPrinter if "scipy" in modules else NumPyPrinter
-    return cls({"fully_qualified_modules": False, "inline": True,
-                "allow_unknown_functions": True, "user_functions": user})
+    return cls(printer_settings(modules))
 
 
 def lambdify(args, exprs, *, modules, printer=None, **options) -> Callable:

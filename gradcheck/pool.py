@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from collections import deque
 from typing import Iterator

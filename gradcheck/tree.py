@@ -61,8 +61,9 @@ class Node:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def call(self, column: str, args, *extra):
-        """This node's row's ``column`` applied to ``args`` and the node's parameters."""
-        return RULES[self.op].call(column, args, self.params, *extra)
+        """This node's row's ``column`` applied to ``args`` and the node's parameters
+        (``Rule.call``, the parameters' values read once per node: :func:`values_of`)."""
+        return getattr(RULES[self.op], column)(*args, *values_of(self), *extra)
 
     def __repr__(self) -> str:  # compact, for error messages and debugging
         if self.op in ("input", "let"):
@@ -70,6 +71,14 @@ class Node:
         if self.op == "const":
             return self.exact
         return f"{self.op}({', '.join(map(repr, self.args))})"
+
+
+@functools.lru_cache(maxsize=4096)
+def values_of(node: Node) -> tuple:
+    """The values of ``node``'s parameters, in its row's order: what the row's columns
+    take after the operands, read once per node rather than at every call (finite
+    differences and the rounding bound apply a formula's rows thousands of times)."""
+    return tuple(v for _, v in node.params)
 
 
 def walk(root: Node, stop: Callable[[Node], bool] | None = None) -> Iterator[Node]:

@@ -93,10 +93,11 @@ def worker_main(fd: int, parent: int) -> None:
 
 
 def leave() -> None:
-    """End a worker that has answered its last task: its output flushed, then at once
-    (``os._exit``). Nothing is left to clean up, and the interpreter's own teardown
-    with torch loaded takes half a second that every ``gradcheck run`` would wait for
-    (the parent joins its workers before it writes the report)."""
+    """End a worker (or its case process) that has answered its last task: its output
+    flushed, then at once (``os._exit``). Nothing is left to clean up, and the
+    interpreter's own teardown with torch loaded takes half a second that every
+    ``gradcheck run`` would wait for (the parent joins its workers before it writes
+    the report)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -138,9 +139,7 @@ class _CaseProcess:
                 _die_with(supervisor)
                 _serve(theirs)
             finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(0)
+                leave()
         try:
             os.setpgid(pid, pid)   # (either side may get there first)
         except OSError:

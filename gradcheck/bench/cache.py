@@ -76,18 +76,18 @@ def _environment(**values: str | None):
     they were after."""
     before = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _put(values)
         yield
     finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _put(before)
+
+
+def _put(values: dict[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def _build_all(cases: list, cold: bool) -> tuple[float, int]:

@@ -22,7 +22,7 @@ from typing import Callable
 from .cache import cache_rows, symbolic_rows
 from .checkers import load_jax, side_by_side, timed
 from .clirun import CliRun, case_toml, run_cli
-from .config import (CHECKED, LAYERS, TARGET_CACHE_SPEEDUP, TARGET_LAYER_MEMORY,
+from .config import (CHECKED, LAYERS, TARGET_LAYER_MEMORY,
                      TARGET_LAYER_SECONDS, TARGET_OVER_FAST, TARGET_OVER_FULL, Config,
                      Row, Workload)
 

@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 import sympy
 from sympy.logic.boolalg import Boolean
 
-from ..kernelnames import lambdify
+from ..kernelnames import lambdify, printer_settings
 
 
 def _is_number_valued(node) -> bool:
@@ -217,10 +217,7 @@ def _printer(modules):
     """lambdify's own SciPy printer, told not to sort the terms of sums (sorting does not
     change a value), with a short cut for the program's most common lines (printing is
     most of the compile time otherwise)."""
-    user = {k: k for m in (modules or []) if isinstance(m, dict) for k in m}
-    return _printer_class()({"fully_qualified_modules": False, "inline": True,
-                             "allow_unknown_functions": True, "user_functions": user,
-                             "order": "none"})
+    return _printer_class()(dict(printer_settings(modules), order="none"))
 
 
 @functools.cache

@@ -34,14 +34,13 @@ def value_rounding(rule, t, args, params, u: float, eta: float) -> np.ndarray:
     plus η (underflow) where ρ is not 0."""
     size = getattr(rule.rounding, "value", None)
     r = rho(rule)
-    if size is None and np.ndim(t):   # (|t| is a fresh array: scaled in place)
+    if size is None:   # |t|, a fresh array: scaled in place
         size = np.abs(np.asarray(t, dtype=float))
         size *= r * u
-        size += eta if r else 0.0
-        return size
-    size = np.abs(np.asarray(t, dtype=float)) if size is None else np.asarray(
-        size(t, *args, *(v for _, v in params)), dtype=float)
-    return r * u * size + (eta if r else 0.0)
+    else:
+        size = r * u * np.asarray(size(t, *args, *(v for _, v in params)), dtype=float)
+    size += eta if r else 0.0
+    return size
 
 
 def vjp_size(rule, k: int, g, t, args, params, c) -> np.ndarray:
