@@ -6,12 +6,13 @@ hazards (distances to kinks and singularities) it records. It uses no derivative
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import numpy as np
 
-from .rules import REDUCTION
-from .tree import Node, evaluate as walk_formula
+from .rules import REDUCTION, RULES
+from .tree import Node, evaluate as walk_formula, planned, values_of
 
 
 def _apply(node: Node, args: list) -> np.ndarray:
@@ -36,6 +37,10 @@ def evaluate(root: Node, env: dict[str, np.ndarray],
     formula writes twice is done once (:func:`gradcheck.tree.twins`; the callbacks then
     see the first node of each pair only).
     """
+    if on_node is None and lets is None:
+        program = _compiled(root, frozenset(overrides or ()), merge)
+        with np.errstate(all="ignore"):
+            return program(env, overrides)
     on_let = None if lets is None else (lambda node, value: lets.__setitem__(node.name,
                                                                              value))
     with np.errstate(all="ignore"):
@@ -43,6 +48,64 @@ def evaluate(root: Node, env: dict[str, np.ndarray],
                             const=lambda node: np.asarray(node.const, dtype=float),
                             on_let=on_let, on_node=on_node, overrides=overrides,
                             merge=merge)
+
+
+def _array(value) -> np.ndarray:
+    return value if type(value) is np.ndarray else np.asarray(value)
+
+
+def _reduced(value) -> np.ndarray:
+    return np.asarray(value, dtype=float)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(root: Node, given: frozenset, merge: bool) -> Callable:
+    """:func:`evaluate` without callbacks as one loop over precomputed steps, ``(env,
+    overrides) -> value``: the plan of :func:`gradcheck.tree.fold` (the same nodes, the
+    same ``numpy`` column calls in the same order, each value dropped after its last
+    use) with each node's column, parameters and operands' slots looked up once. The
+    numeric witness evaluates one formula dozens of times per point; the walk's
+    per-node dispatch was a fifth of each evaluation."""
+    slots: dict[int, int] = {}
+    # (slot, kind, what, operand slots, slots whose last use this is); kind: "row"
+    # (what: column, parameters, wrap), "given" (an override's key), "input" (its
+    # name), "value" (a constant's array, or None: a let, its operand's value)
+    steps = []
+    for node, key, args, drops in planned(root, given, merge):
+        slot = slots[id(node)] = len(slots)
+        dropped = tuple(slots[d] for d in drops)
+        operands = () if key is not None else tuple(slots[a] for a in args)
+        if key is not None:
+            kind, what = "given", key
+        elif node.op == "input":
+            kind, what = "input", node.name
+        elif node.op in ("const", "let"):
+            kind = "value"
+            what = np.asarray(node.const, dtype=float) if node.op == "const" else None
+        else:
+            kind = "row"
+            what = (getattr(RULES[node.op], "numpy"), values_of(node),
+                    _reduced if node.rule.kind == REDUCTION else _array)
+        steps.append((slot, kind, what, operands, dropped))
+    size = len(slots)
+
+    def forward(env, overrides):
+        values: list = [None] * size
+        for slot, kind, what, operands, dropped in steps:
+            if kind == "row":
+                fn, params, wrap = what
+                values[slot] = wrap(fn(*[values[k] for k in operands], *params))
+            elif kind == "given":
+                values[slot] = overrides[what]
+            elif kind == "input":
+                values[slot] = env[what]
+            else:
+                values[slot] = what if what is not None else values[operands[0]]
+            for k in dropped:
+                values[k] = None
+        return values[slot]
+
+    return forward
 
 
 def hazard_distances(root: Node, env: dict[str, np.ndarray]) -> list[tuple[Node, np.ndarray]]:

@@ -43,10 +43,10 @@ class Executor(Protocol):
     """Runs (case, dtype) pairs; what :func:`gradcheck.runner.run` hands its runs to."""
 
     def map(self, runs: list[tuple[Case, str]], *, timeout: float | None,
-            started: Callable[[int], None] | None = None
+            started: Callable[[int], None] | None = None, formulas: bool = True
             ) -> Generator[tuple[int, CaseResult], None, None]:
         """``(index in runs, result)`` for every run, each as it completes; ``timeout``
-        (seconds, None: none) is each run's time limit. ``started(index)`` is called,
+        (seconds, None: none) is each run's time limit, ``formulas`` run_case's. ``started(index)`` is called,
         in the caller's thread, as a run begins (as near that as the executor can
         tell). Closing the generator early stops what is still running (the workers
         are killed)."""
@@ -74,12 +74,13 @@ class Serial:
     """In this process, one run after the other; a case's reference is built once for
     all its dtypes."""
 
-    def map(self, runs, *, timeout, started=None):
+    def map(self, runs, *, timeout, started=None, formulas=True):
         cache: dict = {}
         for index, (case, dtype) in enumerate(runs):
             if started is not None:
                 started(index)
-            yield index, guarded(case, dtype, cache=cache, timeout=timeout)
+            yield index, guarded(case, dtype, cache=cache, timeout=timeout,
+                                 formulas=formulas)
 
 
 def _cpu_count() -> int:
@@ -99,8 +100,8 @@ class Dask:
     def __init__(self, address: str):
         self.address = address
 
-    def map(self, runs, *, timeout, started=None):
-        tasks = tasks_of(runs, timeout)
+    def map(self, runs, *, timeout, started=None, formulas=True):
+        tasks = tasks_of(runs, timeout, formulas=formulas)
         if not tasks:
             return
         distributed, client = _connect(self.address)

@@ -122,8 +122,8 @@ class Pool:
     def __init__(self, jobs: int):
         self.jobs = jobs
 
-    def map(self, runs, *, timeout, started=None):
-        tasks = tasks_of(runs, timeout, grace(timeout) if timeout else 0.0)
+    def map(self, runs, *, timeout, started=None, formulas=True):
+        tasks = tasks_of(runs, timeout, grace(timeout) if timeout else 0.0, formulas)
         if not tasks:
             return
         if os.name != "posix":

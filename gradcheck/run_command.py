@@ -260,7 +260,8 @@ def _results(args):
                        allow_op_modules=args.allow_op_module,
                        witnesses=args.witness, timeout=args.timeout,
                        device=args.device, jobs=args.jobs, scheduler=args.scheduler,
-                       isolate=not _in_process(args), progress=progress)
+                       isolate=not _in_process(args), progress=progress,
+                       formulas=args.verbose)
     except ParallelError as exc:
         from .report.text import printable
 

@@ -81,11 +81,11 @@ def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None =
 def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str | None = None,
         seed: int | None = None, points: int | None = None,
         witnesses: Iterable[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT,
-        device: str | None = None,
-        progress: Callable[[int, int, CaseResult], None] | None = None,
+        device: str | None = None, progress: Callable[[int, int, CaseResult], None] | None = None,
         jobs: int = 1, scheduler: str | None = None,
         extreme_points: int | None = None, strict_shapes: bool | None = None,
-        allow_op_modules: Iterable[str] = (), isolate: bool = False) -> RunResult:
+        allow_op_modules: Iterable[str] = (), isolate: bool = False,
+        formulas: bool = True) -> RunResult:
     """Run every case under ``paths`` (one path, or several).
 
     ``isolate`` runs the cases in a worker process even with ``jobs=1``, as ``gradcheck
@@ -98,7 +98,8 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
     ``op`` may come from (see :mod:`gradcheck.backends.op`).
 
     ``strict_shapes`` makes every op case's op.shapes fail what autograd accepts but
-    changes, as the case-file key does.
+    changes, as the case-file key does; ``formulas`` is :func:`~gradcheck.checking.
+    run_case`'s (False: none for a case that passes).
 
     ``points`` and ``extreme_points`` (0: none) replace every case's counts of bulk and
     extreme points (see :func:`gradcheck.sampling.case_points`).
@@ -130,7 +131,7 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
                 strict_shapes=strict_shapes or None, allow_op_modules=allow_op_modules)
             runs, places = _lay_out(read_entries(paths), runs_of, keyword, done)
             _execute(executor(jobs, scheduler, isolate=isolate), runs, places, timeout,
-                     progress, done)
+                     progress, done, formulas)
     except Interrupted as stop:
         stop.result = RunResult(tuple(r for r in done if r is not None),
                                 time.perf_counter() - start, interrupted=stop.name,
@@ -161,7 +162,7 @@ def _lay_out(entries: list, runs_of, keyword: str | None,
 
 
 def _execute(on, runs: list[tuple[Case, str]], places: list[int], timeout: float | None,
-             progress, done: list) -> None:
+             progress, done: list, formulas: bool = True) -> None:
     """The results of ``runs`` on the executor ``on``, each put in its place in ``done``
     (``places[i]`` for ``runs[i]``) as it comes in; ``progress`` told of each."""
     planned = getattr(progress, "planned", None)
@@ -182,7 +183,7 @@ def _execute(on, runs: list[tuple[Case, str]], places: list[int], timeout: float
     began = getattr(progress, "started", None)
     started = None if began is None else (lambda k: began(*runs[rest[k]]))
     with contextlib.closing(on.map([runs[i] for i in rest], timeout=timeout,
-                                   started=started)) as results:
+                                   started=started, formulas=formulas)) as results:
         for n, (index, result) in enumerate(results, n + 1):
             done[places[rest[index]]] = result
             if progress is not None:

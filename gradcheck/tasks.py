@@ -39,10 +39,11 @@ class Task:
     dtype: str
     timeout: float | None
     grace: float = 0.0           # seconds past the timeout before a stuck case is killed
+    formulas: bool = True        # run_case's: the gradients' formulas of a case that passed
 
 
 def tasks_of(runs: list[tuple[Case, str]], timeout: float | None,
-             grace: float = 0.0) -> list[Task]:
+             grace: float = 0.0, formulas: bool = True) -> list[Task]:
     """The tasks of ``runs``, each case sent once per run id with its file absolute."""
     run_id = uuid.uuid4().hex
     keys: dict[int, tuple[int, Case]] = {}   # id(case) -> (key, the case as sent)
@@ -54,7 +55,8 @@ def tasks_of(runs: list[tuple[Case, str]], timeout: float | None,
             sent = dataclasses.replace(case, file=os.path.abspath(case.file))
             keys[id(case)] = (len(keys), sent)
         key, sent = keys[id(case)]
-        tasks.append(Task(run_id, index, key, sent, case.file, dtype, timeout, grace))
+        tasks.append(Task(run_id, index, key, sent, case.file, dtype, timeout, grace,
+                          formulas))
     return tasks
 
 
@@ -85,7 +87,8 @@ def lost(task: Task, message: str, kind: str = "", seconds: float = 0.0) -> Case
                   message, kind, seconds)
 
 
-def guarded(case: Case, dtype: str, *, cache: dict, timeout: float | None) -> CaseResult:
+def guarded(case: Case, dtype: str, *, cache: dict, timeout: float | None,
+            formulas: bool = True) -> CaseResult:
     """:func:`gradcheck.checking.run_case`, where a ``SystemExit``, ``KeyboardInterrupt``
     or other ``BaseException`` raised while the case runs (an op calling ``sys.exit``,
     raising KeyboardInterrupt) is that case's result rather than the end of the run.
@@ -94,7 +97,7 @@ def guarded(case: Case, dtype: str, *, cache: dict, timeout: float | None) -> Ca
     is no worker, where someone else's SIGINT handler holds (a notebook's)."""
     start = time.perf_counter()
     try:
-        return run_case(case, dtype, cache=cache, timeout=timeout)
+        return run_case(case, dtype, cache=cache, timeout=timeout, formulas=formulas)
     except Interrupted:
         raise
     except KeyboardInterrupt as exc:
@@ -186,7 +189,8 @@ def execute(task: Task) -> CaseResult:
         preload()
         case, refs = _worker_case(task)
         # the time limit holds in a Dask worker's thread too (see gradcheck.timelimit)
-        result = guarded(case, task.dtype, cache=refs, timeout=task.timeout)
+        result = guarded(case, task.dtype, cache=refs, timeout=task.timeout,
+                         formulas=task.formulas)
     except Exception as exc:
         return _task_error(task, f"{describe_exception(exc)}\n"
                                  f"{traceback.format_exc(limit=-3)}", "internal")

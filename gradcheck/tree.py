@@ -114,20 +114,30 @@ def fold(root: Node, visit: Callable[[Node, list], Any],
     node's computation (a float forward: the copies' values are bit-identical).
     """
     overrides = overrides or {}
-    if merge and twins(root):
-        merged, built = _merged(root)
-        overrides = {(id(built[k]) if isinstance(k, int) and k in built else k): v
-                     for k, v in overrides.items()}
-        return fold(merged, visit, overrides)
     values: dict[int, Any] = {}
-    for node, given, args, drops in _plan(root, frozenset(overrides)):
+    for node, given, args, drops in planned(root, frozenset(overrides), merge):
         if given is not None:
             values[id(node)] = overrides[given]
             continue
         values[id(node)] = visit(node, [values[a] for a in args])
         for key in drops:
             del values[key]
-    return values[id(root)]
+    return values[id(node)]   # (the plan's last node is the root, or its merged twin)
+
+
+@functools.lru_cache(maxsize=1024)
+def planned(root: Node, given: frozenset, merge: bool = False
+            ) -> tuple[tuple[Node, Any, tuple, tuple], ...]:
+    """What :func:`fold` does (see :func:`_plan`), ``merge`` resolved: with twins, the
+    plan of the merged DAG (:func:`_merged`), each override still under the caller's
+    key (a node id of ``root``'s DAG, or a name)."""
+    if not (merge and twins(root)):
+        return _plan(root, given)
+    merged, built = _merged(root)
+    back = {id(built[k]): k for k in given if isinstance(k, int) and k in built}
+    names = frozenset(k for k in given if not isinstance(k, int) or k not in built)
+    return tuple((node, back.get(key, key), args, drops)
+                 for node, key, args, drops in _plan(merged, names | frozenset(back)))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -399,3 +399,42 @@ def test_a_report_to_dev_stdout_keeps_a_redirected_log(project, redirect):
     report = text.index("PASS  fine")
     assert report < text.index("## ✅ gradcheck") < text.index(
         "report written to /dev/stdout (markdown)")
+
+
+LAYER = """\
+[[case]]
+name = "layer"
+expr = "sum(tanh(x @ W))"
+inputs.x = { shape = [3, 4] }
+inputs.W = { shape = [4, 2] }
+points = 1
+extreme_points = 0
+"""
+
+
+def test_a_passing_cases_gradient_formulas_are_printed_when_verbose_only(project, capsys):
+    # (run in a worker, as by default: the worker is told whether to print them)
+    (project / "layer.toml").write_text(LAYER, encoding="utf-8")
+    code, out, _ = gc(capsys, "run", "layer.toml")
+    assert code == 0 and "PASS  layer" in out and "exact:" not in out
+    code, out, _ = gc(capsys, "run", "layer.toml", "-v")
+    assert code == 0
+    assert "exact: t1 = ḡ ⊙ (1 - tanh(x @ W)**2)" in out
+    assert "exact: W.grad = xᵀ @ t1" in out
+
+
+def test_a_case_that_did_not_pass_keeps_its_gradient_formulas():
+    from gradcheck.cases import case_from_dict
+    from gradcheck.checking import run_case
+
+    table = {"name": "layer", "expr": "sum(tanh(x @ W))", "points": 1,
+             "extreme_points": 0, "inputs": {"x": {"shape": [3, 4]}, "W": {"shape": [4, 2]}}}
+    passed = run_case(case_from_dict(table), "float64", formulas=False)
+    assert passed.status == "passed" and passed.gradients == ()
+    assert dict(run_case(case_from_dict(table), "float64").gradients)["W.grad"] == \
+        "xᵀ @ t1"
+    # expected to fail, it agreed: a failure, whose diagnosis shows the formulas
+    flagged = run_case(case_from_dict(dict(table, expect="fail")), "float64",
+                       formulas=False)
+    assert flagged.status == "failed"
+    assert dict(flagged.gradients)["W.grad"] == "xᵀ @ t1"

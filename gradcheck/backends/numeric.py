@@ -316,7 +316,7 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
             np.multiply(step, t, out=moved)
             np.add(moved, x0, out=moved)
             value = evaluate(root, env, given, merge=True)
-            if value.shape != v.shape:
+            if value.size != v.size:   # (vdot reads both flat: equal sizes are aligned)
                 value = np.broadcast_to(value, v.shape)
             return float(np.vdot(v, value)), rounding
 

@@ -203,7 +203,8 @@ def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
         sympy.core.cache.clear_cache()
         case = case_from_dict(dict(table, name=f"checked-{count[0]}", points=1,
                                    extreme_points=0))
-        result = run_case(case, "float64", timeout=None)
+        # (as gradcheck run prints them: a passing case's formulas with -v only)
+        result = run_case(case, "float64", timeout=None, formulas=False)
         if result.status != "passed":
             raise RuntimeError(f"bench case failed: {result.message}")
         return result
@@ -222,7 +223,8 @@ def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
     text = ("the exact gradient of every element by the tensor reference, against the "
             "engine and torch element by element and finite differences along 3 random "
             "directions per input (float64, one point, in this process after a warm-up, "
-            "reference compile included; timed in turns with torch's fast_mode)")
+            "reference compile included, the gradient formulas not printed, as a passing "
+            "case's are not without -v; timed in turns with torch's fast_mode)")
     return [Row("tensor", f"gradcheck beside the checkers: {label}", _sizes(table),
                 seconds, text, runs, extra=extra)]
 
