@@ -3,6 +3,7 @@ place broadcasting is undone, and a final reduction's cotangent pulled back."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ def slabs(shape: tuple[int, ...], size: int = SLAB) -> list[tuple[int, slice, An
     """Cuts of ``shape`` along its largest axis into slabs of about ``size`` elements, as
     (axis, slice of that axis, index of the slab); one cut, the whole array (index
     ``...``), when it is small."""
-    total = int(np.prod(shape, dtype=np.int64))
+    total = math.prod(shape)
     if total <= size or not shape:
         return [(0, slice(None), ...)]
     axis = int(np.argmax(shape))

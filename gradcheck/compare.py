@@ -19,6 +19,7 @@ takes NaN for NaN and inf for the same inf: the op repeated what it did.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Union
 
@@ -121,6 +122,7 @@ class Tally:
                  rtol: float | None = None):
         self.witness, self.dtype = witness, dtype
         self.atol, self.rtol = atol or 0.0, rtol or 0.0
+        self._max_finite = max_finite(dtype)
         self.max_abs = self.max_rel = 0.0
         self.checked = self.mismatched = 0
         self.top: list[tuple[float, Worst]] = []   # (|diff| / tol, element), worst first
@@ -221,19 +223,21 @@ class Tally:
             return
         # max |expected| from the extremes: two passes and no temporary of a layer's size
         # (NaN in either extreme is NaN in both; inf is caught just below)
-        lo, hi = float(np.min(expected)), float(np.max(expected))
-        if exact and not (np.isfinite(lo) and np.isfinite(hi)):
+        lo, hi = float(expected.min()), float(expected.max())
+        if exact and not (math.isfinite(lo) and math.isfinite(hi)):
             _require_finite(quantity, expected, point)
         largest = max(abs(lo), abs(hi))
-        allowed = np.broadcast_to(np.asarray(allowed, dtype=float), expected.shape)
+        allowed = np.asarray(allowed, dtype=float)
+        if allowed.shape != expected.shape:
+            allowed = np.broadcast_to(allowed, expected.shape)
         # a layer's quantities have millions of elements: compared slab by slab, so
         # that the temporaries below are a slab's, not six arrays of the layer's size
         cuts = slabs(expected.shape, COMPARED)
         candidates = []     # (ratio, flat index) of each slab's worst elements
         floor = self._floor()
         for j, (axis, part, where) in enumerate(cuts):
-            diff, rel, ratio = self._errors(value[where], expected[where], allowed[where],
-                                            largest)
+            diff, rel, ratio, worst_diff = self._errors(value[where], expected[where],
+                                                        allowed[where], largest)
             local = ratio.reshape(-1)
             most = float(local.max())   # (NaN where any ratio is)
             bad = 0 if most <= 1 else int(np.count_nonzero(ratio > 1))
@@ -241,7 +245,7 @@ class Tally:
             if self.maps is not None:
                 self._map(quantity, value, expected, allowed, largest, cuts, j, ratio, bad,
                           point)
-            self.max_abs = max(self.max_abs, float(diff.max()))
+            self.max_abs = max(self.max_abs, worst_diff)
             self.max_rel = max(self.max_rel, rel)
             if floor is not None and most <= floor:
                 continue   # below every worst element kept already (NaN is never below)
@@ -273,14 +277,15 @@ class Tally:
         # element would give
         candidates.sort(key=lambda c: (-c[0] if c[0] == c[0] else np.inf, c[1]))
         floor = self._floor()
-        with np.errstate(all="ignore"):   # (0 · inf where an op repeats an inf)
-            for r, k in candidates[:WORST_KEPT]:
-                if floor is not None and r == r and r <= floor:
-                    break   # (sorted: the rest are no larger)
-                idx = tuple(int(i) for i in np.unravel_index(k, expected.shape))
-                tol = allowed[idx] + self.atol + self.rtol * abs(float(expected[idx]))
-                self.top.append((r, Worst(quantity, idx, float(value[idx]),
-                                          float(expected[idx]), float(tol), point)))
+        for r, k in candidates[:WORST_KEPT]:
+            if floor is not None and r == r and r <= floor:
+                break   # (sorted: the rest are no larger)
+            idx = _unravel(k, expected.shape)
+            # (Python floats: 0 · inf, where an op repeats an inf, is NaN without a
+            # warning)
+            tol = float(allowed[idx]) + self.atol + self.rtol * abs(float(expected[idx]))
+            self.top.append((r, Worst(quantity, idx, float(value[idx]),
+                                      float(expected[idx]), tol, point)))
         self.top.sort(key=lambda pair: -pair[0])
         del self.top[WORST_KEPT:]
 
@@ -332,32 +337,37 @@ class Tally:
                 acc.add(signed.reshape(1, -1), np.array([row]), np.arange(signed.size))
 
     def _errors(self, value, expected, allowed, largest: float):
-        """|value - expected|, the largest relative error (a statistic, not the verdict)
-        and the ratio to the tolerance, elementwise; ``largest``: the quantity's
-        largest |expected| (of every slab)."""
+        """|value - expected|, the largest relative error (a statistic, not the verdict),
+        the ratio to the tolerance, elementwise, and the largest |value - expected|;
+        ``largest``: the quantity's largest |expected| (of every slab)."""
         # (each step skipped where it would change nothing: nearly every element is
         # finite and nowhere near the dtype's range, and atol = rtol = 0)
         size = np.abs(expected)
         tol = allowed + self.atol + self.rtol * size if self.atol or self.rtol else allowed
         with np.errstate(all="ignore"):
             diff = np.abs(value - expected)
-            if not np.isfinite(diff.max()):   # (max is NaN where any element is)
+            worst = float(diff.max())
+            if not math.isfinite(worst):   # (max is NaN where any element is)
                 diff = np.where(np.isnan(diff) & ~(np.isnan(value) & np.isnan(expected)),
                                 np.inf, np.nan_to_num(diff, nan=0.0, posinf=np.inf))
+                worst = float(diff.max())
             # An exact value beyond the dtype's range is computed as inf of its sign:
             # that is the right answer in that dtype, not a mismatch.
-            if not largest <= max_finite(self.dtype):
-                beyond = size > max_finite(self.dtype)
+            if not largest <= self._max_finite:
+                beyond = size > self._max_finite
                 diff = np.where(beyond & (value == np.sign(expected) * np.inf), 0.0, diff)
+                worst = float(diff.max())
             # The reported relative error skips elements that are zero up to rounding
             # against the quantity's largest.
             meaningful = size > 1e-12 * max(1.0, largest)
-            rel = float(np.max(np.divide(diff, size), where=meaningful, initial=0.0))
-            if np.min(tol) > 0:
+            quotient = diff / size
+            rel = float(quotient.max() if meaningful.all()
+                        else np.max(quotient, where=meaningful, initial=0.0))
+            if tol.min() > 0:
                 ratio = diff / tol
             else:
                 ratio = np.where(tol > 0, diff / tol, np.where(diff > 0, np.inf, 0.0))
-        return diff, rel, ratio
+        return diff, rel, ratio, worst
 
     @property
     def worst(self) -> Worst | None:
@@ -380,6 +390,16 @@ class Tally:
                              worst_elements=tuple(w for _, w in self.top),
                              notes=tuple(dict.fromkeys(self.notes)),
                              error_maps=self.error_maps() if self.mismatched else ())
+
+
+def _unravel(k: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The index of flat position ``k`` in a C-ordered array of ``shape``
+    (``np.unravel_index`` for one position, in Python: a handful per comparison)."""
+    idx = []
+    for n in reversed(shape):
+        k, i = divmod(k, n)
+        idx.append(i)
+    return tuple(reversed(idx))
 
 
 def _view_indices(shape, axis, part, where, slab_shape):

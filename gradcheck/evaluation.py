@@ -3,6 +3,8 @@ reference included, so one comparison serves them all."""
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,13 +18,22 @@ class Directions:
     """The k directions U of a quantity measured along them, shape ``[k, *x.shape]``,
     each made again when it is needed (``make(k)``) rather than held: at a layer's size
     one direction is as large as the input, and three of them were the largest arrays
-    alive while the witness's result was compared."""
+    alive while the witness's result was compared. Directions of up to :data:`KEPT`
+    elements are kept once made (a comparison projects on each several times)."""
+
+    KEPT = 1 << 16
 
     def __init__(self, count: int, shape: tuple[int, ...], make):
         self.count, self.shape, self._make = count, (count, *shape), make
+        self._kept: dict[int, np.ndarray] | None = \
+            {} if math.prod(shape) <= self.KEPT else None
 
     def __getitem__(self, k: int) -> np.ndarray:
-        return self._make(k)
+        if self._kept is None:
+            return self._make(k)
+        if k not in self._kept:
+            self._kept[k] = self._make(k)
+        return self._kept[k]
 
     def __array__(self, dtype=None, copy=None):
         return np.stack([self[k] for k in range(self.count)]).astype(dtype or float)
@@ -85,7 +96,9 @@ class Evaluation:
             if found is None or a is None:
                 out[self._name(q)] = a
                 continue
-            a = np.broadcast_to(np.asarray(a, dtype=float), found.shape[1:])
+            a = np.asarray(a, dtype=float)
+            if a.shape != found.shape[1:]:
+                a = np.broadcast_to(a, found.shape[1:])
             with np.errstate(all="ignore"):
                 if isinstance(found, Directions):
                     out[self._name(q)] = found.contract(np.abs(a) if absolute else a,

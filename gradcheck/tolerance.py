@@ -41,6 +41,8 @@ relative where terms cancel). They never decide a verdict, only how it is explai
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .dtypes import unit_roundoff
@@ -104,7 +106,7 @@ def with_projection_rounding(tolerance: dict, got, exact: dict) -> dict:
     for q, s in size.items():
         if s is None:
             continue
-        n = int(np.prod(got.directions[q.removesuffix(PROJECTED)].shape[1:]))
+        n = math.prod(got.directions[q.removesuffix(PROJECTED)].shape[1:])
         out[q] = out.get(q, 0.0) + (accumulation(n) + 1.0) * u * np.nan_to_num(
             s, nan=0.0, posinf=0.0)
     return out
