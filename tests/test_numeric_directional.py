@@ -212,3 +212,40 @@ def test_the_numeric_witness_reuses_the_forward_bound_the_tolerance_computed(mon
     assert result.status == "passed", result.message
     assert [o for o in forwards if not o] == [None]
     assert not rounding._last   # dropped after the point
+
+
+def _counted(f, rounding):
+    """g(t) = (f(t), rounding), counting its evaluations."""
+    calls = []
+
+    def g(t):
+        calls.append(t)
+        return float(f(t)), rounding
+    return g, calls
+
+
+@pytest.mark.parametrize("rounding, least", [
+    (1e-11, 3),    # truncation and rounding balanced at the middle rung: it stops there
+    (1e-20, 0),    # rounding negligible: the smallest steps are the least bound
+    (1e-6, 5),     # rounding dominates: the largest steps are
+])
+def test_the_step_ladder_stops_at_the_middle_only_where_no_neighbour_is_tighter(
+        rounding, least):
+    # f(t) = sin(a + h·t) at steps h·c, c = 1..128: Richardson's truncation error is
+    # known (~c⁴h⁴), the rounding term is the bound g reports over the step
+    h = 1e-3
+    g, calls = _counted(lambda t: np.sin(0.3 + h * t), rounding)
+    d, bound, j = numeric._ladder(g, range(numeric.LADDER))
+    # the full search's answer: the least bound over every rung
+    everything = []
+    for k in range(numeric.LADDER):
+        c = 2 ** k
+        q = {m: (np.sin(0.3 + h * m) - np.sin(0.3 - h * m)) / (2 * m)
+             for m in (c, 2 * c, 4 * c)}
+        r1, r2 = (4 * q[c] - q[2 * c]) / 3, (4 * q[2 * c] - q[4 * c]) / 3
+        everything.append(abs(r1 - r2) + 6 * rounding / c)
+    assert j == least == int(np.argmin(everything))
+    assert abs(d - h * np.cos(0.3)) <= bound
+    # a stop at the middle takes its three pairs only (a walk would have looked at both
+    # neighbours: 10); a walk takes one pair more per rung, and tries up before down
+    assert len(calls) == {3: 6, 5: 6 + 2 + 2, 0: 6 + 2 + 3 * 2}[least]

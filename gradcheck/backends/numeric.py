@@ -338,9 +338,13 @@ def _ladder(g, rungs) -> tuple[float, float, int]:
     truncation term grows 16-fold, so it falls to one least rung and rises after it.
     The search starts at the middle rung and walks the way the bound falls until it
     rises (10 evaluations of g where the least is at either end of 6 rungs, not 14-16
-    from the first). Any rung's bound holds for its estimate; the least is the
-    tightest. A rung whose bound is not finite (g not finite around 0 at its steps)
-    counts as the worst."""
+    from the first). By those rates a neighbour's bound is 16·T + R/2 (up) or T/16 +
+    2·R (down) where this rung's is T + R (T its truncation term, R its rounding
+    term): both are larger when R/30 <= T <= 16·R/15, and the search stops at the
+    middle rung when T lies in [R/30, R] (6 evaluations; the upper end kept below the
+    rates' 16/15, as a T that is mostly rounding noise does not grow 16-fold). Any
+    rung's bound holds for its estimate; the least is the tightest. A rung whose bound
+    is not finite (g not finite around 0 at its steps) counts as the worst."""
     quotients: dict[int, tuple[float, float]] = {}
 
     def quotient(k: int) -> tuple[float, float]:
@@ -349,16 +353,22 @@ def _ladder(g, rungs) -> tuple[float, float, int]:
             quotients[k] = ((p - m) / (2 * k), ep + em)
         return quotients[k]
 
-    def rung(j: int) -> tuple[float, float, int, float]:
+    def rung(j: int) -> tuple[float, float, int, float, float, float]:
+        """(estimate, bound, j, bound for ordering, truncation term, rounding term)"""
         c = 2 ** j
         (d1, e1), (d2, e2), (d4, e4) = quotient(c), quotient(2 * c), quotient(4 * c)
         r1, r2 = (4 * d1 - d2) / 3, (4 * d2 - d4) / 3
-        bound = abs(r1 - r2) + (e1 + e2 + e4) / c
-        return r1, bound, j, (bound if np.isfinite(bound) else np.inf)
+        truncation, rounding = abs(r1 - r2), (e1 + e2 + e4) / c
+        bound = truncation + rounding
+        return (r1, bound, j, bound if np.isfinite(bound) else np.inf, truncation,
+                rounding)
 
     rungs = list(rungs)
     mid = len(rungs) // 2
     best = rung(rungs[mid])
+    truncation, rounding = best[4:]
+    if np.isfinite(best[3]) and rounding / 30 <= truncation <= rounding:
+        return best[:3]   # both neighbours predicted looser (see above)
     for way in (1, -1):
         i, moved = mid + way, False
         while 0 <= i < len(rungs):
