@@ -107,8 +107,10 @@ def with_projection_rounding(tolerance: dict, got, exact: dict) -> dict:
         if s is None:
             continue
         n = math.prod(got.directions[q.removesuffix(PROJECTED)].shape[1:])
-        out[q] = out.get(q, 0.0) + (accumulation(n) + 1.0) * u * np.nan_to_num(
-            s, nan=0.0, posinf=0.0)
+        s = np.asarray(s, dtype=float)
+        if not np.isfinite(s).all():   # (|U|·|exact| of a finite reference: finite)
+            s = np.nan_to_num(s, nan=0.0, posinf=0.0)
+        out[q] = out.get(q, 0.0) + (accumulation(n) + 1.0) * u * s
     return out
 
 
