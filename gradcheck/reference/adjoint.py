@@ -134,7 +134,7 @@ class Program:
                 d = self._clean(_local_derivative(rebuilt, s))
                 if d != 0:
                     # exp, tanh, ...: the derivative repeats the node; name it once.
-                    out.append((operand, d.xreplace({rebuilt: symbol})))
+                    out.append((operand, _replaced(d, rebuilt, symbol)))
             self._partials[node] = out
         return self._partials[node]
 
@@ -275,6 +275,24 @@ def _local_derivative(rebuilt, s: sympy.Symbol):
     if found is None or found.has(sympy.Derivative):
         return sympy.diff(rebuilt, s)
     return found
+
+
+def _replaced(expr, old, new):
+    """``expr.xreplace({old: new})``, the nodes above each ``old`` rebuilt unevaluated:
+    the derivative SymPy returned is already in its canonical form, and replacing a
+    function by a symbol leaves nothing to combine, while SymPy's evaluated rebuild of
+    ``1 - tanh(x)**2`` asks assumption queries, on a cache that every unevaluated
+    context empties (half of the cost of a tanh's partial). A node that does not take
+    ``evaluate=False`` is rebuilt the evaluated way."""
+    if expr == old:
+        return new
+    if not expr.args or not expr.has(old):
+        return expr
+    args = tuple(_replaced(a, old, new) for a in expr.args)
+    try:
+        return expr.func(*args, evaluate=False)
+    except TypeError:
+        return expr.func(*args)
 
 
 def inline(program: Program, expr):
