@@ -38,9 +38,8 @@ def evaluate(root: Node, env: dict[str, np.ndarray],
     see the first node of each pair only).
     """
     if on_node is None and lets is None:
-        program = _compiled(root, frozenset(overrides or ()), merge)
         with np.errstate(all="ignore"):
-            return program(env, overrides)
+            return program(root, frozenset(overrides or ()), merge)(env, overrides)
     on_let = None if lets is None else (lambda node, value: lets.__setitem__(node.name,
                                                                              value))
     with np.errstate(all="ignore"):
@@ -59,9 +58,10 @@ def _reduced(value) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(root: Node, given: frozenset, merge: bool) -> Callable:
+def program(root: Node, given: frozenset, merge: bool = False) -> Callable:
     """:func:`evaluate` without callbacks as one loop over precomputed steps, ``(env,
-    overrides) -> value``: the plan of :func:`gradcheck.tree.fold` (the same nodes, the
+    overrides) -> value`` for overrides of the names or node ids ``given`` (NumPy's
+    floating-point errors are the caller's to silence): the plan of :func:`gradcheck.tree.fold` (the same nodes, the
     same ``numpy`` column calls in the same order, each value dropped after its last
     use) with each node's column, parameters and operands' slots looked up once. The
     numeric witness evaluates one formula dozens of times per point; the walk's

@@ -17,7 +17,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-import numpy as np
 
 from .rules import COMPARISON, ELEMENTWISE, RULES, sympy_scalar_constant
 

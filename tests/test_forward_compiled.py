@@ -1,5 +1,5 @@
 """The float forward without callbacks runs as a loop over precomputed steps
-(:func:`gradcheck.forward._compiled`); with a callback it is the walk every witness uses
+(:func:`gradcheck.forward.program`); with a callback it is the walk every witness uses
 (:func:`gradcheck.tree.fold`). Both are one computation: bit for bit equal, on random
 formulas over every row, with overrides by name and by node, merged or not."""
 

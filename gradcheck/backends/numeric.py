@@ -33,11 +33,11 @@ import numpy as np
 
 from ..arrays import cut, slabs, top_cotangent, unbroadcast
 from ..evaluation import PROJECTED, Directions, Evaluation
-from ..forward import evaluate
+from ..forward import evaluate, program
 from ..dtypes import unit_roundoff
 from ..rounding import accumulation, forward_bound
 from ..sampling import case_rng
-from ..tree import differentiable_names, elementwise_split, walk
+from ..tree import differentiable_names, elementwise_split, ordered
 
 STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
 #: without a sparsity pattern, inputs up to this many elements are still perturbed one
@@ -254,10 +254,11 @@ def _frozen(root, env, name: str) -> dict[int, np.ndarray]:
     and recomputes only what ``name`` moves (a layer norm's weight moves two of its
     operations, not its normalisation)."""
     moves: dict[int, bool] = {}
-    for node in walk(root):
+    nodes = ordered(root)
+    for node in nodes:
         moves[id(node)] = (node.op in ("input", "let") and node.name == name) or any(
             moves[id(c)] for c in node.args)
-    frontier = {id(c): c for node in walk(root) if moves[id(node)]
+    frontier = {id(c): c for node in nodes if moves[id(node)]
                 and not (node.op == "let" and node.name == name)
                 for c in node.args if not moves[id(c)] and c.op not in ("input", "const")}
     if not frontier:
@@ -305,6 +306,7 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
     rungs = shared.get("rungs", range(LADDER))
     moved = np.empty(x0.shape)   # x + t·s, one buffer for every evaluation
     given = dict(frozen, **{name: moved})
+    forward = program(root, frozenset(given), True)   # (run's errstate holds)
     for k in range(DIRECTIONS):
         drawn.append(rng.standard_normal(x0.shape, dtype=np.float32))
         # (‖u‖ in float32 arithmetic: it only scales the step, and the result by it)
@@ -315,7 +317,7 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
         def g(t, step=step):
             np.multiply(step, t, out=moved)
             np.add(moved, x0, out=moved)
-            value = evaluate(root, env, given, merge=True)
+            value = forward(env, given)
             if value.size != v.size:   # (vdot reads both flat: equal sizes are aligned)
                 value = np.broadcast_to(value, v.shape)
             return float(np.vdot(v, value)), rounding
