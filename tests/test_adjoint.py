@@ -279,3 +279,25 @@ def test_outputs_printed_beforehand_give_lambdifys_own_code(f):
                            printer=adjoint._printer(MODULES), modules=MODULES,
                            docstring_limit=0)
     assert inspect.getsource(mine) == inspect.getsource(plain)
+
+
+def test_a_functions_partial_taken_unevaluated_is_sympys_own():
+    """The partial of a function of one symbol is taken while the program is rebuilt
+    (unevaluated): the same expression as SymPy's evaluated derivative, and never for
+    a step, whose derivative the evaluated path cleans."""
+    from gradcheck.reference.adjoint import _early_fdiff
+
+    x = sympy.Symbol("x", real=True)
+    for f in (sympy.tanh, sympy.exp, sympy.sin, sympy.atan, sympy.erf, sympy.log):
+        program = Program()
+        program.value(f(x))
+        (rebuilt,) = program._fdiff
+        assert sympy.simplify(program._fdiff[rebuilt] - sympy.diff(f(x), x)) == 0
+        (operand, d), = program.partials(f(x))
+        t = program.value(f(x))
+        assert sympy.simplify(d - sympy.diff(f(x), x).subs(f(x), t)) == 0
+    found: dict = {}
+    for step in (sympy.sign(x), sympy.Heaviside(x)):
+        with sympy.core.parameters.evaluate(False):
+            _early_fdiff(step.func(x), found)
+    assert found == {}

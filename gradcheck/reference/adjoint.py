@@ -56,6 +56,7 @@ class Program:
         self._rebuilt: dict = {}      # number-valued node -> its assignment's right side
         self._operands: dict = {}     # number-valued node -> its number-valued operands
         self._partials: dict = {}     # node -> [(operand, local partial)]
+        self._fdiff: dict = {}        # a function of one symbol -> its derivative
         self._clean = clean
 
     def _bind(self, expr) -> sympy.Symbol:
@@ -102,6 +103,7 @@ class Program:
             if _is_number_valued(node):
                 self._rebuilt[node] = rebuilt
                 self._value[node] = self._bind(rebuilt)
+                _early_fdiff(rebuilt, self._fdiff)
             else:
                 self._value[node] = rebuilt
 
@@ -131,7 +133,8 @@ class Program:
                 s = self._value[operand]
                 if not isinstance(s, sympy.Symbol):
                     continue
-                d = self._clean(_local_derivative(rebuilt, s))
+                d = self._fdiff.get(rebuilt) if rebuilt.args == (s,) else None
+                d = self._clean(_local_derivative(rebuilt, s) if d is None else d)
                 if d != 0:
                     # exp, tanh, ...: the derivative repeats the node; name it once.
                     out.append((operand, _replaced(d, rebuilt, symbol)))
@@ -244,6 +247,30 @@ def _printer_class():
                     f"default={self._print(sympy.S.NaN)})")
 
     return Printer
+
+
+#: what a function's derivative must not hold to be taken unevaluated (the derivatives
+#: of steps, which ``clean`` turns into zeros, and forms SymPy only settles evaluated)
+_SETTLED_ONLY = (sympy.DiracDelta, sympy.Heaviside, sympy.Derivative, sympy.Subs,
+                 sympy.Piecewise)
+
+
+def _early_fdiff(rebuilt, found: dict) -> None:
+    """For a function of one symbol (tanh(t₀)), its own derivative rule taken now, in
+    :meth:`Program.values`' unevaluated context: the same expression the evaluated one
+    is (``1 - tanh(t₀)**2``), without evaluating the function anew (tanh's evaluation
+    asks assumption queries on a cache each unevaluated context empties: a third of
+    the cost of differentiating a kernel). A derivative holding a step's derivative or
+    a form SymPy settles only evaluated is left to :func:`_local_derivative`."""
+    if not (isinstance(rebuilt, sympy.Function) and len(rebuilt.args) == 1
+            and isinstance(rebuilt.args[0], sympy.Symbol)):
+        return
+    try:
+        d = rebuilt.fdiff(1)
+    except Exception:   # (a function without its own rule: the evaluated path's)
+        return
+    if isinstance(d, sympy.Expr) and not d.has(*_SETTLED_ONLY):
+        found[rebuilt] = d
 
 
 def _local_derivative(rebuilt, s: sympy.Symbol):
