@@ -189,9 +189,9 @@ class _Run:
         # only the latest so a long session does not hold every compiled reference.
         if state.last_case != id(self.case):
             state.cache, state.last_case = {}, id(self.case)
-        # (a passing item shows nothing: the formulas only for one that fails)
+        # (a passing item shows nothing: its formulas only go to --gradcheck-report)
         return run_case(self.case, self.dtype, cache=state.cache, timeout=self.timeout,
-                        formulas=False)
+                        formulas=state.reporter is not None)
 
 
 def _fail_unless_passed(result) -> None:

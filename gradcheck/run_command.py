@@ -261,12 +261,19 @@ def _results(args):
                        witnesses=args.witness, timeout=args.timeout,
                        device=args.device, jobs=args.jobs, scheduler=args.scheduler,
                        isolate=not _in_process(args), progress=progress,
-                       formulas=args.verbose)
+                       formulas=_shows_formulas(args))
     except ParallelError as exc:
         from .report.text import printable
 
         print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
         return None
+
+
+def _shows_formulas(args) -> bool:
+    """Whether a report of this run shows the gradient formulas of a case that passed:
+    the text report with -v, and the JSON report (its "gradients"). The others show
+    them for the cases that did not pass only, which always have them."""
+    return args.verbose or "json" in {args.format, *(r.fmt for r in args.reports)}
 
 
 def _run_code(args, result, unwritten: list[str]) -> int:

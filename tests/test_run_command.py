@@ -412,7 +412,8 @@ extreme_points = 0
 """
 
 
-def test_a_passing_cases_gradient_formulas_are_printed_when_verbose_only(project, capsys):
+def test_a_passing_cases_gradient_formulas_are_in_the_reports_that_show_them(project,
+                                                                           capsys):
     # (run in a worker, as by default: the worker is told whether to print them)
     (project / "layer.toml").write_text(LAYER, encoding="utf-8")
     code, out, _ = gc(capsys, "run", "layer.toml")
@@ -421,6 +422,12 @@ def test_a_passing_cases_gradient_formulas_are_printed_when_verbose_only(project
     assert code == 0
     assert "exact: t1 = ḡ ⊙ (1 - tanh(x @ W)**2)" in out
     assert "exact: W.grad = xᵀ @ t1" in out
+    # the JSON report holds them for every case, on stdout or in a file
+    code, out, _ = gc(capsys, "run", "layer.toml", "--format", "json")
+    assert json.loads(out)["cases"][0]["gradients"]["W.grad"] == "xᵀ @ t1"
+    code, out, _ = gc(capsys, "run", "layer.toml", "--report", f"json:{project / 'r.json'}")
+    case = json.loads((project / "r.json").read_text(encoding="utf-8"))["cases"][0]
+    assert case["gradients"]["W.grad"] == "xᵀ @ t1"
 
 
 def test_a_case_that_did_not_pass_keeps_its_gradient_formulas():
