@@ -61,11 +61,12 @@ def _reduced(value) -> np.ndarray:
 def program(root: Node, given: frozenset, merge: bool = False) -> Callable:
     """:func:`evaluate` without callbacks as one loop over precomputed steps, ``(env,
     overrides) -> value`` for overrides of the names or node ids ``given`` (NumPy's
-    floating-point errors are the caller's to silence): the plan of :func:`gradcheck.tree.fold` (the same nodes, the
-    same ``numpy`` column calls in the same order, each value dropped after its last
-    use) with each node's column, parameters and operands' slots looked up once. The
-    numeric witness evaluates one formula dozens of times per point; the walk's
-    per-node dispatch was a fifth of each evaluation."""
+    floating-point errors are the caller's to silence): the plan of
+    :func:`gradcheck.tree.fold` (the same nodes, the same ``numpy`` column calls in the
+    same order, each value dropped after its last use) with each node's column,
+    parameters and operands' slots looked up once. The numeric witness evaluates one
+    formula dozens of times per point; the walk's per-node dispatch was a fifth of each
+    evaluation."""
     slots: dict[int, int] = {}
     # (slot, kind, what, operand slots, slots whose last use this is); kind: "row"
     # (what: column, parameters, wrap), "given" (an override's key), "input" (its
