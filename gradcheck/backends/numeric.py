@@ -84,7 +84,8 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     env = {k: (np.asarray(x) if np.asarray(x).dtype.kind in "biu"
                else np.asarray(x, dtype=np.float64)) for k, x in point.items()}
     lets: dict[str, np.ndarray] = {}
-    value = evaluate(case.output, env, lets=lets)
+    # (the retained lets' values come from the walk; without any, the compiled forward)
+    value = evaluate(case.output, env, lets=lets if case.retain_grad else None)
     reach = differentiable_names(case.output)
     targets = [(s.name, env[s.name], "grads") for s in case.inputs
                if s.requires_grad and s.name in reach]
