@@ -124,8 +124,8 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
     dtypes; ``timeout`` (seconds, None: none) bounds the whole check. ``formulas``: the
     result holds the exact gradients as formulas (:attr:`CaseResult.gradients`) even
     where the case passed; a case that did not pass holds them always. Printing them is
-    a twentieth of a small layer's check, and only a verbose report shows them for a
-    case that passed."""
+    a twentieth of a small layer's check, and only the text report with -v and the JSON
+    report show them for a case that passed."""
     start = time.perf_counter()
     base = case_base(case, dtype)
     cache = {} if cache is None else cache

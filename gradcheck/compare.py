@@ -254,7 +254,7 @@ class Tally:
             for k in _largest(local, WORST_KEPT, most):
                 flat = int(k)
                 if where is not ...:   # the slab's index, as an index of the whole
-                    idx = np.unravel_index(flat, ratio.shape)
+                    idx = _unravel(flat, ratio.shape)
                     idx = idx[:axis] + (idx[axis] + (part.start or 0),) + idx[axis + 1:]
                     flat = int(np.ravel_multi_index(idx, expected.shape))
                 candidates.append((float(local[k]), flat))

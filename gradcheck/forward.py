@@ -16,12 +16,13 @@ from .tree import Node, evaluate as walk_formula, planned, values_of
 
 
 def _apply(node: Node, args: list) -> np.ndarray:
-    value = node.call("numpy", args)
-    # a whole reduction gives a NumPy scalar: every value here is an array, reductions'
-    # float
-    if node.rule.kind == REDUCTION:
-        return np.asarray(value, dtype=float)
-    return value if type(value) is np.ndarray else np.asarray(value)
+    return _as_array(node)(node.call("numpy", args))
+
+
+def _as_array(node: Node) -> Callable:
+    """How a row's result becomes this forward's value: every value here is an array
+    (a whole reduction gives a NumPy scalar), a reduction's float."""
+    return _reduced if node.rule.kind == REDUCTION else _array
 
 
 def evaluate(root: Node, env: dict[str, np.ndarray],
@@ -85,8 +86,7 @@ def program(root: Node, given: frozenset, merge: bool = False) -> Callable:
             what = np.asarray(node.const, dtype=float) if node.op == "const" else None
         else:
             kind = "row"
-            what = (getattr(RULES[node.op], "numpy"), values_of(node),
-                    _reduced if node.rule.kind == REDUCTION else _array)
+            what = getattr(RULES[node.op], "numpy"), values_of(node), _as_array(node)
         steps.append((slot, kind, what, operands, dropped))
     size = len(slots)
 

@@ -46,10 +46,10 @@ class Executor(Protocol):
             started: Callable[[int], None] | None = None, formulas: bool = True
             ) -> Generator[tuple[int, CaseResult], None, None]:
         """``(index in runs, result)`` for every run, each as it completes; ``timeout``
-        (seconds, None: none) is each run's time limit, ``formulas`` run_case's. ``started(index)`` is called,
-        in the caller's thread, as a run begins (as near that as the executor can
-        tell). Closing the generator early stops what is still running (the workers
-        are killed)."""
+        (seconds, None: none) is each run's time limit, ``formulas`` run_case's.
+        ``started(index)`` is called, in the caller's thread, as a run begins (as near
+        that as the executor can tell). Closing the generator early stops what is still
+        running (the workers are killed)."""
         ...
 
 

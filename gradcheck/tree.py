@@ -17,8 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-
-from .rules import COMPARISON, ELEMENTWISE, RULES, sympy_scalar_constant
+from .rules import COMPARISON, ELEMENTWISE, RULES, param_values, sympy_scalar_constant
 
 @dataclass(frozen=True, eq=False)
 class Node:
@@ -78,7 +77,7 @@ def values_of(node: Node) -> tuple:
     """The values of ``node``'s parameters, in its row's order: what the row's columns
     take after the operands, read once per node rather than at every call (finite
     differences and the rounding bound apply a formula's rows thousands of times)."""
-    return tuple(v for _, v in node.params)
+    return param_values(node.params)
 
 
 def walk(root: Node, stop: Callable[[Node], bool] | None = None) -> Iterator[Node]:

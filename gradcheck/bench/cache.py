@@ -17,7 +17,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .clirun import run_cli
+from .clirun import CLI_WALL, run_cli
 from .config import TARGET_CACHE_SPEEDUP, Config, Row
 
 
@@ -55,9 +55,7 @@ def cache_rows(cfg: Config, state: dict) -> list[Row]:
         rows.append(Row("tensor", f"gradcheck run {shown}: {when}", sizes, r.seconds,
                         f"the cases as they come (their dtypes, points, witnesses): "
                         f"{s['passed']} passed, {s['failed']} failed, {s['errored']} "
-                        f"errored, {s['skipped']} skipped; wall time of `gradcheck run` "
-                        "in a fresh process (start-up, imports, parsing, the "
-                        "reference's compile, the check)", 1,
+                        f"errored, {s['skipped']} skipped; {CLI_WALL}", 1,
                         extra={"summary": s, "returncode": r.returncode,
                                "cache_files": files[k]}))
     ratio = runs[0].seconds / runs[1].seconds

@@ -21,15 +21,13 @@ from typing import Callable
 
 from .cache import cache_rows, symbolic_rows
 from .checkers import load_jax, side_by_side, timed
-from .clirun import CliRun, case_toml, run_cli
+from .clirun import CLI_WALL, CliRun, case_toml, run_cli
 from .config import (CHECKED, LAYERS, TARGET_LAYER_MEMORY,
                      TARGET_LAYER_SECONDS, TARGET_OVER_FAST, TARGET_OVER_FULL, Config,
                      Row, Workload)
 
 #: ``gradcheck run``'s options for one check: every witness, float64, one point
 CHECK_ARGS = ("--dtype", "float64", "--points", "1", "--extreme-points", "0")
-CLI_WALL = ("wall time of `gradcheck run` in a fresh process (start-up, imports, parsing, "
-            "the reference's compile, the check)")
 
 
 def _case(keys: dict, shapes: dict, name: str) -> dict:
@@ -203,7 +201,7 @@ def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
         sympy.core.cache.clear_cache()
         case = case_from_dict(dict(table, name=f"checked-{count[0]}", points=1,
                                    extreme_points=0))
-        # (as gradcheck run prints them: a passing case's formulas with -v only)
+        # (as gradcheck run's text report without -v: no formulas for a passing case)
         result = run_case(case, "float64", timeout=None, formulas=False)
         if result.status != "passed":
             raise RuntimeError(f"bench case failed: {result.message}")
@@ -223,8 +221,9 @@ def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
     text = ("the exact gradient of every element by the tensor reference, against the "
             "engine and torch element by element and finite differences along 3 random "
             "directions per input (float64, one point, in this process after a warm-up, "
-            "reference compile included, the gradient formulas not printed, as a passing "
-            "case's are not without -v; timed in turns with torch's fast_mode)")
+            "reference compile included, the gradient formulas not printed, as the text "
+            "report leaves a passing case's out without -v; timed in turns with torch's "
+            "fast_mode)")
     return [Row("tensor", f"gradcheck beside the checkers: {label}", _sizes(table),
                 seconds, text, runs, extra=extra)]
 

@@ -251,7 +251,7 @@ class Rule:
         """Column ``column`` applied to ``args`` and the parameter values ``params``
         (the pairs of :meth:`bind`), then ``extra`` (the sympy column of a selector row
         takes the one-hot mask)."""
-        return getattr(self, column)(*args, *_values(params), *extra)
+        return getattr(self, column)(*args, *param_values(params), *extra)
 
     def engine_vjp(self, k: int):
         """The engine column's VJP of argument ``k``, ``f(g, ans, *args, *params)`` (or
@@ -261,21 +261,21 @@ class Rule:
 
     def vjp(self, k: int, g, ans, args, params=()):
         """The engine column's cotangent of argument ``k``."""
-        return self.engine_vjp(k)(g, ans, *args, *_values(params))
+        return self.engine_vjp(k)(g, ans, *args, *param_values(params))
 
     def tensor_vjp(self, k: int, b, g, ans, args, params=()):
         """The tensor column's cotangent of argument ``k`` (built with ``b``); None where
         the row has none."""
         f = _at(self.tensor.vjps, k, self.variadic)
-        return None if f is None else f(b, g, ans, *args, *_values(params))
+        return None if f is None else f(b, g, ans, *args, *param_values(params))
 
     def grad_fn_name(self, args, params=()) -> str | None:
         """PyTorch's name for the node this row records on ``args``."""
         name = self.engine.grad_fn
-        return name(*args, *_values(params)) if callable(name) else name
+        return name(*args, *param_values(params)) if callable(name) else name
 
     def result_shape(self, shapes: list[tuple[int, ...]], params=()) -> tuple[int, ...]:
-        return tuple(self.shape(*shapes, *_values(params)))
+        return tuple(self.shape(*shapes, *param_values(params)))
 
     def keywords(self, params=()) -> list[str]:
         """The parameter pairs as a user writes them: an axis always (an int for one
@@ -342,7 +342,7 @@ def _literal(value: Any) -> str:
     return str(value)
 
 
-def _values(params) -> tuple:
+def param_values(params) -> tuple:
     """The values of (name, value) pairs, in the row's order (as :meth:`Rule.bind` and
     ``Node.params`` hold them)."""
     return tuple([v for _, v in params]) if params else ()
