@@ -512,3 +512,65 @@ def test_jacobian_tolerances_in_one_pass_are_the_per_v_ones(name, dtype):
         assert set(got) == set(alone)
         for q, t in alone.items():
             np.testing.assert_allclose(got[q], t, rtol=1e-13, atol=0, err_msg=q)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+@pytest.mark.parametrize("name", ["linear", "sincos", "log-softmax", "weighted-square"])
+def test_the_peer_of_all_rows_in_one_pass_is_each_rows_own(name, dtype):
+    """The peer (torch's autograd of the reference formula) of all one-hot cotangents,
+    in one batched backward pass, is bit for bit what a backward pass per row gives."""
+    import numpy as np
+
+    from gradcheck.opcheck.exact import one_hots
+    from gradcheck.opcheck.tolerances import OpTolerance
+    from gradcheck.sampling import case_points
+
+    case = CASES[name]
+    point = next(iter(case_points(case, dtype))).values
+    rows = [vs for _, _, vs in one_hots(case.outputs)]
+    tolerance = OpTolerance(case, dtype)
+    tolerance.start_point()
+    stacked = [np.stack([vs[k] for vs in rows]) for k in range(len(case.outputs))]
+    together = tolerance._batched_peer(point, stacked, len(rows))
+    assert together is not None   # batched: no fallback to a pass per row
+    for j, vs in enumerate(rows):
+        alone = tolerance.peer(point, vs)
+        assert set(together) == set(alone)
+        for q, want in alone.items():
+            np.testing.assert_array_equal(together[q][j], want, err_msg=q)
+
+
+def test_tolerances_without_a_batched_peer_are_taken_row_by_row(monkeypatch):
+    """Where torch cannot batch the peer's backward (an operation without a vmap rule),
+    OpTolerance.many takes it a row at a time, to the same tolerances."""
+    import numpy as np
+    import torch
+
+    from gradcheck.opcheck.exact import exact, grad_quantities, one_hots, references
+    from gradcheck.opcheck.tolerances import OpTolerance
+    from gradcheck.sampling import case_points
+
+    case = CASES["log-softmax"]
+    refs = references(case, {})
+    point = next(iter(case_points(case, "float32"))).values
+    rows = [vs for _, _, vs in one_hots(case.outputs)]
+    exacts = [grad_quantities(exact(refs, point, vs).grads) for vs in rows]
+    before = OpTolerance(case, "float32")
+    before.start_point()
+    want = before.many(point, rows, exacts)
+    grad = torch.autograd.grad
+
+    def unbatchable(*args, **kwargs):
+        if kwargs.get("is_grads_batched"):
+            raise RuntimeError("Batching rule not implemented")
+        return grad(*args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd, "grad", unbatchable)
+    after = OpTolerance(case, "float32")
+    after.start_point()
+    assert after._batched_peer(point, [np.stack([vs[0] for vs in rows])], len(rows)) is None
+    got = after.many(point, rows, exacts)
+    for g, w in zip(got, want):
+        assert set(g) == set(w)
+        for q in w:
+            np.testing.assert_array_equal(g[q], w[q], err_msg=q)

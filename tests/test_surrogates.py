@@ -138,7 +138,10 @@ def test_a_surrogates_values_get_the_forward_formulas_tolerance(monkeypatch):
     from gradcheck.opcheck import tolerances
 
     op = _rounding_op()
-    monkeypatch.setattr(tolerances.OpTolerance, "peer", lambda self, point, vs: None)
+    def no_peer(self, point):
+        raise RuntimeError("torch cannot run it")
+
+    monkeypatch.setattr(tolerances.OpTolerance, "_peer_graph", no_peer)
     ok = gradcheck.check_op(op, "-0.5 * x", {"x": (64,)}, forward="3.1 * x - 2.1 * x",
                             dtype="float32")
     assert ok.status == "passed", ok.message

@@ -57,9 +57,12 @@ class OpTolerance:
         values = {f"out{k}" for k in range(len(self.subcases))}
         model = {q: (np.broadcast_to(b, (n,) + np.shape(b)) if q in values else b)
                  for q, b in self._model(point, stacked, batch=True).items()}
-        peers = [self.peer(point, vs) for vs in rows]
-        together = _stacked(peers), _stacked(exacts)
+        peer = self._batched_peer(point, stacked, n)
+        peers = None if peer is not None else [self.peer(point, vs) for vs in rows]
+        together = (peer if peers is None else _stacked(peers)), _stacked(exacts)
         if together[0] is None or together[1] is None:  # no peer, or rows unlike
+            if peers is None:
+                peers = [{q: b[j] for q, b in peer.items()} for j in range(n)]
             return [self._peer_rule({q: b[j] for q, b in model.items()}, p, exact)
                     for j, (p, exact) in enumerate(zip(peers, exacts))]
         tolerance = peer_tolerance(model, *together, self.dtype)
@@ -93,25 +96,62 @@ class OpTolerance:
     def _peer_rule(self, model: dict, peer: dict | None, exact: dict) -> dict:
         return model if peer is None else peer_tolerance(model, peer, exact, self.dtype)
 
+    def _batched_peer(self, point: dict, stacked: list, n: int) -> dict | None:
+        """:meth:`peer` for ``n`` cotangents at once (``stacked``: each output's along a
+        first axis), as the rows' quantities stacked: one backward pass, vectorised over
+        the rows by ``is_grads_batched`` (torch's vmap), where a row at a time cost a
+        pass each. None where torch cannot batch it (an operation without a batching
+        rule): :meth:`peer` row by row then."""
+        import warnings
+
+        import torch
+
+        wanted = [s.name for s in self.case.inputs if s.requires_grad]
+        per_output = []
+        try:
+            leaves, ys, forwards = self._peer_graph(point)
+            for k, (y, v) in enumerate(zip(ys, stacked)):
+                grads = [None] * len(wanted)
+                if y.requires_grad and wanted:
+                    with warnings.catch_warnings():  # vmap's "performance drop" fallback
+                        warnings.simplefilter("ignore")
+                        grads = torch.autograd.grad(
+                            y, [leaves[w] for w in wanted], _tensor_like(y, v),
+                            retain_graph=True, allow_unused=True, is_grads_batched=True)
+                value = to_numpy(forwards[k] if forwards else y)
+                per_output.append(dict(
+                    value=np.broadcast_to(value, (n,) + value.shape),
+                    **{f"{w}.grad": None if g is None else to_numpy(g)
+                       for w, g in zip(wanted, grads)}))
+        except Exception:   # no batching rule, or no peer at all: row by row
+            return None
+        return sum_outputs(per_output)
+
+    def _peer_graph(self, point: dict) -> tuple:
+        """The peer's leaves, outputs and a surrogate's forward values at this point,
+        built once per point and kept for every v (raises where torch cannot run the
+        reference formula)."""
+        from ..backends.drive import rebuild
+        from ..backends.torch import applier, leaves as torch_leaves
+
+        if "peer" not in self.at_point:
+            leaves = torch_leaves(self.case, point, self.dtype)
+            apply = applier(self.case, self.dtype)
+            self.at_point["peer"] = leaves, [rebuild(node, leaves, apply)
+                                             for node in self.case.outputs], [
+                rebuild(node, leaves, apply) for node in self.case.forward]
+        return self.at_point["peer"]
+
     def peer(self, point: dict, vs: list) -> dict | None:
         """PyTorch's autograd of the reference formula, in the op's dtype, at this point:
         values and vᵀJ as quantities; None where torch cannot run it (an operation it
         lacks in this dtype or on this device)."""
         import torch
 
-        from ..backends.drive import rebuild
-        from ..backends.torch import applier, leaves as torch_leaves
-
         wanted = [s.name for s in self.case.inputs if s.requires_grad]
         per_output = []
         try:
-            if "peer" not in self.at_point:   # the graph once per point, kept for each v
-                leaves = torch_leaves(self.case, point, self.dtype)
-                apply = applier(self.case, self.dtype)
-                self.at_point["peer"] = leaves, [rebuild(node, leaves, apply)
-                                                 for node in self.case.outputs], [
-                    rebuild(node, leaves, apply) for node in self.case.forward]
-            leaves, ys, forwards = self.at_point["peer"]
+            leaves, ys, forwards = self._peer_graph(point)
             for k, (y, v) in enumerate(zip(ys, vs)):
                 grads = [None] * len(wanted)
                 if y.requires_grad and wanted:
