@@ -11,9 +11,6 @@ code (composites, bilinear rows, structure, pools, rows with terms) keep everyth
 they touch. A row whose PyTorch node saves no tensor (sum, mean: ``saves=False`` in the
 rule table) reads its operands' shapes only: a dropped operand is handed to it as a
 zero-stride :func:`placeholder` of its shape.
-
-:func:`unmoved` names, for forwards that differ only in some inputs (finite
-differences), the nodes those do not move, which one such forward can hand the next.
 """
 
 from __future__ import annotations
@@ -112,22 +109,3 @@ def last_uses(root: Node) -> dict[int, list[Node]]:
     for arg_id, node in last.items():
         out.setdefault(id(node), []).append(arg_id)
     return out
-
-
-@functools.lru_cache(maxsize=1024)
-def unmoved(root: Node, moved: frozenset) -> tuple[frozenset[int], frozenset[int]]:
-    """For forwards at one point whose inputs or ``let`` s named ``moved`` change from one
-    evaluation to the next (finite differences): the ids of the nodes they do not move
-    that feed one they move (or are the root), whose values and bounds one evaluation
-    can hand the next, and the ids of the other nodes they do not move, which the next
-    then need not compute."""
-    moves: dict[int, bool] = {}
-    for node in ordered(root):
-        moves[id(node)] = (node.op in ("input", "let") and node.name in moved) or any(
-            moves[id(a)] for a in node.args)
-    edge = {id(a) for node in ordered(root) if moves[id(node)] for a in node.args
-            if not moves[id(a)]}
-    if not moves[id(root)]:
-        edge.add(id(root))
-    below = {key for key, m in moves.items() if not m and key not in edge}
-    return frozenset(edge), frozenset(below)

@@ -57,7 +57,7 @@ from .elementwise_bounds import vjp
 from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
 from .tree import Node, ordered, twins, walk
-from .forward_kept import kept, last_uses, parameters_read, placeholder, unmoved
+from .forward_kept import kept, last_uses, parameters_read, placeholder
 
 
 @functools.lru_cache(maxsize=None)
@@ -141,37 +141,23 @@ class _Bounds:
 
     # ------------------------------------------------------------------ forward
     def forward(self, root: Node, point: dict[str, np.ndarray],
-                overrides: dict[str, np.ndarray] | None = None,
-                steady: dict | None = None) -> None:
+                overrides: dict[str, np.ndarray] | None = None) -> None:
         """Values and error bounds of every node. ``overrides``: input or ``let`` names
         set to values computed in this dtype (a perturbed point, x + h): each carries
-        its own rounding, u·|value|. ``steady``: for a forward at a point evaluated
-        before with other values of the same overrides, the (value, bound) of each node
-        they do not move that feeds one they move (:func:`forward_kept.unmoved`), by id:
-        taken from there, and nothing below them is computed; where it is missing, it
-        is filled in."""
+        its own rounding, u·|value|."""
         same = twins(root)   # a computation written twice has one value and bound
         # what no VJP reads is dropped after its last use here (forward_kept)
         keep = kept(root) if SKIP_UNREAD else None
         done = last_uses(root)
-        edge, below = (frozenset(), frozenset()) if steady is None else \
-            unmoved(root, frozenset(overrides or ()))
-        reuse = steady is not None and len(steady) == len(edge)   # (all left: filled)
         for node in ordered(root):
             key = id(node)
-            if reuse and key in edge:
-                self.val[key], self.err[key] = steady[key]
-            elif not (reuse and key in below):
-                self.val[key], self.err[key] = self._node(node, point, overrides,
-                                                          same.get(key))
-                if key in edge:
-                    steady[key] = self.val[key], self.err[key]
+            self.val[key], self.err[key] = self._node(node, point, overrides,
+                                                      same.get(key))
             for a in done.get(key, ()) if keep is not None else ():
                 if a not in keep:
                     value, bound = self.val.pop(a, None), self.err.pop(a, None)
-                    if steady is None:   # (else the arrays may be in steady too)
-                        self.spare.give(bound, self.val, self.err)
-                        self.spare.give(value, self.val, self.err)
+                    self.spare.give(bound, self.val, self.err)
+                    self.spare.give(value, self.val, self.err)
 
     def _node(self, node: Node, point, overrides, first: Node | None):
         if overrides and node.op in ("input", "let") and node.name in overrides:
@@ -400,15 +386,9 @@ def forward_bound(root: Node, env: dict[str, np.ndarray],
     u·|value|)."""
     if not overrides and _last and _last[0] == _point_key(root, env, dtype):
         return _last[1], _last[2]
-    steady = None
-    if overrides:   # the nodes the overrides do not move, as the last call left them
-        key = (_point_key(root, env, dtype), frozenset(overrides))
-        if not _steady or _steady[0] != key:
-            _steady[:] = [key, {}, (root, dict(env))]
-        steady = _steady[1]
     b = _Bounds(dtype)
     with np.errstate(all="ignore"):
-        b.forward(root, env, overrides, steady)
+        b.forward(root, env, overrides)
     return b.val[id(root)], _finite(np.array(b.err[id(root)], dtype=float))
 
 
@@ -418,11 +398,6 @@ def forward_bound(root: Node, env: dict[str, np.ndarray],
 # The entry holds the formula and the point's arrays, so their identities cannot be
 # reused while it is kept; :func:`forget` drops it (after each point).
 _last: list = []
-# The values and bounds of the nodes that a forward_bound's overrides do not move but
-# that feed one they move, with the formula, point and names they are for: the numeric
-# witness evaluates one formula at many values of one input (finite differences), and
-# what does not depend on that input is the same every time. Dropped by forget().
-_steady: list = []
 
 
 def _point_key(root: Node, env: dict, dtype: str) -> tuple:
@@ -430,9 +405,8 @@ def _point_key(root: Node, env: dict, dtype: str) -> tuple:
 
 
 def forget() -> None:
-    """Drop the forward kept for :func:`forward_bound` (see ``_last``, ``_steady``)."""
+    """Drop the forward kept for :func:`forward_bound` (see ``_last``)."""
     _last.clear()
-    _steady.clear()
 
 
 def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,

@@ -64,6 +64,26 @@ def bounded_work(limit: int = WORK_LIMIT):
     assert calls[0] <= limit, f"{calls[0]} Python calls (limit {limit})"
 
 
+def count_numeric_evaluations(monkeypatch) -> list:
+    """A list that grows by one for each evaluation of a formula by the numeric witness:
+    the value at the point, then each perturbed one (through the compiled forward; the
+    rounding bound is taken once per input)."""
+    from gradcheck.backends import numeric
+
+    calls: list = []
+
+    def counting(real):
+        def call(*args, **kwargs):
+            calls.append(1)
+            return real(*args, **kwargs)
+        return call
+
+    compiled = numeric.program
+    monkeypatch.setattr(numeric, "evaluate", counting(numeric.evaluate))
+    monkeypatch.setattr(numeric, "program", lambda *args: counting(compiled(*args)))
+    return calls
+
+
 def make_case(expr: str, inputs: dict, **keys):
     """A validated Case from an expression and ``{name: shape or input table}``."""
     from gradcheck.cases import case_from_dict

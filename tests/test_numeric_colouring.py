@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import make_case
+from conftest import count_numeric_evaluations, make_case
 from gradcheck.backends import numeric
 from gradcheck.sampling import sample
 from gradcheck.reference import ExpandedReference, Reference
@@ -49,26 +49,10 @@ def _evaluate(case, sparsity, monkeypatch=None):
     return numeric.run(case, point, v, "float64", sparsity=sparsity)
 
 
-def _count_evaluations(monkeypatch):
-    # evaluations of the formula: the value at the point, then each perturbed one
-    # (with its rounding bound)
-    calls = []
-
-    def counting(real):
-        def call(*args, **kwargs):
-            calls.append(1)
-            return real(*args, **kwargs)
-        return call
-
-    monkeypatch.setattr(numeric, "evaluate", counting(numeric.evaluate))
-    monkeypatch.setattr(numeric, "forward_bound", counting(numeric.forward_bound))
-    return calls
-
-
 def test_grouped_differences_equal_element_by_element_ones(monkeypatch):
     case = make_case("tanh(A @ x) * 2", {"A": (8, 6), "x": (6,)})
     ref = ExpandedReference(case)   # the reference kind that has a sparsity pattern
-    calls = _count_evaluations(monkeypatch)
+    calls = count_numeric_evaluations(monkeypatch)
     grouped = _evaluate(case, ref.sparsity)
     grouped_calls = len(calls)
     calls.clear()

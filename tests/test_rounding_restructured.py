@@ -2,8 +2,7 @@
 bit: a large elementwise or reduction row's bounds taken a block of rows at a time
 (gradcheck.elementwise_bounds), cotangents summed back the same way (each element gets
 the arithmetic the whole arrays get), arrays the model dropped written over by later
-ones (Spare), and forward_bound's reuse, from one evaluation to the next at a point, of
-the nodes its overrides do not move."""
+ones (Spare)."""
 
 from __future__ import annotations
 
@@ -84,54 +83,5 @@ def test_random_formulas_in_blocks_of_rows_have_the_bounds_of_the_whole(monkeypa
             point = next(iter(case_points(case, dtype))).values
             small = int(np.prod(case.output.shape, dtype=np.int64)) <= 15
             _assert_same(monkeypatch, case, point, dtype, [1, 3], batch=small)
-
-    check()
-
-
-def _evaluations(case, point, dtype: str, fresh: bool):
-    """forward_bound as finite differences call it: each float input and retained let
-    moved by a few steps in turn; ``fresh``: nothing kept from one call to the next."""
-    from gradcheck.forward import evaluate
-
-    lets: dict = {}
-    evaluate(case.output, point, lets=lets)
-    names = [s.name for s in case.inputs if np.asarray(point[s.name]).dtype.kind == "f"]
-    out = []
-    for name in names + list(case.retain_grad):
-        base = np.asarray(point[name] if name in point else lets[name])
-        for step in (1e-3, -1e-3, 2e-3, -2e-3):
-            if fresh:
-                rounding.forget()
-            out.append(rounding.forward_bound(case.output, point,
-                                              {name: base * (1 + step)}, dtype))
-    rounding.forget()
-    return out
-
-
-def test_forward_bound_reuses_what_its_overrides_do_not_move_without_changing_it():
-    """A layer whose weight, bias and retained statistics move in turn (most of the
-    formula does not depend on each), and random formulas."""
-    layer = make_case("(x - mu) / sqrt(variance + 0.00001) * gamma + beta",
-                      {"x": [4, 6], "gamma": [6], "beta": [6]}, gradient="random",
-                      let={"mu": "mean(x, axis=-1, keepdims=True)",
-                           "variance": "mean((x - mu)**2, axis=-1, keepdims=True)"},
-                      retain_grad=["mu", "variance"])
-
-    def same(case):
-        for dtype in ("float64", "float32"):
-            point = next(iter(case_points(case, dtype))).values
-            kept = _evaluations(case, point, dtype, fresh=False)
-            alone = _evaluations(case, point, dtype, fresh=True)
-            for (v1, b1), (v2, b2) in zip(kept, alone):
-                np.testing.assert_array_equal(v1, v2)
-                np.testing.assert_array_equal(b1, b2)
-
-    same(layer)
-
-    @settings(max_examples=60, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(formulas(depth=3))
-    def check(table):
-        same(make_case(table["expr"], table["inputs"], seed=table["seed"]))
 
     check()

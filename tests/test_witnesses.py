@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import check, make_case
+from conftest import check, count_numeric_evaluations, make_case
 from gradcheck import sampling
 from gradcheck.backends import numeric as numeric_witness
 from gradcheck.backends import torch as torch_witness
@@ -664,14 +664,7 @@ def test_the_numeric_witness_reads_the_sparsity_from_the_reference(monkeypatch):
     case = make_case("tanh(A @ x) * 2", {"A": (8, 6), "x": (6,)})
     ref = ExpandedReference(case)   # the reference kind that has a sparsity pattern
     point, v = at(case)
-    calls = []
-    real = numeric_witness.forward_bound
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(numeric_witness, "forward_bound", counting)
+    calls = count_numeric_evaluations(monkeypatch)
     by_reference = numeric_witness.run(case, point, v, "float64", ref)
     grouped = len(calls)
     calls.clear()

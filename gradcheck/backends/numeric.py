@@ -4,11 +4,14 @@ table's ``numpy`` column), with Richardson extrapolation. It uses no derivative 
 Each derivative is the extrapolation R(h) = (4·D(h) - D(2h)) / 3 of central differences
 D, whose error is O(h⁴). The same extrapolation from steps twice as large, R(2h), has
 about 16 times that error, so ``|R(h) - R(2h)|`` (about 15 times R(h)'s truncation
-error) plus the rounding error ``Σ E(f)/h`` bounds the error of R(h), where E(f) is the
-running rounding-error bound of each evaluation of f (:func:`gradcheck.rounding.
-forward_bound`): it sees cancellation inside f (log(cosh(x)) near 0 errs by eps, not by
-eps·|f|), and the rounding of the perturbed point x + h itself. That bound, not a
-guessed tolerance, is what the comparison allows this witness.
+error) plus the rounding error ``Σ E(f)/h`` bounds the error of R(h), where E(f) bounds
+the rounding error of each evaluation of f: the running rounding-error bound
+(:func:`gradcheck.rounding.forward_bound`) at the farthest steps either way, the
+perturbed input carrying the rounding of x + h itself, the larger of the two, doubled
+(:func:`_bound_near`). It sees cancellation inside f (log(cosh(x)) near 0 errs by eps,
+not by eps·|f|). That bound, not a guessed tolerance, is what the comparison allows
+this witness. Each perturbed evaluation is then a plain forward
+(:func:`gradcheck.forward.program`), recomputing only what the perturbed input moves.
 
 Elementwise formulas have a diagonal Jacobian, so all elements of an input are perturbed
 at once (six evaluations per input). Other formulas are perturbed in groups of elements
@@ -46,19 +49,20 @@ NUMERIC_COLUMNS = 32
 DIRECTIONS = 3               # random directions per input measured that way
 BOUND_MARGIN = 2.0           # the rounding bound at x, for the nearby points x + t·s
 LADDER = 6                   # steps 1, 2, ..., 32 times a direction's first one tried
+FARTHEST = 4                 # an element's differences take steps h, 2h and 4h
 
 
 def _derivative(f, x: np.ndarray, h: np.ndarray):
     """Richardson-extrapolated central difference of f at x along the step h, and a
     bound on its error (both with f's output shape). ``f`` returns its value and a
-    bound on that value's rounding error (:func:`gradcheck.rounding.forward_bound`)."""
+    bound on that value's rounding error (:func:`_bound_near`)."""
     d, rounding = {}, 0.0
-    for k in (1, 2, 4):             # one pair at a time: large inputs hold few arrays
+    for k in (1, 2, FARTHEST):      # one pair at a time: large inputs hold few arrays
         (p, ep), (m, em) = f(x + k * h), f(x - k * h)
         d[k] = (p - m) / (2 * k * h)
         rounding = rounding + ep + em
     r1 = (4 * d[1] - d[2]) / 3      # O(h^4) estimate
-    r2 = (4 * d[2] - d[4]) / 3      # the same from steps twice as large: 16x the error
+    r2 = (4 * d[2] - d[FARTHEST]) / 3   # from steps twice as large: 16x the error
     # R(h)'s rounding is (2/3)(E₁₊ + E₁₋)/h + (1/12)(E₂₊ + E₂₋)/h; the sum of all six
     # bounds over h covers it and R(2h)'s too
     return r1, np.abs(r1 - r2) + rounding / h
@@ -143,16 +147,19 @@ def _diagonal(split, env, name, x0, v):
     body, top = split
     shape = body.shape
     d, err = np.empty(shape), np.empty(shape)
+    forward = program(body, frozenset({name}), True)   # (run's errstate holds)
     for axis, part, where in slabs(shape):
         local = {k: cut(a, len(shape), axis, part) for k, a in env.items()}
         x = cut(x0, len(shape), axis, part)
         out_shape = d[where].shape
+        h = _step(x)
+        bound = np.broadcast_to(_bound_near(body, local, name, x - FARTHEST * h,
+                                            x + FARTHEST * h), out_shape)
 
-        def f(xs, local=local, out_shape=out_shape):
-            value, bound = forward_bound(body, local, {name: xs})
-            return np.broadcast_to(value, out_shape), np.broadcast_to(bound, out_shape)
+        def f(xs, local=local, out_shape=out_shape, bound=bound):
+            return np.broadcast_to(forward(local, {name: xs}), out_shape), bound
 
-        d[where], err[where] = _derivative(f, x, _step(x))
+        d[where], err[where] = _derivative(f, x, h)
     v_body = top_cotangent(top, v, shape)
     return (unbroadcast(v_body * d, x0.shape),
             unbroadcast(np.abs(v_body) * err, x0.shape))
@@ -205,16 +212,20 @@ def _columns(root, env, name, x0, v, pattern=None):
         groups = _greedy(rows_of, m)
     h = _step(flat)
     grad, err = np.zeros(n), np.zeros(n)
+    forward, given, moved = _mover(root, env, name, x0.shape)
 
     def measure(group, rows_of):
         step = np.zeros(n)
         step[group] = h[group]
+        far = (FARTHEST * step).reshape(x0.shape)
+        bound = np.broadcast_to(_bound_near(root, env, name, x0 - far, x0 + far),
+                                root.shape).reshape(-1)
 
         def f(t):
-            x = (flat + t * step).reshape(x0.shape)
-            value, bound = forward_bound(root, env, {name: x})
-            return (np.broadcast_to(value, root.shape).reshape(-1),
-                    np.broadcast_to(bound, root.shape).reshape(-1))
+            np.multiply(step.reshape(x0.shape), t, out=moved)
+            np.add(moved, x0, out=moved)
+            # (a copy: the value may be a view of the buffer the next call writes)
+            return np.broadcast_to(forward(env, given), root.shape).flatten(), bound
 
         d, e = _derivative(f, 0.0, 1.0)   # d/dt f(x + t·step) = Σ_j J[:, j] h_j
         for j in group:
@@ -248,6 +259,31 @@ def _rounding(root, env, v) -> dict:
     dot = (accumulation(v.size) + 1.0) * unit_roundoff("float64")
     total = float(np.sum(np.abs(v) * bound)) + dot * float(np.sum(np.abs(v * value)))
     return {"v": v, "rounding": BOUND_MARGIN * total}
+
+
+def _bound_near(root, env, name: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """A rounding-error bound for every evaluation of ``root`` with the input (or
+    ``let``) ``name`` moved along a segment, ``lo`` to ``hi`` (its farthest steps
+    either way): the running bound at both ends, ``name`` carrying the rounding of a
+    computed value (u·|x|, as a perturbed x + h does), the larger of the two per
+    element, doubled. A bound is a sum of rounding units times magnitudes of values,
+    which along so short a segment (4 steps, each 0.1% of max(1, |x|)) are nearly
+    affine, so their magnitudes are largest at its ends; the factor covers the rest.
+    Two running bounds per segment replace one per evaluation (six), each several
+    forwards. (Not the bound at x: where |x| ≪ 1 a step of 0.1% of 1 moves the values
+    far beyond their sizes at x.)"""
+    return BOUND_MARGIN * np.maximum(forward_bound(root, env, {name: lo})[1],
+                                     forward_bound(root, env, {name: hi})[1])
+
+
+def _mover(root, env, name: str, shape) -> tuple:
+    """What evaluates ``root`` with the input (or ``let``) ``name`` moved: the compiled
+    forward, its overrides (``name`` and the values at x of what it does not move,
+    :func:`_frozen`) and the buffer they hold for ``name``, which the caller writes each
+    moved point into."""
+    moved = np.empty(shape)
+    given = dict(_frozen(root, env, name), **{name: moved})
+    return program(root, frozenset(given), True), given, moved   # (run's errstate holds)
 
 
 def _frozen(root, env, name: str) -> dict[int, np.ndarray]:
@@ -294,7 +330,7 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
     if "rounding" not in shared:
         shared.update(_rounding(root, env, v))
     v, rounding = shared["v"], shared["rounding"]
-    frozen = _frozen(root, env, name)
+    forward, given, moved = _mover(root, env, name, x0.shape)
     # u is drawn in float32 and kept so (half an input's size per direction): each U
     # is made again from it when projected, exactly as the step was
     drawn: list[np.ndarray] = []
@@ -306,9 +342,6 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
 
     got, err = np.empty(DIRECTIONS), np.empty(DIRECTIONS)
     rungs = shared.get("rungs", range(LADDER))
-    moved = np.empty(x0.shape)   # x + t·s, one buffer for every evaluation
-    given = dict(frozen, **{name: moved})
-    forward = program(root, frozenset(given), True)   # (run's errstate holds)
     for k in range(DIRECTIONS):
         drawn.append(rng.standard_normal(x0.shape, dtype=np.float32))
         # (‖u‖ in float32 arithmetic: it only scales the step, and the result by it)
