@@ -322,3 +322,58 @@ def test_a_formula_too_large_to_print_is_named_not_printed():
     shown = ref.formulas()
     assert "operations, not printed" in shown[""] and len(shown[""]) < 200
     assert shown["W.grad"] == "xᵀ @ t1"
+
+
+def test_several_cotangents_at_one_point_equal_each_evaluated_alone(monkeypatch):
+    """Where a point comes several times in a row (an op's Jacobian: one one-hot v per
+    output element), what does not depend on v is computed once for them all: the
+    values and gradients are, bit for bit, those of each v evaluated on its own, on
+    random formulas over every row (retained lets included), and the same where the
+    values to share are past SHARED_ELEMENTS (then not shared)."""
+
+    def alone(ref, point, v):
+        return next(iter(ref.evaluations([point], [v])))
+
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(formulas(depth=3, shapes=[[4, 3], [3], [4, 1]]))
+    def same(table):
+        case = case_from_dict(dict(table, gradient="random"))
+        ref = TensorReference(case)
+        point = sample(case, "float64", 0).values
+        rng = np.random.default_rng(table["seed"])
+        vs = [rng.standard_normal(case.output.shape) for _ in range(3)]
+        other = sample(case, "float64", 1).values
+        together = list(ref.evaluations([point, point, point, other], vs + [vs[0]]))
+        for got, (p, v) in zip(together, [(point, vs[0]), (point, vs[1]),
+                                          (point, vs[2]), (other, vs[0])]):
+            want = alone(TensorReference(case), p, v)
+            np.testing.assert_array_equal(got.value, want.value)
+            assert set(got.grads) == set(want.grads)
+            for n, g in want.grads.items():
+                np.testing.assert_array_equal(got.grads[n], g, err_msg=n)
+
+    same()
+    monkeypatch.setattr(tensor_module, "SHARED_ELEMENTS", 0)
+    same()
+
+
+def test_a_points_cotangents_compute_its_forward_once(monkeypatch):
+    """The one-hot rows of a Jacobian at one point: the forward's kernel runs once for
+    them all, not once per row."""
+    from gradcheck.reference import regions
+
+    case = make_case("tanh(x @ W)", {"x": [2, 3], "W": [3, 2]})
+    ref = TensorReference(case)
+    point = sample(case, "float64", 0).values
+    rows = [np.eye(4)[k].reshape(2, 2) for k in range(4)]
+    calls = []
+    real = regions.Kernel.run
+    monkeypatch.setattr(regions.Kernel, "run",
+                        lambda self, args: calls.append(self) or real(self, args))
+    list(ref.evaluations([point] * 4, rows))
+    shared = len(calls)
+    calls.clear()
+    for v in rows:
+        list(ref.evaluations([point], [v]))
+    assert shared < len(calls)

@@ -24,9 +24,18 @@ from ..rules import RULES
 from .base import Reference
 from .formulas import show
 from .regions import Forward
-from .texpr import T, evaluate, leaf, order, peak_bytes
+from .texpr import T, depending, evaluate, leaf, order, peak_bytes, run
 
 COTANGENT = "ḡ"   # the leaf that holds v, the output's cotangent
+#: the most elements of values a point's several cotangents share (see _unmoved)
+SHARED_ELEMENTS = 1 << 22
+
+
+def _env(point: dict) -> dict:
+    """A point's inputs as float64 arrays (integer ones as they are: a row may take them
+    as indices)."""
+    return {n: (np.asarray(a) if np.asarray(a).dtype.kind in "biu"
+                else np.asarray(a, dtype=float)) for n, a in point.items()}
 
 
 class TensorReference(Reference):
@@ -50,6 +59,7 @@ class TensorReference(Reference):
             for n, t in tensors}
         self._shown: dict[str, str] | None = None
         self._outputs = [self.forward.output] + list(self.gradients.values())
+        self._frontier: list[T] | None = None   # (see _unmoved)
         _check_memory(self._outputs, case)
 
     def _backward(self, seed: T) -> dict[int, T]:
@@ -103,15 +113,35 @@ class TensorReference(Reference):
 
     # ------------------------------------------------------------------ vᵀJ
     def _evaluations(self, points: list, vs: list):
-        return (self._evaluate_one(p, v) for p, v in zip(points, vs))
+        """Each point with its v; where a point comes several times in a row (an op's
+        Jacobian, one one-hot v per output element), what does not depend on v (the
+        forward, and what the backward reads of it) is computed once for them all."""
+        env, known = None, None
+        for k, (p, v) in enumerate(zip(points, vs)):
+            if k == 0 or p is not points[k - 1]:
+                env = _env(p)
+                again = k + 1 < len(points) and points[k + 1] is p
+                known = self._unmoved(env) if again else None
+            yield self._evaluate_one(dict(env), v, known)
 
-    def _evaluate_one(self, point, v) -> Evaluation:
+    def _unmoved(self, env: dict) -> dict | None:
+        """The values at ``env`` of the nodes that do not depend on v but that the
+        outputs read where they do (and of the outputs that do not), by id; None where
+        they would hold more than :data:`SHARED_ELEMENTS`."""
+        if self._frontier is None:
+            moved = depending(self._outputs, COTANGENT)
+            edge = {id(a): a for node in order(self._outputs) if id(node) in moved
+                    for a in node.args if id(a) not in moved and a.op != "leaf"}
+            edge.update({id(o): o for o in self._outputs if id(o) not in moved})
+            self._frontier = list(edge.values())
+        if sum(n.size for n in self._frontier) > SHARED_ELEMENTS:
+            return None
+        return run(self._frontier, env)
+
+    def _evaluate_one(self, env: dict, v, known: dict | None = None) -> Evaluation:
         case = self.case
-        # (integer inputs as they are: a row may take them as indices)
-        env = {n: (np.asarray(a) if np.asarray(a).dtype.kind in "biu"
-                   else np.asarray(a, dtype=float)) for n, a in point.items()}
         env[COTANGENT] = np.broadcast_to(np.asarray(v, dtype=float), case.output.shape)
-        values = evaluate(self._outputs, env)
+        values = evaluate(self._outputs, env, known)
         names = list(self.gradients)
         grads = dict(zip(names, values[1:]))
         return Evaluation(values[0], {n: grads[n] for n in self.wrt},
@@ -142,8 +172,7 @@ class TensorReference(Reference):
     def _env(self, point, v, u) -> dict:
         from .second import DIRECTION
 
-        env = {n: (np.asarray(a) if np.asarray(a).dtype.kind in "biu"   # (indices)
-                   else np.asarray(a, dtype=float)) for n, a in point.items()}
+        env = _env(point)
         env[COTANGENT] = np.broadcast_to(np.asarray(v, dtype=float), self.case.output.shape)
         env.update({DIRECTION + n: np.asarray(u[n], dtype=float) for n in self.wrt})
         return env
@@ -155,8 +184,8 @@ class TensorReference(Reference):
         if not isinstance(second, Hessian):
             return second._hvp(point, v, u, absolute)
 
-        run = evaluate_sizes if absolute else evaluate
-        outs = run([second.hvp[n] for n in self.wrt], self._env(point, v, u))
+        compute = evaluate_sizes if absolute else evaluate
+        outs = compute([second.hvp[n] for n in self.wrt], self._env(point, v, u))
         return dict(zip(self.wrt, outs))
 
     def _jvp(self, point, u, absolute: bool) -> np.ndarray:
@@ -166,9 +195,9 @@ class TensorReference(Reference):
         if not isinstance(second, Hessian):
             return second._jvp(point, u, absolute)
 
-        run = evaluate_sizes if absolute else evaluate
+        compute = evaluate_sizes if absolute else evaluate
         v = np.zeros(self.case.output.shape)   # J u does not depend on ḡ
-        return run([second.jvp], self._env(point, v, u))[0]
+        return compute([second.jvp], self._env(point, v, u))[0]
 
 
 def _available_memory() -> int | None:

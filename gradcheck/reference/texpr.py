@@ -194,8 +194,9 @@ def _apply(node: T, args: list, env: dict):
     raise ValueError(f"unknown tensor operation {op!r}")
 
 
-def order(outputs: list[T]) -> list[T]:
-    """Every node the ``outputs`` need, children before parents (iterative)."""
+def order(outputs: list[T], known: frozenset = frozenset()) -> list[T]:
+    """Every node the ``outputs`` need, children before parents (iterative); a node
+    whose id is in ``known`` is taken as given: listed, but not what it needs."""
     seen: set[int] = set()
     out: list[T] = []
     stack = [(o, False) for o in reversed(outputs)]
@@ -208,39 +209,63 @@ def order(outputs: list[T]) -> list[T]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
+        if id(node) not in known:
+            stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
     return out
 
 
-def _schedule(outputs: list[T]):
+def depending(outputs: list[T], name: str) -> set[int]:
+    """The ids of the nodes the ``outputs`` need that depend on the leaf ``name``."""
+    out: set[int] = set()
+    for node in order(outputs):
+        if (node.op == "leaf" and node.data == name) or any(id(a) in out
+                                                            for a in node.args):
+            out.add(id(node))
+    return out
+
+
+def _schedule(outputs: list[T], known: frozenset = frozenset()):
     """Every node the ``outputs`` need, children first, each with the arguments whose
-    last use it is (to be dropped after it, unless they are outputs)."""
-    nodes = order(outputs)
+    last use it is (to be dropped after it, unless they are outputs); the nodes in
+    ``known`` are given, not computed."""
+    nodes = order(outputs, known)
     uses: dict[int, int] = {}
     for node in nodes:
-        for a in node.args:
+        for a in (() if id(node) in known else node.args):
             uses[id(a)] = uses.get(id(a), 0) + 1
     keep = {id(o) for o in outputs}
     for node in nodes:
         done = []
-        for a in node.args:
+        for a in (() if id(node) in known else node.args):
             uses[id(a)] -= 1
             if uses[id(a)] == 0 and id(a) not in keep:
                 done.append(a)
         yield node, done
 
 
-def evaluate(outputs: list[T], env: dict[str, np.ndarray]) -> list[np.ndarray]:
+def evaluate(outputs: list[T], env: dict[str, np.ndarray],
+             known: dict[int, Any] | None = None) -> list[np.ndarray]:
     """The values of ``outputs`` (float64 arrays of their shapes) with the leaves from
     ``env``; each node is computed once, and dropped after its last use, so the memory
-    held is what the live tensors need."""
-    values: dict[int, Any] = {}
-    for node, done in _schedule(outputs):
-        values[id(node)] = _apply(node, [values[id(a)] for a in node.args], env)
-        for a in done:
-            del values[id(a)]
+    held is what the live tensors need. ``known``: values of nodes, by id, taken as
+    they are (:func:`run` of them at the same leaves), with nothing they need."""
+    values = run(outputs, env, known)
     return [np.array(np.broadcast_to(values[id(o)], o.shape), dtype=float)
             for o in outputs]
+
+
+def run(outputs: list[T], env: dict[str, np.ndarray],
+        known: dict[int, Any] | None = None) -> dict[int, Any]:
+    """:func:`evaluate`'s values of ``outputs`` by id, as the nodes compute them (a
+    broadcast view, a scalar)."""
+    known = known or {}
+    values: dict[int, Any] = {}
+    for node, done in _schedule(outputs, frozenset(known)):
+        values[id(node)] = known[id(node)] if id(node) in known else _apply(
+            node, [values[id(a)] for a in node.args], env)
+        for a in done:
+            del values[id(a)]
+    return {id(o): values[id(o)] for o in outputs}
 
 
 def peak_bytes(outputs: list[T]) -> int:
