@@ -249,3 +249,30 @@ def test_the_step_ladder_stops_at_the_middle_only_where_no_neighbour_is_tighter(
     # a stop at the middle takes its three pairs only (a walk would have looked at both
     # neighbours: 10); a walk takes one pair more per rung, and tries up before down
     assert len(calls) == {3: 6, 5: 6 + 2 + 2, 0: 6 + 2 + 3 * 2}[least]
+
+
+def test_random_mixing_formulas_pass_at_the_extreme_points_too():
+    """Along directions, the rounding term is the running bound at x, doubled, which is
+    no bound at points of tiny magnitudes (a step of 0.1% of max(1, |x|) moves their
+    values far beyond their size there): on random mixing formulas over inputs of more
+    than NUMERIC_COLUMNS elements, at the bulk points and both extreme ones, the
+    numeric witness still passes (its truncation term and the reference's E_float64
+    cover what the rounding term misses)."""
+    from hypothesis import HealthCheck, assume, given, settings
+
+    from gradcheck.cases import case_from_dict
+    from gradcheck.reference import mode_of
+    from gradcheck.strategies import formulas
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(formulas(depth=3, shapes=[[6, 8], [8], [6, 1]],
+                    functions=["prod", "mul", "matmul", "pow", "exp", "transpose", "max",
+                               "sum", "tanh", "logsumexp", "div"]))
+    def passes(table):
+        case = case_from_dict(dict(table, points=2, extreme_points=2,
+                                   witnesses=["numeric"], gradient="random"))
+        assume(mode_of(case) == "tensor")
+        result = check(case)
+        assert result.status == "passed", (table["expr"], result.message)
+
+    passes()

@@ -250,10 +250,18 @@ def _columns(root, env, name, x0, v, pattern=None):
 def _rounding(root, env, v) -> dict:
     """What every direction at this point shares: v at the output's shape, and the
     rounding bound of vᵀf, Σ|vᵢ|·E(fᵢ) + (γ(m) + 1)·u·Σ|vᵢfᵢ| (vᵀf is a sum of m
-    products), taken once at x (the running bound costs several forwards) and doubled
-    for the points x + t·s: the largest step moves an argument by at most 4·32·STEP =
-    13% of its size (Cauchy–Schwarz, see :func:`_directional`), which moves a
-    first-order bound by about as much, far less than the factor 2."""
+    products), taken once at x (the running bound costs several forwards, a second at
+    a layer's size) and doubled for the points x + t·s: the largest step moves an
+    argument by at most 4·32·STEP = 13% of max(1, |x|) (Cauchy–Schwarz, see
+    :func:`_directional`), which moves a first-order bound by about as much, far less
+    than the factor 2, where |x| is about 1 or more. Where |x| ≪ 1 (the extreme points
+    of small magnitudes) a step moves the values far beyond their size at x and this is
+    no bound at the largest steps (a product of tiny elements: 10¹⁰⁹ times over at the
+    farthest step); the ladder's truncation term, which sees that rounding as noise, and
+    the reference's own E_float64 in the tolerance have covered it in every formula
+    tried (none failed in 209 random mixing formulas at 4 points each, nor in the
+    test of that), but it is not proved. (:func:`_bound_near`, for elements, takes the
+    bound at the segment's ends.)"""
     v = np.ascontiguousarray(np.broadcast_to(np.asarray(v, dtype=float), root.shape))
     value, bound = forward_bound(root, env)
     dot = (accumulation(v.size) + 1.0) * unit_roundoff("float64")
