@@ -531,7 +531,7 @@ def test_the_peer_of_all_rows_in_one_pass_is_each_rows_own(name, dtype):
     tolerance = OpTolerance(case, dtype)
     tolerance.start_point()
     stacked = [np.stack([vs[k] for vs in rows]) for k in range(len(case.outputs))]
-    together = tolerance._batched_peer(point, stacked, len(rows))
+    together = tolerance.peer(point, stacked, rows=len(rows))
     assert together is not None   # batched: no fallback to a pass per row
     for j, vs in enumerate(rows):
         alone = tolerance.peer(point, vs)
@@ -568,7 +568,7 @@ def test_tolerances_without_a_batched_peer_are_taken_row_by_row(monkeypatch):
     monkeypatch.setattr(torch.autograd, "grad", unbatchable)
     after = OpTolerance(case, "float32")
     after.start_point()
-    assert after._batched_peer(point, [np.stack([vs[0] for vs in rows])], len(rows)) is None
+    assert after.peer(point, [np.stack([vs[0] for vs in rows])], rows=len(rows)) is None
     got = after.many(point, rows, exacts)
     for g, w in zip(got, want):
         assert set(g) == set(w)

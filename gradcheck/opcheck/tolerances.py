@@ -57,7 +57,7 @@ class OpTolerance:
         values = {f"out{k}" for k in range(len(self.subcases))}
         model = {q: (np.broadcast_to(b, (n,) + np.shape(b)) if q in values else b)
                  for q, b in self._model(point, stacked, batch=True).items()}
-        peer = self._batched_peer(point, stacked, n)
+        peer = self.peer(point, stacked, rows=n)   # (None: row by row, or no peer)
         peers = None if peer is not None else [self.peer(point, vs) for vs in rows]
         together = (peer if peers is None else _stacked(peers)), _stacked(exacts)
         if together[0] is None or together[1] is None:  # no peer, or rows unlike
@@ -96,37 +96,6 @@ class OpTolerance:
     def _peer_rule(self, model: dict, peer: dict | None, exact: dict) -> dict:
         return model if peer is None else peer_tolerance(model, peer, exact, self.dtype)
 
-    def _batched_peer(self, point: dict, stacked: list, n: int) -> dict | None:
-        """:meth:`peer` for ``n`` cotangents at once (``stacked``: each output's along a
-        first axis), as the rows' quantities stacked: one backward pass, vectorised over
-        the rows by ``is_grads_batched`` (torch's vmap), where a row at a time cost a
-        pass each. None where torch cannot batch it (an operation without a batching
-        rule): :meth:`peer` row by row then."""
-        import warnings
-
-        import torch
-
-        wanted = [s.name for s in self.case.inputs if s.requires_grad]
-        per_output = []
-        try:
-            leaves, ys, forwards = self._peer_graph(point)
-            for k, (y, v) in enumerate(zip(ys, stacked)):
-                grads = [None] * len(wanted)
-                if y.requires_grad and wanted:
-                    with warnings.catch_warnings():  # vmap's "performance drop" fallback
-                        warnings.simplefilter("ignore")
-                        grads = torch.autograd.grad(
-                            y, [leaves[w] for w in wanted], _tensor_like(y, v),
-                            retain_graph=True, allow_unused=True, is_grads_batched=True)
-                value = to_numpy(forwards[k] if forwards else y)
-                per_output.append(dict(
-                    value=np.broadcast_to(value, (n,) + value.shape),
-                    **{f"{w}.grad": None if g is None else to_numpy(g)
-                       for w, g in zip(wanted, grads)}))
-        except Exception:   # no batching rule, or no peer at all: row by row
-            return None
-        return sum_outputs(per_output)
-
     def _peer_graph(self, point: dict) -> tuple:
         """The peer's leaves, outputs and a surrogate's forward values at this point,
         built once per point and kept for every v (raises where torch cannot run the
@@ -142,10 +111,16 @@ class OpTolerance:
                 rebuild(node, leaves, apply) for node in self.case.forward]
         return self.at_point["peer"]
 
-    def peer(self, point: dict, vs: list) -> dict | None:
+    def peer(self, point: dict, vs: list, rows: int | None = None) -> dict | None:
         """PyTorch's autograd of the reference formula, in the op's dtype, at this point:
         values and vᵀJ as quantities; None where torch cannot run it (an operation it
-        lacks in this dtype or on this device)."""
+        lacks in this dtype or on this device). ``rows``: each v holds that many
+        cotangents along a first axis, taken in one backward pass vectorised over them
+        (``is_grads_batched``, torch's vmap), where a row at a time cost a pass each; the
+        quantities are then stacked the same way (None also where torch cannot batch
+        the pass: an operation without a batching rule)."""
+        import warnings
+
         import torch
 
         wanted = [s.name for s in self.case.inputs if s.requires_grad]
@@ -155,12 +130,17 @@ class OpTolerance:
             for k, (y, v) in enumerate(zip(ys, vs)):
                 grads = [None] * len(wanted)
                 if y.requires_grad and wanted:
-                    grads = torch.autograd.grad(
-                        y, [leaves[n] for n in wanted], _tensor_like(y, v),
-                        retain_graph=True, allow_unused=True)
+                    with warnings.catch_warnings():  # vmap's "performance drop" fallback
+                        warnings.simplefilter("ignore")
+                        grads = torch.autograd.grad(
+                            y, [leaves[n] for n in wanted], _tensor_like(y, v),
+                            retain_graph=True, allow_unused=True,
+                            is_grads_batched=rows is not None)
                 # a surrogate's values: torch's of its forward formula
-                value = forwards[k] if forwards else y
-                per_output.append(dict(value=to_numpy(value), **{
+                value = to_numpy(forwards[k] if forwards else y)
+                if rows is not None:
+                    value = np.broadcast_to(value, (rows,) + value.shape)
+                per_output.append(dict(value=value, **{
                     f"{n}.grad": to_numpy(g) for n, g in zip(wanted, grads)}))
         except Exception:   # no peer: the rounding-error model alone then decides
             return None
