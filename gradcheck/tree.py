@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 from .rules import COMPARISON, ELEMENTWISE, RULES, param_values, sympy_scalar_constant
 
+
 @dataclass(frozen=True, eq=False)
 class Node:
     """One node of a formula. Identity is by object: a ``let`` used twice is one node."""

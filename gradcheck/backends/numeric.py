@@ -47,7 +47,7 @@ STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
 #: element at a time (exact per element, and cheap); larger ones along directions
 NUMERIC_COLUMNS = 32
 DIRECTIONS = 3               # random directions per input measured that way
-BOUND_MARGIN = 2.0           # the rounding bound at x, for the nearby points x + t·s
+BOUND_MARGIN = 2.0           # a running bound taken once, for the points nearby
 LADDER = 6                   # steps 1, 2, ..., 32 times a direction's first one tried
 FARTHEST = 4                 # an element's differences take steps h, 2h and 4h
 

@@ -49,23 +49,27 @@ class OpTolerance:
     def many(self, point: dict, rows: list[list], exacts: list[dict]) -> list[dict]:
         """``[self(point, vs, exact) for vs, exact in zip(rows, exacts)]``, the same
         tolerances element for element, with the rounding-error bounds of all the rows
-        (the Jacobian's one-hot cotangents) in one backward pass per output, and the
-        peer rule applied to all of them at once (it is elementwise, as the model's
-        factors are: a row of the stacked result is that row's tolerance)."""
+        (the Jacobian's one-hot cotangents) in one backward pass per output, their peer
+        in one pass of torch (:meth:`peer` with ``rows``), and the peer rule applied to
+        all of them at once (it is elementwise, as the model's factors are: a row of
+        the stacked result is that row's tolerance)."""
         n = len(rows)
         stacked = [np.stack([vs[k] for vs in rows]) for k in range(len(self.subcases))]
         values = {f"out{k}" for k in range(len(self.subcases))}
         model = {q: (np.broadcast_to(b, (n,) + np.shape(b)) if q in values else b)
                  for q, b in self._model(point, stacked, batch=True).items()}
-        peer = self.peer(point, stacked, rows=n)   # (None: row by row, or no peer)
-        peers = None if peer is not None else [self.peer(point, vs) for vs in rows]
-        together = (peer if peers is None else _stacked(peers)), _stacked(exacts)
-        if together[0] is None or together[1] is None:  # no peer, or rows unlike
+        peer = self.peer(point, stacked, rows=n)   # every row in one pass
+        peers = None
+        if peer is None:   # torch cannot batch the pass (or runs no peer): row by row
+            peers = [self.peer(point, vs) for vs in rows]
+            peer = _stacked(peers)
+        exact = _stacked(exacts)
+        if peer is None or exact is None:   # no peer, or rows unlike
             if peers is None:
                 peers = [{q: b[j] for q, b in peer.items()} for j in range(n)]
-            return [self._peer_rule({q: b[j] for q, b in model.items()}, p, exact)
-                    for j, (p, exact) in enumerate(zip(peers, exacts))]
-        tolerance = peer_tolerance(model, *together, self.dtype)
+            return [self._peer_rule({q: b[j] for q, b in model.items()}, p, e)
+                    for j, (p, e) in enumerate(zip(peers, exacts))]
+        tolerance = peer_tolerance(model, peer, exact, self.dtype)
         return [{q: b[j] for q, b in tolerance.items()} for j in range(n)]
 
     def _model(self, point: dict, vs: list, batch: bool = False) -> dict:

@@ -197,7 +197,8 @@ _ROWS: list[Rule] = [
     logical("logical_or", s("Or"), np.logical_or, operator.or_, "|"),
     logical("logical_not", s("Not"), np.logical_not, operator.invert, "~"),
     # reductions, with axis= and keepdims=
-    reduction("sum", lambda el: sympy.Add(*el), np_reduce(np.add.reduce), torch_reduce("sum"),
+    reduction("sum", lambda el: sympy.Add(*el), np_reduce(np.add.reduce),
+              torch_reduce("sum"),
               engine=e(reduction_name("Sum"), lambda g, ans, x, axis, keepdims:
                        np.broadcast_to(keep(g, axis, keepdims), np.shape(x)),
                        saves=False), tensor=tv.tensor_rule(tv.sum_vjp)),
@@ -206,17 +207,20 @@ _ROWS: list[Rule] = [
                        np.broadcast_to(keep(g, axis, keepdims) / count(x, axis),
                                        np.shape(x)), saves=False),
               tensor=tv.tensor_rule(tv.mean_vjp)),
-    reduction("prod", lambda el: sympy.Mul(*el), np_reduce(np.multiply.reduce), torch_reduce("prod"),
+    reduction("prod", lambda el: sympy.Mul(*el), np_reduce(np.multiply.reduce),
+              torch_reduce("prod"),
               engine=e(reduction_name("Prod"), lambda g, ans, x, axis, keepdims:
                        keep(g, axis, keepdims) * others_product(x, axis)),
               tensor=tv.tensor_rule(tv.prod_vjp)),
-    Rule("max", REDUCTION, 1, sym_selected, np_reduce(np.maximum.reduce), torch_reduce("amax"),
+    Rule("max", REDUCTION, 1, sym_selected, np_reduce(np.maximum.reduce),
+         torch_reduce("amax"),
          hazard=runner_up_gaps, selector=one_hot(np.argmax), rounding=0,
          params=REDUCE_PARAMS, tensor=tv.tensor_rule(tv.selected_vjp("max")),
          example="max(x, axis=1)",
          engine=e("AmaxBackward0", lambda g, ans, x, axis, keepdims:
                   keep(g, axis, keepdims) * ties(x, ans, axis, keepdims))),
-    Rule("min", REDUCTION, 1, sym_selected, np_reduce(np.minimum.reduce), torch_reduce("amin"),
+    Rule("min", REDUCTION, 1, sym_selected, np_reduce(np.minimum.reduce),
+         torch_reduce("amin"),
          hazard=runner_down_gaps, selector=one_hot(np.argmin), rounding=0,
          params=REDUCE_PARAMS, tensor=tv.tensor_rule(tv.selected_vjp("min")),
          example="min(x, axis=1)",
