@@ -211,10 +211,12 @@ def partials(node, rule, k: int, t, args, finite_only: bool = False) -> np.ndarr
     argument ``k`` at ḡ = 1 (``finite_only``: NaN as 0, inf as the largest float). A
     row whose node saves no tensor (add, sub, sum, mean) has a VJP that reads shapes
     only, so the same partials at every point: those of a small node are kept
-    (read-only) for its next forward (finite differences run thousands)."""
+    (read-only) for its next forward (finite differences run thousands); small in its
+    operands too: a sum's partials have its operand's shape."""
     shape = np.shape(t)
     key = None
-    if not rule.engine.saves and math.prod(shape) <= 4096:
+    if not rule.engine.saves and math.prod(shape) <= 4096 and \
+            all(math.prod(np.shape(a)) <= 4096 for a in args):
         # (the row's VJPs in the key: a test may replace a row)
         key = (node, rule.engine.vjps, k, shape, tuple(np.shape(a) for a in args),
                finite_only)
@@ -257,8 +259,9 @@ def cotangent(b, node, rule, k: int, g, ge, t, args, errs, read):
     None) or argument ``j``."""
     values = [t] + list(args)
     bounds = [b.err.get(id(node))] + list(errs)
-    scales = probe_scales(b, [(j, values[_at(j)], bounds[_at(j)]) for j in
-                              [None] + list(range(len(args))) if read(j)])
+    scales = probe_scales(b, [(j, node if j is None else node.args[j], values[_at(j)],
+                               bounds[_at(j)])
+                              for j in [None] + list(range(len(args))) if read(j)])
     shape = _blocked_shape(b, node, rule)
     blocks = None if shape is None else row_blocks(shape)
     if blocks is None:
@@ -324,30 +327,54 @@ def _moved(value, e, s: float, exact: bool, u: float):
 
 
 def probe_scales(b, probes) -> list[tuple[int | None, float]]:
-    """For each probe ``(j, value, E)`` whose moved value differs from the value
+    """For each probe ``(j, node, value, E)`` whose moved value differs from the value
     somewhere, ``(j, s)``: one scale s for the whole probe (a reduction's factor mixes
     elements), so that each element moves by at most PERTURBATION of its magnitude, or
     of its error where that exceeds the magnitude (a value that is all noise, such as
     a - y cancelled to 1e-9 with an error of 1e-2, or an exact 0). Taken over the whole
-    value, a block of rows at a time."""
+    value, a block of rows at a time (:func:`block_tops`); where the bounds ``b`` run
+    over one slab of a larger formula (:mod:`gradcheck.slab_bounds`), from the whole
+    value's tops it was given (``b.tops``, by the ``id`` of the node read)."""
     out = []
-    for j, value, e in probes:
-        exact = np.asarray(value).dtype.kind in "biu"
-        if exact and not any_error(e):
-            continue
-        shape = np.shape(value) if np.shape(e) == np.shape(value) else \
-            np.broadcast_shapes(np.shape(value), np.shape(e))
-        n, largest = len(shape), []
-        for rows in row_blocks(shape) or [None]:
-            v, ep = piece(value, n, rows), piece(e, n, rows)
-            ep = _arr(ep) if exact else _arr(ep) + b.u * np.abs(_arr(v))
-            if ep.any():
-                largest.append((ep / np.maximum(np.maximum(np.abs(_arr(v)), ep),
-                                                1e-300)).max())
-        if largest:   # (np.max of the blocks' maxima: a NaN among them stays NaN)
-            top = largest[0] if len(largest) == 1 else np.max(largest)
+    given = getattr(b, "tops", None)
+    for j, node, value, e in probes:
+        top = given.get(id(node)) if given is not None else whole_top(b, value, e)
+        if top is not None:
             out.append((j, PERTURBATION / max(float(top), PERTURBATION * b.u)))
     return out
+
+
+def block_tops(b, value, e) -> tuple[bool, list]:
+    """(whether the probe of ``value``, with bound ``e``, runs at all: a mask or an
+    integer without error is exact; the largest relative move, ``E / max(|value|, E)``,
+    of each block of rows where the move is not 0 everywhere)."""
+    exact = np.asarray(value).dtype.kind in "biu"
+    if exact and not any_error(e):
+        return False, []
+    shape = np.shape(value) if np.shape(e) == np.shape(value) else \
+        np.broadcast_shapes(np.shape(value), np.shape(e))
+    n, largest = len(shape), []
+    for rows in row_blocks(shape) or [None]:
+        v, ep = piece(value, n, rows), piece(e, n, rows)
+        ep = _arr(ep) if exact else _arr(ep) + b.u * np.abs(_arr(v))
+        if ep.any():
+            largest.append((ep / np.maximum(np.maximum(np.abs(_arr(v)), ep),
+                                            1e-300)).max())
+    return True, largest
+
+
+def top_of(largest: list):
+    """The largest of the blocks' :func:`block_tops` (None where there are none: the
+    probe moves nothing); np.max of their maxima, so that a NaN among them stays."""
+    if not largest:
+        return None
+    return largest[0] if len(largest) == 1 else np.max(largest)
+
+
+def whole_top(b, value, e):
+    """:func:`top_of` the whole value's blocks, or None where the probe does not run."""
+    runs, largest = block_tops(b, value, e)
+    return top_of(largest) if runs else None
 
 
 def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):

@@ -57,6 +57,7 @@ from .elementwise_bounds import vjp
 from .rules.composite_bounds import Bound
 from .structure_bounds import structure_cotangent, structure_value
 from .tree import Node, ordered, twins, walk
+from .slab_bounds import slab_error_bounds, slabbed
 from .forward_kept import kept, last_uses, parameters_read, placeholder
 
 
@@ -138,6 +139,9 @@ class _Bounds:
         self.val: dict[int, Any] = {}
         self.err: dict[int, np.ndarray] = {}
         self.spare = Spare()   # arrays dropped, to be written over (layer sizes)
+        # the probes' largest relative moves over a whole formula this evaluates one
+        # slab of, by node id (gradcheck.slab_bounds); None: taken from the arrays here
+        self.tops: dict[int, Any] | None = None
 
     # ------------------------------------------------------------------ forward
     def forward(self, root: Node, point: dict[str, np.ndarray],
@@ -224,18 +228,21 @@ class _Bounds:
 
     # ------------------------------------------------------------------ backward
     def backward(self, root: Node, v: np.ndarray, batch: bool = False,
-                 release: bool = False) -> tuple[dict, dict]:
+                 release: bool = False, v_bound: np.ndarray | None = None
+                 ) -> tuple[dict, dict]:
         """Cotangents and their error bounds of the inputs and ``let`` s, by node id.
         ``batch``: ``v`` holds many cotangents along its first axis, carried through
         together, each as it would be alone (every cotangent and bound then has that
         axis in front). ``release``: drop each node's forward value and bound once its
         backward is done (its parents' came before), when the forward is not kept for
-        another v: a large formula then holds about half the arrays at its peak."""
+        another v: a large formula then holds about half the arrays at its peak.
+        ``v_bound``: the bound of ``v`` where it was computed (default exact)."""
         order = ordered(root)
         self.lead = (int(np.shape(v)[0]),) if batch else ()
         shape = self.lead + root.shape
         grad: dict[int, np.ndarray] = {id(root): _arr(np.broadcast_to(v, shape))}
-        gerr: dict[int, np.ndarray] = {id(root): np.zeros(shape)}
+        gerr: dict[int, np.ndarray] = {id(root): np.zeros(shape) if v_bound is None
+                                       else _arr(v_bound)}
         for node in reversed(order):
             g = grad.get(id(node))
             if g is None or node.op in ("input", "const"):
@@ -421,6 +428,14 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     many cotangents along its first axis (the Jacobian's one-hots), bounded in one
     backward pass; each gradient's bound then has that axis in front, the value's not."""
     root = case.output
+    split = None if forward is not None or batch else slabbed(root)
+    if split is not None:   # a large elementwise formula: by slabs, the same numbers
+        device = getattr(case, "device", "cpu")
+        with np.errstate(all="ignore"):
+            out, value = slab_error_bounds(lambda: _Bounds(dtype, device), case, split,
+                                           point, v)
+        out = {k: _finite(_arr(e)) for k, e in out.items()}   # (fresh arrays already)
+        return _keep_last(out, root, point, dtype, value)
     key = (id(root), dtype)
     b = None if forward is None else forward.get(key)
     fresh = b is None
@@ -444,7 +459,13 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     # fresh arrays, as the caller may keep them (the value's bound is kept per point)
     out = {k: _finite(np.array(e, dtype=float)) for k, e in out.items()}
     if fresh:   # (after the backward: its copy is not alive beside the backward's peak)
-        out["value"].flags.writeable = False    # shared with _last: nobody may change it
-        _last[:] = [_point_key(root, point, dtype), b.val[id(root)], out["value"],
-                    (root, dict(point))]
+        return _keep_last(out, root, point, dtype, b.val[id(root)])
+    return out
+
+
+def _keep_last(out: dict, root: Node, point: dict, dtype: str, value) -> dict:
+    """Keep the root's ``value`` and bound (``out["value"]``) for :func:`forward_bound`
+    at this point (``_last``); returns ``out``."""
+    out["value"].flags.writeable = False    # shared with _last: nobody may change it
+    _last[:] = [_point_key(root, point, dtype), value, out["value"], (root, dict(point))]
     return out

@@ -9,6 +9,7 @@ import functools
 import gc
 import itertools
 import json
+import weakref
 import zlib
 
 import numpy as np
@@ -622,6 +623,29 @@ def test_next_functions_and_accumulate_grad_as_in_torch():
 
     e, t = both(program)
     assert e == t == ("MulBackward0", "AccumulateGrad", True, None, True, (), [0, 0])
+
+
+def test_a_leaf_is_freed_with_its_last_reference_as_in_torch():
+    """A leaf holds its AccumulateGrad weakly (the graphs that use it hold it), as
+    PyTorch does: no cycle leaf -> AccumulateGrad -> leaf, so with the cycle collector
+    off a leaf (and its .grad) is freed as soon as the last reference goes, graph and
+    all; while a graph is alive, the leaf's next graph gets the same node."""
+    def program(mod, make):
+        gc.disable()
+        try:
+            x = make([1.0, 2.0])
+            y = (x * 2).sum()
+            acc = y.grad_fn.next_functions[0][0].next_functions[0][0]
+            y.backward()
+            same = acc is mod.exp(x).grad_fn.next_functions[0][0]
+            grad = weakref.ref(acc.variable)
+            del x, y, acc
+            return same, grad() is None
+        finally:
+            gc.enable()
+
+    e, t = both(program)
+    assert e == t == (True, True)
 
 
 # --------------------------------------------------------------------------- errors

@@ -14,6 +14,7 @@ import contextlib
 import heapq
 import itertools
 import threading
+import weakref
 
 import numpy as np
 
@@ -142,9 +143,14 @@ def edge(t) -> Node | None:
     if t.grad_fn is not None:
         return t.grad_fn
     if t._requires_grad:
-        if t._accumulator is None:
-            t._accumulator = AccumulateGrad(t)
-        return t._accumulator
+        # held weakly by the leaf, strongly by the graphs that use it, as PyTorch does
+        # (a leaf's grad_accumulator_ is a weak_ptr): no cycle leaf -> node -> leaf,
+        # so a leaf and its .grad are freed when the last reference goes, not at gc
+        acc = None if t._accumulator is None else t._accumulator()
+        if acc is None:
+            acc = AccumulateGrad(t)
+            t._accumulator = weakref.ref(acc)
+        return acc
     return None
 
 

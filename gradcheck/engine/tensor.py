@@ -36,7 +36,7 @@ class Tensor:
         self.data = data.data if isinstance(data, Tensor) else np.asarray(data)
         self.grad_fn = None
         self._grad = None
-        self._accumulator = None     # this leaf's AccumulateGrad node, made on first use
+        self._accumulator = None     # a weak reference to its AccumulateGrad (graph.edge)
         self._requires_grad = False
         if requires_grad:
             self.requires_grad = True

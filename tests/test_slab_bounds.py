@@ -1,0 +1,142 @@
+"""The rounding bounds of a large elementwise formula taken by slabs of rows
+(gradcheck.slab_bounds) are the whole arrays' to the bit, and hold a few arrays of the
+full size instead of one value and one bound per node."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from conftest import make_case
+from gradcheck import elementwise_bounds, rounding, slab_bounds
+from gradcheck.checking import cotangent
+from gradcheck.rules import ELEMENTWISE, RULES
+from gradcheck.sampling import case_points
+from gradcheck.strategies import formulas
+
+#: every elementwise row (the comparisons come with where)
+ELEMENTWISE_ROWS = sorted(r for r, rule in RULES.items() if rule.kind == ELEMENTWISE)
+
+
+def _bounds(monkeypatch, case, point, dtype: str, slabs: bool) -> dict:
+    """error_bounds at the point, the forward kept for the numeric witness at it, and
+    whether the slabs were taken."""
+    monkeypatch.setattr(slab_bounds, "SLABS", slabs)
+    taken = []
+    real = slab_bounds.slab_error_bounds
+    monkeypatch.setattr(rounding, "slab_error_bounds",
+                        lambda *a: taken.append(1) or real(*a))
+    out = dict(rounding.error_bounds(case, point, cotangent(case, dtype, 0), dtype))
+    value, out["forward"] = rounding.forward_bound(case.output, point, None, dtype)
+    out["forward value"] = np.asarray(value)
+    rounding.forget()
+    assert bool(taken) == slabs
+    return out
+
+
+def _assert_same(monkeypatch, case, dtype: str, block: int) -> None:
+    monkeypatch.setattr(elementwise_bounds, "BLOCK_ELEMENTS", block)
+    for point in case_points(case, dtype):
+        whole = _bounds(monkeypatch, case, point.values, dtype, False)
+        cut = _bounds(monkeypatch, case, point.values, dtype, True)
+        assert cut.keys() == whole.keys()
+        for q in whole:
+            assert np.shape(cut[q]) == np.shape(whole[q]), q
+            np.testing.assert_array_equal(cut[q], whole[q], err_msg=f"{q}, {dtype}")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("top", ["sum({})", "mean({})", "{}"])
+def test_a_formula_by_slabs_has_the_bounds_of_the_whole(monkeypatch, dtype, top):
+    """A let retained and read twice, an integer input, a where over a comparison,
+    constants; under a sum, a mean, or none (a random gradient); slabs of one row and
+    of three, the last one shorter; the bulk point and the extreme ones."""
+    case = make_case(top.format("log(1 + exp(h)) * tanh(x) + where(k > 1, h * h, "
+                                "sigmoid(x) ** 2) - 0.1 * k * x"),
+                     {"x": [7, 5], "k": {"shape": [7, 5], "dtype": "int64",
+                                         "domain": [0, 3]}},
+                     let={"h": "x * 1.5 - 0.25"}, retain_grad=["h"], gradient="random",
+                     extreme_points=2)
+    for block in (5, 15):
+        _assert_same(monkeypatch, case, dtype, block)
+
+
+def test_random_elementwise_formulas_by_slabs_have_the_bounds_of_the_whole(monkeypatch):
+    """Every elementwise row, over inputs of one shape, in slabs of two rows."""
+
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(formulas(depth=3, shapes=[[6, 4], [6, 4]], functions=ELEMENTWISE_ROWS),
+           st.sampled_from(["sum({})", "mean({})", "{}"]))
+    def check(table, top):
+        case = make_case(top.format(table["expr"]), table["inputs"], seed=table["seed"],
+                         gradient="random", extreme_points=1)
+        monkeypatch.setattr(elementwise_bounds, "BLOCK_ELEMENTS", 8)
+        # (an input of another shape, a scalar, broadcasts: such formulas run whole)
+        assume(slab_bounds.slabbed(case.output) is not None)
+        eligible.append(1)
+        for dtype in ("float64", "float16"):
+            _assert_same(monkeypatch, case, dtype, 8)
+
+    eligible: list = []
+    check()
+    assert len(eligible) >= 40
+
+
+def test_the_probes_scales_are_the_whole_formulas(monkeypatch):
+    """The check above can fail: with each slab's own probe scales (taken from the slab,
+    not from the whole value) some bound differs."""
+    case = make_case("sum(tanh(x) * exp(y / 4) + log(1 + x * x) * y)", {"x": [8, 4], "y": [8, 4]},
+                     gradient="random", extreme_points=2)
+    real = elementwise_bounds.probe_scales
+
+    def own(b, probes):
+        b.tops = None
+        return real(b, probes)
+
+    monkeypatch.setattr(elementwise_bounds, "probe_scales", own)
+    with pytest.raises(AssertionError):
+        for dtype in ("float64", "float32"):
+            _assert_same(monkeypatch, case, dtype, 4)
+
+
+def test_slabs_hold_a_few_arrays_of_the_full_size(monkeypatch):
+    """At 2¹⁸ elements in blocks of 2¹², the bounds of the bench's elementwise formula
+    by slabs allocate under 6 arrays of the input's size at their peak; over the whole
+    arrays, over 14 (a value and a bound of each node its backward reads)."""
+    n = 1 << 18
+    monkeypatch.setattr(elementwise_bounds, "BLOCK_ELEMENTS", 1 << 12)
+    case = make_case("sum(log(1 + exp(x)) * tanh(x) + sigmoid(x)**2)", {"x": [n]})
+    point = next(iter(case_points(case, "float64"))).values
+    v = cotangent(case, "float64", 0)
+
+    def peak(slabs: bool) -> float:
+        monkeypatch.setattr(slab_bounds, "SLABS", slabs)
+        tracemalloc.start()
+        try:
+            rounding.error_bounds(case, point, v, "float64")
+            rounding.forget()
+            return tracemalloc.get_traced_memory()[1] / (8 * n)
+        finally:
+            tracemalloc.stop()
+
+    assert peak(True) < 6 < 14 < peak(False)
+
+
+def test_only_small_partials_are_kept_between_forwards():
+    """partials() keeps a small node's partials, where its row saves no tensor, for the
+    next forward; a sum of many elements is a small node whose partials have its
+    operand's size: those are not kept (they were, 8 MB for each such sum)."""
+    kept = elementwise_bounds._PARTIALS
+    for n, some in ((50, True), (5000, False)):
+        kept.clear()
+        case = make_case("sum(tanh(x))", {"x": [n]})
+        point = next(iter(case_points(case, "float64"))).values
+        rounding.error_bounds(case, point, cotangent(case, "float64", 0), "float64")
+        rounding.forget()
+        assert bool(kept) == some
+        assert all(np.size(a) <= 4096 for a in kept.values())
