@@ -68,16 +68,16 @@ def _forget_forward() -> None:
     forget()
 
 
-def _bounds_at(case: Case, point: dict, v: np.ndarray, heap, give_back):
+def _bounds_at(case: Case, point: dict, v: np.ndarray, heap):
     """``dtype -> rounding-error bounds`` at one point, each computed once (inside
-    ``heap`` and ``give_back``, contexts of :func:`_heap`)."""
+    ``heap``, a context of :func:`_heap`)."""
     from .rounding import error_bounds
 
     found: dict = {}
 
     def bounds(dtype: str) -> dict:
         if dtype not in found:
-            with give_back(), heap():
+            with heap():
                 found[dtype] = error_bounds(case, point, v, dtype)
         return found[dtype]
 
@@ -90,22 +90,15 @@ def _bounds_at(case: Case, point: dict, v: np.ndarray, heap, give_back):
 HEAP_ELEMENTS = 1 << 22
 
 
-#: a formula with an array of this many elements or more (2 MiB in float64) gives the
-#: memory its bounds and each witness freed back to the system after each
-#: (:func:`gradcheck.heap.given_back`), so that the steps' leftovers do not add up
-GIVE_BACK_ELEMENTS = 1 << 18
-
-
-def _heap(case: Case, at_least: int = HEAP_ELEMENTS, reuse: bool = True):
-    """:func:`gradcheck.heap.reused_allocations` (``reuse``, or else
-    :func:`gradcheck.heap.given_back`) for a formula with an array of ``at_least``
-    elements or more, else a context that does nothing."""
+def _heap(case: Case):
+    """:func:`gradcheck.heap.reused_allocations` for a formula with an array of
+    :data:`HEAP_ELEMENTS` or more, else a context that does nothing."""
     from .tree import walk
 
-    if max(node.size for node in walk(case.output)) >= at_least:
-        from .heap import given_back, reused_allocations
+    if max(node.size for node in walk(case.output)) >= HEAP_ELEMENTS:
+        from .heap import reused_allocations
 
-        return reused_allocations if reuse else given_back
+        return reused_allocations
     return contextlib.nullcontext
 
 
@@ -205,7 +198,6 @@ class _FormulaCheck:
         self.case, self.dtype = case, dtype
         self.names = [w for w in case.witnesses if w != REFERENCE]
         self.heap = _heap(case)
-        self.give_back = _heap(case, GIVE_BACK_ELEMENTS, reuse=False)
         self.tallies = {w: Tally(w, dtype, case.atol, case.rtol) for w in self.names}
         self.errors: dict[str, str] = {}
         # witnesses that do not run in this dtype: reported as skipped, with the reason
@@ -224,7 +216,7 @@ class _FormulaCheck:
         expectations = iter(ref.evaluations([p.values for p in points], vs))
         for i, (point, v) in enumerate(zip(points, vs)):
             self.notes.extend(point.notes)
-            bounds = _bounds_at(case, point.values, v, self.heap, self.give_back)
+            bounds = _bounds_at(case, point.values, v, self.heap)
             if any(w not in self.errors and w not in self.skipped for w in self.names):
                 # computed before the point's exact gradients and any witness, so that
                 # no other arrays of the point are alive beside the bounds' (at a
@@ -242,8 +234,7 @@ class _FormulaCheck:
             # finite differences evaluate the formula dozens of times: the same sizes
             # allocated and freed, served from the heap (the exact witnesses' one pass
             # keeps what it allocates, and is left as it is)
-            with self.give_back(), \
-                    self.heap() if entry(w).perturbs else contextlib.nullcontext():
+            with self.heap() if entry(w).perturbs else contextlib.nullcontext():
                 got = witness(w)(self.case, values, v, self.dtype, reference=ref)
         except CaseTimeout:
             raise

@@ -12,14 +12,7 @@ freed over and over, where that system time was about as large as the arithmetic
 so the freed blocks stay in the heap for the next evaluation's temporaries, and gives
 the memory back after (``malloc_trim``). The peak resident memory stays that of the
 arrays alive at once: the repeated evaluations free what they allocate before they
-allocate again.
-
-:func:`given_back` gives freed memory back after a computation: between the steps of a
-large check (the bounds, each witness), the blocks one step freed inside the heap are
-resident until something reuses them, and the next step's arrays (PyTorch's among them)
-are not always served from them: at 10⁶ elements the process's peak was the sum of
-the steps' leftovers, 22 times the input's bytes, where no step holds more than 16.
-Elsewhere than Linux with glibc both do nothing.
+allocate again. Elsewhere than Linux with glibc it does nothing.
 """
 
 from __future__ import annotations
@@ -35,8 +28,6 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _AFTER_MMAP, _AFTER_TRIM = 32 << 20, 64 << 20
 #: while reusing: requests up to 1 GiB from the heap, nothing trimmed until the end
 _REUSE_MMAP, _REUSE_TRIM = 1 << 30, 1 << 31
-#: while giving back: requests from 1 MiB on mapped on their own
-_GIVE_BACK_MMAP = 1 << 20
 
 _libc: list = []   # the C library once loaded, or None where this does nothing
 _depth = [0]       # nested blocks: only the outermost one sets and restores
@@ -72,23 +63,4 @@ def reused_allocations():
         if outermost:
             lib.mallopt(_M_MMAP_THRESHOLD, _AFTER_MMAP)
             lib.mallopt(_M_TRIM_THRESHOLD, _AFTER_TRIM)
-            lib.malloc_trim(0)
-
-
-@contextmanager
-def given_back():
-    """Inside the block, each request of :data:`_GIVE_BACK_MMAP` or more is a mapping of
-    its own, given back on ``free``; the heap's free memory is given back before and
-    after it (``malloc_trim``). Inside :func:`reused_allocations`, whose own thresholds
-    hold, it does nothing."""
-    lib = _glibc()
-    outermost = lib is not None and not _depth[0]
-    if outermost:
-        lib.mallopt(_M_MMAP_THRESHOLD, _GIVE_BACK_MMAP)
-        lib.malloc_trim(0)
-    try:
-        yield
-    finally:
-        if outermost:
-            lib.mallopt(_M_MMAP_THRESHOLD, _AFTER_MMAP)
             lib.malloc_trim(0)
