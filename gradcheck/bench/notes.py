@@ -88,8 +88,12 @@ def _tensor_notes(cfg: Config) -> list[str]:
         "with its status and message, its targets not met.",
         "Peak memory: the child's ru_maxrss (os.wait4: the largest of the child and "
         "the processes it waited for, i.e. its worker and the worker's case "
-        "processes, forked from a worker that preloaded torch and SymPy) minus the "
-        "baseline row's (the same formulas at small sizes in one run), "
+        "processes, forked from a worker that preloaded torch and SymPy) minus that "
+        "of the same formula at its small shapes, checked in a run of its own just "
+        "before (the interpreter, the imports, that formula's compile and checks; "
+        "memory that start-up takes and frees, SymPy's differentiation among it, is "
+        "reused by the check's arrays unseen: a layer whose arrays fit there reads "
+        "0), "
         "against the inputs' float64 bytes (every input, requires_grad or not). A "
         "child's ru_maxrss also counts what the bench's process held when it spawned "
         "the child, so every child runs before that process holds any layer's tensors.",

@@ -2,7 +2,8 @@
 real sizes, each checked by ``gradcheck run`` in a fresh process (:mod:`.clirun`).
 
 - the layers of :data:`~gradcheck.bench.config.LAYERS`: wall time and peak resident
-  memory (above a baseline: the same formulas at small sizes) against the inputs' bytes;
+  memory (above a baseline: the same formula at small sizes, in a run of its own)
+  against the inputs' bytes;
 - ``sum(tanh(x @ W))`` at 4096 inputs (:data:`~gradcheck.bench.config.CHECKED`):
   ``gradcheck run`` with its compile against ``torch.autograd.gradcheck`` (full and
   ``fast_mode``) and, when importable, JAX's ``check_grads``;
@@ -81,9 +82,25 @@ def verified(extra: dict) -> str:
             "one point, float64")
 
 
-def _layer_rows(label: str, cfg: Config, state: dict) -> list[Row]:
+def _baseline(label: str, cfg: Config) -> tuple[int, str]:
+    """The peak resident bytes of ``label``'s formula at its small shapes, checked in a
+    process of its own (interpreter, imports, that formula's compile and checks), and
+    what it was; (0, why) where the layer itself runs at those shapes (--quick)."""
+    keys, shapes = LAYERS[label]
+    if cfg.layers == "small":
+        return 0, "no baseline: the layer runs at its small shapes"
+    run = check([_case(keys, shapes["small"], "layer")], cfg)
+    status = (run.case() or {}).get("status", "missing")
+    peak = run.peak_bytes or 0
+    return peak, (f"above that of the same formula at small shapes in its own run "
+                  f"({', '.join(f'{n} {s}' for n, s in shapes['small'].items())}; "
+                  f"{peak / 2**20:.1f} MiB: interpreter, imports, the checks; {status})")
+
+
+def _layer_rows(label: str, cfg: Config) -> list[Row]:
     keys, shapes = LAYERS[label]
     case = _case(keys, shapes[cfg.layers], "layer")
+    base, baseline = _baseline(label, cfg)
     run = check([case], cfg)
     extra = dict(outcome(run, cfg), formula=keys["expr"], let=keys.get("let", {}))
     sizes, passed, assess = _sizes(case), extra["status"] == "passed", not cfg.quick
@@ -94,11 +111,10 @@ def _layer_rows(label: str, cfg: Config, state: dict) -> list[Row]:
                 extra=extra)]
     if run.peak_bytes is None or run.capped:
         return rows
-    base = state.get("baseline", 0)
     above, inputs = max(0, run.peak_bytes - base), 8 * sizes["n"]
     rows.append(Row(
         "tensor", f"gradcheck run: {label}: peak memory", sizes, None,
-        "the same run's peak resident set", 1, ratio=above / inputs,
+        f"the same run's peak resident set, {baseline}", 1, ratio=above / inputs,
         ratio_of="peak resident bytes of the CLI's process above the baseline's / the "
                  "inputs' bytes (float64)",
         target=f"< {TARGET_LAYER_MEMORY:g}× the inputs' bytes",
@@ -161,24 +177,6 @@ def _layer_torch(label: str, cfg: Config) -> list[Row]:
 
 def layer_names(cfg: Config) -> list[str]:
     return [n for n in LAYERS if cfg.layer_names is None or n in cfg.layer_names]
-
-
-def _baseline_rows(cfg: Config, state: dict) -> list[Row]:
-    """The layers at their small sizes in one process: the memory baseline."""
-    cases = [_case(LAYERS[name][0], LAYERS[name][1]["small"], f"small-{i}")
-             for i, name in enumerate(layer_names(cfg))]
-    run = check(cases, cfg)
-    statuses = [c["status"] for c in (run.report or {}).get("cases", [])]
-    state["baseline"] = run.peak_bytes or 0
-    peak = f"{run.peak_bytes / 2**20:.1f} MiB" if run.peak_bytes else "unknown"
-    return [Row("tensor", "gradcheck run: the layers at small sizes (memory baseline)", {"n": sum(_sizes(c)["n"] for c in cases),
-                              "cases": len(cases)}, None if run.capped else run.seconds,
-                f"the same formulas at small shapes, one file (statuses: "
-                f"{', '.join(statuses)}); its process's peak resident set ({peak}: "
-                "interpreter, imports, the checks) is the baseline of the peak-memory "
-                "rows", 1, extra={"process_peak_bytes": run.peak_bytes,
-                                  "statuses": statuses, "capped": run.capped,
-                                  "cap_seconds": cfg.cli_cap + 60})]
 
 
 def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
@@ -319,15 +317,12 @@ def _checked_jax(cfg: Config, state: dict, mods) -> list[Row]:
 
 
 def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
-    """The section's workloads, in order (the baseline first, gradcheck's 4096-input
-    run before the checkers whose ratios divide by it); JAX's absence goes to
-    ``absent``."""
+    """The section's workloads, in order (gradcheck's 4096-input run before the
+    checkers whose ratios divide by it); JAX's absence goes to ``absent``."""
     state: dict = {}
-    plan = [Workload("tensor", "baseline: the layers at small sizes (fresh process)",
-                     lambda: _baseline_rows(cfg, state))]
-    plan += [Workload("tensor", f"gradcheck run {label} (fresh process)",
-                      lambda label=label: _layer_rows(label, cfg, state))
-             for label in layer_names(cfg)]
+    plan = [Workload("tensor", f"gradcheck run {label} (fresh processes: small, real)",
+                     lambda label=label: _layer_rows(label, cfg))
+            for label in layer_names(cfg)]
     # Every fresh process first: a child's ru_maxrss counts what its parent held when it
     # was forked (vfork shares the parent's memory until exec), so the in-process rows,
     # which hold layers' tensors, come after the last child is measured.
