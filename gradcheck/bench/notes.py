@@ -8,6 +8,7 @@ import platform
 import sys
 
 from .config import ELEMENTWISE, TARGET_BACKWARD_FORWARD, TARGET_ENGINE_TORCH, Config
+from .overhead import chain_runs
 
 
 def environment() -> dict:
@@ -70,7 +71,8 @@ def static_notes(cfg: Config) -> dict[str, list[str]]:
             "Ratio: sympy seconds / Reference seconds; 'agrees' checks both gradients.",
         ],
         "engine": [
-            f"{_runs(cfg)}, float64, torch on one thread. The ratios' targets: "
+            f"Median of {chain_runs(cfg)} runs of each chain, the engine and torch in "
+            "turns, float64, torch on one thread. The ratios' targets: "
             f"backward/forward <= {TARGET_BACKWARD_FORWARD:g}, engine/torch <= "
             f"{TARGET_ENGINE_TORCH:g}.",
         ],

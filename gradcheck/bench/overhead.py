@@ -19,6 +19,15 @@ def _chain(lib, x, length: int, ops: tuple[str, ...]):
     return lib.sum(x)
 
 
+#: runs of each chain on each library, in turns (the median is kept): a chain takes
+#: tens of milliseconds, where the other core's load moves one run by a third
+CHAIN_RUNS = 9
+
+
+def chain_runs(cfg: Config) -> int:
+    return cfg.repeat if cfg.quick else max(cfg.repeat, CHAIN_RUNS)
+
+
 def _pass_times(label: str, cfg: Config) -> dict[str, float]:
     """Median seconds of each pass (``engine forward``, ``torch backward``, ...)."""
     import numpy as np
@@ -31,7 +40,7 @@ def _pass_times(label: str, cfg: Config) -> dict[str, float]:
     data = np.random.default_rng(0).standard_normal(n)
     times: dict[str, list[float]] = {k: [] for k in ("engine forward", "engine backward",
                                                      "torch forward", "torch backward")}
-    for _ in range(cfg.repeat):
+    for _ in range(chain_runs(cfg)):
         for name, lib, make in (
                 ("engine", engine, lambda: engine.Tensor(data.copy(), requires_grad=True)),
                 ("torch", torch, lambda: torch.tensor(data, requires_grad=True))):
@@ -51,21 +60,21 @@ def engine_rows(label: str, cfg: Config) -> list[Row]:
     two ratios with their targets."""
     n, length = cfg.chain
     sizes = {"n": n, "ops": length, "chain": label}
-    t = _pass_times(label, cfg)
+    t, runs = _pass_times(label, cfg), chain_runs(cfg)
     rows = [Row("engine", k, sizes, t[k], "forward pass" if "forward" in k
-                else "backward pass (all leaf gradients)", cfg.repeat) for k in t]
+                else "backward pass (all leaf gradients)", runs) for k in t]
     assess = not cfg.quick
     bf = t["engine backward"] / t["engine forward"]
     et = ((t["engine forward"] + t["engine backward"])
           / (t["torch forward"] + t["torch backward"]))
     rows += [
         Row("engine", "engine backward / engine forward", sizes, None,
-            "ratio of the two engine passes above", cfg.repeat, ratio=bf,
+            "ratio of the two engine passes above", runs, ratio=bf,
             ratio_of="engine backward seconds / engine forward seconds",
             target=f"<= {TARGET_BACKWARD_FORWARD:g}",
             met=bf <= TARGET_BACKWARD_FORWARD if assess else None),
         Row("engine", "engine / torch (forward + backward)", sizes, None,
-            "ratio of the engine's and torch's forward + backward", cfg.repeat, ratio=et,
+            "ratio of the engine's and torch's forward + backward", runs, ratio=et,
             ratio_of="engine seconds / torch seconds",
             target=f"<= {TARGET_ENGINE_TORCH:g}",
             met=et <= TARGET_ENGINE_TORCH if assess else None),

@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 
 from ..rules import COMPARISON, ELEMENTWISE, REDUCTION, RULES, STRUCTURE
+from ..rules.row import param_values
 from .graph import grad_mode, record
 from . import einsum as _einsum
 from . import structure
@@ -32,24 +33,49 @@ def apply(op: str, *args, params=(), grad_fn: str | None = None) -> Tensor:
     grad is on. ``grad_fn`` overrides the node's name (``2 / x`` makes PyTorch's
     ReciprocalBackward0).
     """
+    # (every op of every engine witness passes here: written for few Python steps)
     rule = RULES[op]
-    raw = [a.data if isinstance(a, Tensor) else a for a in args]
-    out = Tensor(rule.call("numpy", raw, params))
-    tensors = [a for a in args if isinstance(a, Tensor)]
-    if any(t.data.dtype != out.data.dtype for t in tensors):
-        _promote_as_torch(out, tensors)
+    raw, tensors = [], []
+    for a in args:
+        if isinstance(a, Tensor):
+            raw.append(a.data)
+            tensors.append(a)
+        else:
+            raw.append(a)
+    values = param_values(params)
+    out = Tensor(rule.numpy(*raw, *values))
+    dtype = out.data.dtype
+    for t in tensors:
+        if t.data.dtype != dtype:
+            _promote_as_torch(out, tensors)
+            break
     if rule.kind in (ELEMENTWISE, COMPARISON):
-        out.data = _torch_layout(out.data, [a for a in raw if isinstance(a, np.ndarray)])
+        if out.data.ndim > 1:   # (0-d and 1-d results are laid out alike)
+            out.data = _torch_layout(out.data, [a for a in raw if isinstance(a, np.ndarray)])
     elif rule.kind != STRUCTURE:   # reductions and products: fresh row-major results
         out.data = np.asarray(out.data, order="C")   # (views keep NumPy's strides: torch's)
-    if (rule.engine.grad_fn is not None and grad_mode.enabled
-            and any(t._requires_grad for t in tensors)):
-        values = tuple(v for _, v in params)
-        vjps = tuple(None if f is None else _with_params(f, values)
-                     for f in map(rule.engine_vjp, range(len(args))))
-        record(out, grad_fn or rule.grad_fn_name(args, params), args, raw, vjps,
-               rule.engine.saves)
+    if rule.engine.grad_fn is not None and grad_mode.enabled and \
+            any(t._requires_grad for t in tensors):
+        record(out, grad_fn or rule.grad_fn_name(args, params), args, raw,
+               _vjps(rule, len(args), values), rule.engine.saves)
     return out
+
+
+def _vjps(rule, n: int, values: tuple) -> tuple:
+    """The node's VJPs of ``n`` operands, the parameter ``values`` bound; those of a row
+    without parameters made once per row and count (by identity: a patched table's row
+    is a new object)."""
+    if values:
+        return tuple(None if f is None else _with_params(f, values)
+                     for f in map(rule.engine_vjp, range(n)))
+    key = (id(rule), n)
+    found = _VJPS.get(key)
+    if found is None or found[0] is not rule:
+        found = _VJPS[key] = (rule, tuple(map(rule.engine_vjp, range(n))))
+    return found[1]
+
+
+_VJPS: dict = {}   # _vjps() of rows without parameters: (id, count) -> (row, VJPs)
 
 
 def _with_params(vjp, values: tuple):
@@ -121,6 +147,9 @@ def _op(rule):
     keyword, with the row's defaults), as the expression language and NumPy call it."""
 
     def fn(*args, **given):
+        if not given and not rule.params and rule.variadic is None \
+                and len(args) == rule.arity and not RULES[rule.name].params:
+            return apply(rule.name, *args)   # (the common case: nothing to bind)
         operands, rest = _operands(rule, args)
         if len(rest) > len(rule.params):
             raise TypeError(f"{rule.name}() takes {rule.arity} arguments and "
