@@ -154,6 +154,18 @@ def test_progress_goes_to_stderr_one_line_as_each_workload_starts_and_ends(quick
     assert "| workload |" not in stderr
 
 
+def test_the_layers_peak_memory_is_measured_before_anything_grows_the_bench_process(quick):
+    """A child's ru_maxrss counts what the bench's process held when it started it: the
+    layers' fresh processes run first, before section (a)'s in-process checks, though
+    the report keeps the sections in order."""
+    stderr, saved = quick[3], quick[0]
+    started = re.findall(r"^bench: \[\d+/\d+\] start (\w+): (.*)$", stderr, re.M)
+    layers = [i for i, (section, label) in enumerate(started)
+              if section == "tensor" and label.startswith("gradcheck run sum")]
+    assert layers and layers[0] == 0 and started[1][0] == "checkers"
+    assert [s["id"] for s in saved["sections"]] == list(SECTIONS)
+
+
 def test_jax_section_is_absent_with_a_reason_when_jax_cannot_be_imported(monkeypatch):
     monkeypatch.setitem(sys.modules, "jax", None)  # `import jax` raises ImportError
     report = run_bench(replace(QUICK, sizes=(10,), big=20), sections=("checkers",))

@@ -98,7 +98,8 @@ def _tensor_notes(cfg: Config) -> list[str]:
         "0), "
         "against the inputs' float64 bytes (every input, requires_grad or not). A "
         "child's ru_maxrss also counts what the bench's process held when it spawned "
-        "the child, so every child runs before that process holds any layer's tensors.",
+        "the child, so these children run before every other workload of the bench "
+        "(before it holds any layer's tensors, or section (a)'s 10⁶-element checks).",
         "Softmax cross-entropy: y is a fixed input (requires_grad = false) drawn in "
         "[0, 1], not a one-hot literal, which takes seconds to parse at 1024×1000.",
         "torch.autograd.gradcheck and JAX run in the bench's own process (one thread, "

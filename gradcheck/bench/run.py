@@ -33,7 +33,8 @@ def _plan(cfg: Config, wanted: tuple[str, ...], notes: dict,
         plan += engine_workloads(cfg)
     if "tensor" in wanted:
         plan += tensor_workloads(cfg, notes, absent)
-    return plan
+    # (a section's rows keep their order: the report groups them by section)
+    return [w for w in plan if w.first] + [w for w in plan if not w.first]
 
 
 def _measure(plan: list[Workload], rows: list[Row], absent: dict,

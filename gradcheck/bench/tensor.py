@@ -321,7 +321,7 @@ def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
     checkers whose ratios divide by it); JAX's absence goes to ``absent``."""
     state: dict = {}
     plan = [Workload("tensor", f"gradcheck run {label} (fresh processes: small, real)",
-                     lambda label=label: _layer_rows(label, cfg))
+                     lambda label=label: _layer_rows(label, cfg), first=True)
             for label in layer_names(cfg)]
     # Every fresh process first: a child's ru_maxrss counts what its parent held when it
     # was forked (vfork shares the parent's memory until exec), so the in-process rows,
