@@ -50,8 +50,10 @@ def apply(op: str, *args, params=(), grad_fn: str | None = None) -> Tensor:
             _promote_as_torch(out, tensors)
             break
     if rule.kind in (ELEMENTWISE, COMPARISON):
-        if out.data.ndim > 1:   # (0-d and 1-d results are laid out alike)
+        if out.data.ndim > 1:
             out.data = _torch_layout(out.data, [a for a in raw if isinstance(a, np.ndarray)])
+        elif not out.data.flags.c_contiguous:   # (a 1-d view with a stride: dense)
+            out.data = np.ascontiguousarray(out.data)
     elif rule.kind != STRUCTURE:   # reductions and products: fresh row-major results
         out.data = np.asarray(out.data, order="C")   # (views keep NumPy's strides: torch's)
     if rule.engine.grad_fn is not None and grad_mode.enabled and \
