@@ -50,11 +50,13 @@ def _assert_same(monkeypatch, case, dtype: str, block: int) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
-@pytest.mark.parametrize("top", ["sum({})", "mean({})", "{}"])
+@pytest.mark.parametrize("top", ["sum({})", "mean({})", "{}", "sum({}, axis=1)",
+                                 "mean({}, axis=0, keepdims=True)"])
 def test_a_formula_by_slabs_has_the_bounds_of_the_whole(monkeypatch, dtype, top):
     """A let retained and read twice, an integer input, a where over a comparison,
-    constants; under a sum, a mean, or none (a random gradient); slabs of one row and
-    of three, the last one shorter; the bulk point and the extreme ones."""
+    constants; under a sum or a mean (of every element, or along an axis), or none (a
+    random gradient); slabs of one row and of three, the last one shorter; the bulk
+    point and the extreme ones."""
     case = make_case(top.format("log(1 + exp(h)) * tanh(x) + where(k > 1, h * h, "
                                 "sigmoid(x) ** 2) - 0.1 * k * x"),
                      {"x": [7, 5], "k": {"shape": [7, 5], "dtype": "int64",
