@@ -173,6 +173,10 @@ class CaseResult:
     # for errors: "case" (bad input, an op that cannot be imported), "internal" (a bug in
     # gradcheck), "timeout"; for an op's failure (or catch): "op raised", "op crashed"
     error_kind: str = ""
+    # bytes the case's process's resident set rose above what it held when the case
+    # began, at its peak (a worker's case process on Linux; None elsewhere, or in the
+    # caller's process); a measurement, not an outcome: not compared
+    peak_memory: int | None = field(default=None, compare=False)
 
     def witness(self, name: str) -> WitnessResult | None:
         return next((w for w in self.witnesses if w.witness == name), None)
@@ -184,7 +188,7 @@ class CaseResult:
             "points": self.points, "seed": self.seed, "seconds": round(self.seconds, 6),
             "witnesses": {w.witness: w.to_dict() for w in self.witnesses},
             "message": self.message, "notes": list(self.notes),
-            "error_kind": self.error_kind or None,
+            "error_kind": self.error_kind or None, "peak_memory": self.peak_memory,
             **({"gradients": dict(self.gradients)} if self.gradients else {}),
         })
 
@@ -201,7 +205,8 @@ class CaseResult:
                    points=data.get("points", 0), seed=data.get("seed", 0),
                    notes=tuple(data.get("notes", ())),
                    error_kind=data.get("error_kind") or "",
-                   gradients=tuple(data.get("gradients", {}).items()))
+                   gradients=tuple(data.get("gradients", {}).items()),
+                   peak_memory=data.get("peak_memory"))
 
 
 @dataclass(frozen=True)

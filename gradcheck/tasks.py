@@ -17,6 +17,7 @@ from .cases import Case
 from .checking import OP_CRASHED, OP_RAISED, case_base, op_failure, run_case
 from .errors import GradcheckError, describe_exception
 from .interrupts import Interrupted, ctrl_c_is_ours
+from .peak_memory import PeakMemory
 from .result import ERROR, CaseResult
 
 __all__ = ["Task", "tasks_of", "execute", "guarded", "lost", "died", "ParallelError"]
@@ -188,10 +189,13 @@ def execute(task: Task) -> CaseResult:
     try:
         preload()
         case, refs = _worker_case(task)
+        # (in our own workers, a case at a time; a Dask worker runs cases in threads)
+        memory = PeakMemory() if _STATE.get("worker") else None
         # the time limit holds in a Dask worker's thread too (see gradcheck.timelimit)
         result = guarded(case, task.dtype, cache=refs, timeout=task.timeout,
                          formulas=task.formulas)
     except Exception as exc:
         return _task_error(task, f"{describe_exception(exc)}\n"
                                  f"{traceback.format_exc(limit=-3)}", "internal")
-    return dataclasses.replace(result, file=task.file)
+    return dataclasses.replace(result, file=task.file,
+                               peak_memory=memory.above() if memory else None)

@@ -154,18 +154,6 @@ def test_progress_goes_to_stderr_one_line_as_each_workload_starts_and_ends(quick
     assert "| workload |" not in stderr
 
 
-def test_the_layers_peak_memory_is_measured_before_anything_grows_the_bench_process(quick):
-    """A child's ru_maxrss counts what the bench's process held when it started it: the
-    layers' fresh processes run first, before section (a)'s in-process checks, though
-    the report keeps the sections in order."""
-    stderr, saved = quick[3], quick[0]
-    started = re.findall(r"^bench: \[\d+/\d+\] start (\w+): (.*)$", stderr, re.M)
-    layers = [i for i, (section, label) in enumerate(started)
-              if section == "tensor" and label.startswith("gradcheck run sum")]
-    assert layers and layers[0] == 0 and started[1][0] == "checkers"
-    assert [s["id"] for s in saved["sections"]] == list(SECTIONS)
-
-
 def test_jax_section_is_absent_with_a_reason_when_jax_cannot_be_imported(monkeypatch):
     monkeypatch.setitem(sys.modules, "jax", None)  # `import jax` raises ImportError
     report = run_bench(replace(QUICK, sizes=(10,), big=20), sections=("checkers",))
@@ -225,9 +213,8 @@ def test_tensor_section_has_layers_the_4096_input_checkers_and_the_cache_rows(qu
         extra = memory["extra"]
         assert extra["input_bytes"] == 8 * wall["sizes"]["n"]
         assert memory["ratio"] == pytest.approx(extra["peak_bytes"] / extra["input_bytes"])
-        assert memory["target"] and extra["process_peak_bytes"] > 0
-        # (--quick runs the layers at their small shapes: no baseline of their own)
-        assert extra["baseline_bytes"] == 0 and "no baseline" in memory["verified"]
+        # the case's own peak, from the JSON report: arrays of the layer at least
+        assert memory["target"] and extra["peak_bytes"] > extra["input_bytes"]
     names = [f"gradcheck beside the checkers: {CHECKED[0]}", "torch.autograd.gradcheck",
              "torch.autograd.gradcheck fast_mode"]
     section = next(s for s in saved["sections"] if s["id"] == "tensor")

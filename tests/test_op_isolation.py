@@ -76,7 +76,7 @@ def plain(result) -> dict:
     data = result.to_dict()
     data["summary"].pop("seconds")
     for case in data["cases"]:
-        case.pop("seconds")
+        case.pop("seconds"), case.pop("peak_memory")
     return data
 
 

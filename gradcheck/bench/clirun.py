@@ -47,6 +47,9 @@ def _env(cache_dir: str, cache: bool) -> dict:
     env = dict(os.environ, GRADCHECK_CACHE_DIR=cache_dir, **_ONE_THREAD)
     if cache:   # the bench runs with the cache off; the runs that measure it, on
         env.pop("GRADCHECK_NO_CACHE", None)
+    # the run as it comes: in a worker's case process, which measures a case's memory
+    # (the test suite sets GRADCHECK_IN_PROCESS for its own runs)
+    env.pop("GRADCHECK_IN_PROCESS", None)
     # the folder that holds the gradcheck package, so the child runs this very copy
     root = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)

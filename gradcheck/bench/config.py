@@ -140,7 +140,3 @@ class Workload:
     section: str
     label: str
     run: Callable[[], list[Row]]
-    # measures a child process's peak memory (ru_maxrss), which counts what this
-    # process held when it started the child: runs before every other workload, while
-    # this process is small (the in-process checks of 10⁶ elements grow it to 1 GB)
-    first: bool = False

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import gc
 import signal
-import sys
 import time
-from pathlib import Path
 
+from ..peak_memory import PeakMemory
 from .checkers import check_passed, elementwise_case
 from .formulas import formula_case, formula_point
 
@@ -74,46 +73,6 @@ def compile_job(job: dict) -> dict:
     return {"seconds": seconds, "grads": grads}
 
 
-def _rss_kib() -> tuple[int | None, int | None]:
-    """(current, peak) resident set size in KiB from /proc, or (None, None)."""
-    try:
-        fields = dict(line.split(":", 1) for line in
-                      Path("/proc/self/status").read_text().splitlines() if ":" in line)
-        return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
-    except (OSError, KeyError, ValueError):
-        return None, None
-
-
-class _PeakMemory:
-    """The process's peak resident bytes from now on: Linux's high-water mark (VmHWM)
-    reset to the current RSS, or else ru_maxrss (which undercounts when the process
-    peaked higher before)."""
-
-    def __init__(self):
-        import resource
-
-        before, _ = _rss_kib()
-        self.method = "ru_maxrss"
-        if before is not None:
-            try:  # Linux: reset the high-water mark to the current RSS
-                Path("/proc/self/clear_refs").write_text("5")
-                self.method = "VmHWM"
-            except OSError:
-                pass
-        self._scale = 1 if sys.platform == "darwin" else 1024
-        if self.method == "ru_maxrss":
-            self.baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * self._scale
-        else:
-            self.baseline = before * 1024
-
-    def peak(self) -> int:
-        import resource
-
-        if self.method == "VmHWM":
-            return _rss_kib()[1] * 1024
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * self._scale
-
-
 def memory_job(job: dict) -> dict:
     """Every witness on ``job["n"]`` elements after a warm-up and the reference compile:
     seconds, and the peak resident memory of the check above the memory before it."""
@@ -131,7 +90,7 @@ def memory_job(job: dict) -> dict:
     cache = {id(case): Reference(case)}
     compile_seconds = time.perf_counter() - start
     gc.collect()
-    memory = _PeakMemory()
+    memory = PeakMemory()
     start = time.perf_counter()
     result = run_case(case, "float64", cache=cache, timeout=None)
     check_seconds = time.perf_counter() - start

@@ -88,18 +88,13 @@ def _tensor_notes(cfg: Config) -> list[str]:
         "and OMP/MKL/OpenBLAS on one thread; seconds: its wall time, start-up and "
         "the reference's compile included. A case gradcheck cannot check is shown "
         "with its status and message, its targets not met.",
-        "Peak memory: the child's ru_maxrss (os.wait4: the largest of the child and "
-        "the processes it waited for, i.e. its worker and the worker's case "
-        "processes, forked from a worker that preloaded torch and SymPy) minus that "
-        "of the same formula at its small shapes, checked in a run of its own just "
-        "before (the interpreter, the imports, that formula's compile and checks; "
-        "memory that start-up takes and frees, SymPy's differentiation among it, is "
-        "reused by the check's arrays unseen: a layer whose arrays fit there reads "
-        "0), "
-        "against the inputs' float64 bytes (every input, requires_grad or not). A "
-        "child's ru_maxrss also counts what the bench's process held when it spawned "
-        "the child, so these children run before every other workload of the bench "
-        "(before it holds any layer's tensors, or section (a)'s 10⁶-element checks).",
+        "Peak memory: the case's own, from the JSON report (peak_memory: the resident "
+        "set of the worker's case process at its peak above what it held as the case "
+        "began, Linux's VmHWM reset then; its start-up imports and the reference's "
+        "compile inside the case count), less that of the same formula at its small "
+        "shapes checked the same way just before (what any case takes first: about "
+        "20 MiB), against the inputs' float64 bytes (every input, requires_grad or "
+        "not).",
         "Softmax cross-entropy: y is a fixed input (requires_grad = false) drawn in "
         "[0, 1], not a one-hot literal, which takes seconds to parse at 1024×1000.",
         "torch.autograd.gradcheck and JAX run in the bench's own process (one thread, "

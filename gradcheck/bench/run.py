@@ -33,8 +33,7 @@ def _plan(cfg: Config, wanted: tuple[str, ...], notes: dict,
         plan += engine_workloads(cfg)
     if "tensor" in wanted:
         plan += tensor_workloads(cfg, notes, absent)
-    # (a section's rows keep their order: the report groups them by section)
-    return [w for w in plan if w.first] + [w for w in plan if not w.first]
+    return plan
 
 
 def _measure(plan: list[Workload], rows: list[Row], absent: dict,

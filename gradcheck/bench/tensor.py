@@ -1,9 +1,9 @@
 """Section (e), ``tensor``: formulas that mix elements (matmul, softmax, layer norm) at
 real sizes, each checked by ``gradcheck run`` in a fresh process (:mod:`.clirun`).
 
-- the layers of :data:`~gradcheck.bench.config.LAYERS`: wall time and peak resident
-  memory (above a baseline: the same formula at small sizes, in a run of its own)
-  against the inputs' bytes;
+- the layers of :data:`~gradcheck.bench.config.LAYERS`: wall time, and the case's peak
+  resident memory (the JSON report's ``peak_memory``, less that of the same formula at
+  small shapes) against the inputs' bytes;
 - ``sum(tanh(x @ W))`` at 4096 inputs (:data:`~gradcheck.bench.config.CHECKED`):
   ``gradcheck run`` with its compile against ``torch.autograd.gradcheck`` (full and
   ``fast_mode``) and, when importable, JAX's ``check_grads``;
@@ -82,25 +82,22 @@ def verified(extra: dict) -> str:
             "one point, float64")
 
 
-def _baseline(label: str, cfg: Config) -> tuple[int, str]:
-    """The peak resident bytes of ``label``'s formula at its small shapes, checked in a
-    process of its own (interpreter, imports, that formula's compile and checks), and
-    what it was; (0, why) where the layer itself runs at those shapes (--quick)."""
+def _start_up(label: str, cfg: Config) -> int:
+    """The peak memory of ``label``'s formula at its small shapes, checked the same way
+    (its case's ``peak_memory``): what a case takes whatever its size (the imports and
+    compile it does first, the interpreter's pools); 0 where the layer itself runs at
+    those shapes (--quick) or nothing was measured."""
     keys, shapes = LAYERS[label]
     if cfg.layers == "small":
-        return 0, "no baseline: the layer runs at its small shapes"
+        return 0
     run = check([_case(keys, shapes["small"], "layer")], cfg)
-    status = (run.case() or {}).get("status", "missing")
-    peak = run.peak_bytes or 0
-    return peak, (f"above that of the same formula at small shapes in its own run "
-                  f"({', '.join(f'{n} {s}' for n, s in shapes['small'].items())}; "
-                  f"{peak / 2**20:.1f} MiB: interpreter, imports, the checks; {status})")
+    return (run.case() or {}).get("peak_memory") or 0
 
 
 def _layer_rows(label: str, cfg: Config) -> list[Row]:
     keys, shapes = LAYERS[label]
     case = _case(keys, shapes[cfg.layers], "layer")
-    base, baseline = _baseline(label, cfg)
+    base = _start_up(label, cfg)
     run = check([case], cfg)
     extra = dict(outcome(run, cfg), formula=keys["expr"], let=keys.get("let", {}))
     sizes, passed, assess = _sizes(case), extra["status"] == "passed", not cfg.quick
@@ -109,19 +106,23 @@ def _layer_rows(label: str, cfg: Config) -> list[Row]:
                 target=f"< {TARGET_LAYER_SECONDS:g} s wall",
                 met=(passed and run.seconds < TARGET_LAYER_SECONDS) if assess else None,
                 extra=extra)]
-    if run.peak_bytes is None or run.capped:
+    peak = (run.case() or {}).get("peak_memory")
+    if peak is None or run.capped:   # (measured on Linux only)
         return rows
-    above, inputs = max(0, run.peak_bytes - base), 8 * sizes["n"]
+    above, inputs = max(0, peak - base), 8 * sizes["n"]
     rows.append(Row(
         "tensor", f"gradcheck run: {label}: peak memory", sizes, None,
-        f"the same run's peak resident set, {baseline}", 1, ratio=above / inputs,
-        ratio_of="peak resident bytes of the CLI's process above the baseline's / the "
-                 "inputs' bytes (float64)",
+        f"the same run's case: its process's resident set at its peak above what it held "
+        f"as the case began (the JSON report's peak_memory, {peak / 2**20:.1f} MiB), less "
+        f"that of the same formula at small shapes ({base / 2**20:.1f} MiB: the imports "
+        f"and compile any case does first)", 1, ratio=above / inputs,
+        ratio_of="the case's peak resident bytes above the small case's / the inputs' "
+                 "bytes (float64)",
         target=f"< {TARGET_LAYER_MEMORY:g}× the inputs' bytes",
         met=(passed and above / inputs < TARGET_LAYER_MEMORY) if assess else None,
-        extra={"peak_bytes": above, "input_bytes": inputs,
-               "process_peak_bytes": run.peak_bytes, "baseline_bytes": base,
-               "method": "ru_maxrss of the child (os.wait4)"}))
+        extra={"peak_bytes": above, "input_bytes": inputs, "case_peak_bytes": peak,
+               "start_up_bytes": base,
+               "method": "VmHWM of the case process, reset as the case began"}))
     return rows
 
 
@@ -321,7 +322,7 @@ def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
     checkers whose ratios divide by it); JAX's absence goes to ``absent``."""
     state: dict = {}
     plan = [Workload("tensor", f"gradcheck run {label} (fresh processes: small, real)",
-                     lambda label=label: _layer_rows(label, cfg), first=True)
+                     lambda label=label: _layer_rows(label, cfg))
             for label in layer_names(cfg)]
     # Every fresh process first: a child's ru_maxrss counts what its parent held when it
     # was forked (vfork shares the parent's memory until exec), so the in-process rows,
