@@ -336,7 +336,7 @@ def probe_scales(b, probes) -> list[tuple[int | None, float]]:
     over one slab of a larger formula (:mod:`gradcheck.slab_bounds`), from the whole
     value's tops it was given (``b.tops``, by the ``id`` of the node read)."""
     out = []
-    given = getattr(b, "tops", None)
+    given = b.tops
     for j, node, value, e in probes:
         top = given.get(id(node)) if given is not None else whole_top(b, value, e)
         if top is not None:

@@ -309,7 +309,7 @@ class _Bounds:
         abs_t = np.abs(t)
         through_g = np.abs(self._call(node, rule, k, ge, abs_t, absargs))
         if len(args) != 2:    # transpose: exact
-            return c, through_g + 0.0 + 0.0
+            return c, through_g
         # bilinear: c is linear in the *other* operand. The terms are summed as they come,
         # in place (_plus), each dropped once added: at a layer's size (attention's
         # [16, 256, 256] cotangent) five arrays of c's size fewer at once, the same sums

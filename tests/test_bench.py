@@ -277,7 +277,7 @@ def test_a_case_gradcheck_cannot_check_is_a_row_with_its_message_not_a_crash():
     report = {"summary": {}, "cases": [{"name": "layer", "status": "error", "mode": "",
                                         "seconds": 0.1, "witnesses": {},
                                         "message": message}]}
-    extra = outcome(CliRun(1.5, 2**28, 2, False, report, ""), QUICK)
+    extra = outcome(CliRun(1.5, 2, False, report, ""), QUICK)
     assert extra["status"] == "error" and extra["error"] == message
     assert verified(extra).startswith("nothing")
     row = Row("tensor", "gradcheck run: layer norm", {"n": 4, "shapes": {"x": [2, 2]}},
@@ -285,5 +285,5 @@ def test_a_case_gradcheck_cannot_check_is_a_row_with_its_message_not_a_crash():
     table = markdown(Report(False, [row], {"tensor": []}, {"tensor": []}, {}, 1.0))
     assert "| gradcheck run: layer norm (ERROR: the formula mixes elements" in table
     assert "| x [2, 2] (4 elements) | 1.5000 |" in table and "| no |" in table
-    capped = outcome(CliRun(400.0, None, -9, True, None, ""), QUICK)
+    capped = outcome(CliRun(400.0, -9, True, None, ""), QUICK)
     assert capped["status"] == "capped" and "ran past" in capped["error"]

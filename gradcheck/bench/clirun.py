@@ -1,8 +1,6 @@
 """``gradcheck run`` as a user runs it, in a fresh process (:func:`run_cli`): its wall
-time, its peak resident memory (the child's ``ru_maxrss``, from ``os.wait4``: the largest
-of the child and the processes it waited for, its worker's included) and
-its JSON report; and the case files it runs, written from plain data
-(:func:`case_toml`)."""
+time and its JSON report (each case's ``peak_memory`` among it); and the case files it
+runs, written from plain data (:func:`case_toml`)."""
 
 from __future__ import annotations
 
@@ -26,12 +24,11 @@ _ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
 
 @dataclass(frozen=True)
 class CliRun:
-    """One ``gradcheck run``. ``peak_bytes``: the child's peak resident set (None where
-    ``os.wait4`` is unavailable); ``report``: its JSON report (None when it wrote none:
-    it crashed, or ran past the cap: ``capped``)."""
+    """One ``gradcheck run``. ``report``: its JSON report (None when it wrote none: it
+    crashed, or ran past the cap: ``capped``); a case's memory is in it
+    (``peak_memory``)."""
 
     seconds: float
-    peak_bytes: int | None
     returncode: int | None
     capped: bool
     report: dict | None
@@ -54,16 +51,6 @@ def _env(cache_dir: str, cache: bool) -> dict:
     root = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
-
-
-def _wait(proc: subprocess.Popen) -> tuple[int, int | None]:
-    """The child's exit code and peak resident bytes (the largest ru_maxrss of it and
-    of the processes it waited for)."""
-    if not hasattr(os, "wait4"):  # pragma: no cover - not POSIX
-        return proc.wait(), None
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
 
 
 def run_cli(args: list[str], *, cache_dir: str, timeout: float,
@@ -89,7 +76,7 @@ def run_cli(args: list[str], *, cache_dir: str, timeout: float,
             timer = threading.Timer(timeout, kill)
             timer.start()
             try:
-                code, peak = _wait(proc)
+                code = proc.wait()
             finally:
                 timer.cancel()
             seconds = time.perf_counter() - start
@@ -97,7 +84,7 @@ def run_cli(args: list[str], *, cache_dir: str, timeout: float,
             stderr = err.read()[-2000:]
         report = (json.loads(out.read_text(encoding="utf-8"))
                   if out.exists() and not killed.is_set() else None)
-    return CliRun(seconds, peak, code, killed.is_set(), report, stderr)
+    return CliRun(seconds, code, killed.is_set(), report, stderr)
 
 
 def _toml(value) -> str:

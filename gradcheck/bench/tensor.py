@@ -324,9 +324,6 @@ def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
     plan = [Workload("tensor", f"gradcheck run {label} (fresh processes: small, real)",
                      lambda label=label: _layer_rows(label, cfg))
             for label in layer_names(cfg)]
-    # Every fresh process first: a child's ru_maxrss counts what its parent held when it
-    # was forked (vfork shares the parent's memory until exec), so the in-process rows,
-    # which hold layers' tensors, come after the last child is measured.
     plan.append(Workload("tensor", "gradcheck run cases/ twice, one cache",
                          lambda: cache_rows(cfg, state)))
     plan += [Workload("tensor", f"torch.autograd.gradcheck beside {label}",
