@@ -21,7 +21,7 @@ import numpy as np
 from .budgets import check_case, exhausted, out_of_memory
 from .cases import Case
 from .compare import Tally
-from .diagnose import Sample
+from .diagnose import KEPT_ELEMENTS, Sample
 from .dtypes import round_to
 from .errors import CaseFileError, GradcheckError, describe_exception, exception_text
 from .result import ERROR, FAILED, PASSED, SKIPPED, CaseResult, WitnessResult
@@ -37,11 +37,6 @@ __all__ = ["run_case", "op_failure", "file_error", "cotangent", "case_base",
 # (status failed, or caught for expect = "fail"); a case past its time limit is an error
 # of its own kind, neither the case file's fault nor gradcheck's.
 OP_RAISED, OP_CRASHED, TIMEOUT = "op raised", "op crashed", "timeout"
-
-#: gradient elements a point's witness result may hold for a later diagnosis although it
-#: agreed (a larger one that agreed is not kept: memory at layer sizes)
-KEPT_ELEMENTS = 1 << 18
-
 
 def case_base(case: Case, dtype: str) -> dict:
     """The fields every result of ``case`` in ``dtype`` starts from."""
@@ -205,16 +200,14 @@ class _FormulaCheck:
                         if (r := skip_reason(w, dtype)) is not None}
         self.notes: list[str] = []
         self.samples: dict[str, list] = {w: [] for w in self.names}
+        self.unkept = dict.fromkeys(self.names, 0)   # points that agreed, not kept
         # witnesses whose disagreement at a point near a kink was noted, not counted
         self.waived: set[str] = set()
 
     def run(self, ref) -> None:
         """Every point (the bulk's, then the extremes), every witness that still runs."""
         case, dtype = self.case, self.dtype
-        points = list(case_points(case, dtype))
-        vs = [cotangent(case, dtype, i) for i in range(len(points))]
-        expectations = iter(ref.evaluations([p.values for p in points], vs))
-        for i, (point, v) in enumerate(zip(points, vs)):
+        for i, (point, v, exact) in enumerate(_pointwise(case, dtype, ref)):
             self.notes.extend(point.notes)
             bounds = _bounds_at(case, point.values, v, self.heap)
             if any(w not in self.errors and w not in self.skipped for w in self.names):
@@ -222,11 +215,12 @@ class _FormulaCheck:
                 # no other arrays of the point are alive beside the bounds' (at a
                 # layer's size, the peak of the check)
                 bounds(dtype)
-            expected = next(expectations)
+            expected = exact()
             for w in self.names:
                 if w not in self.errors and w not in self.skipped:
                     self._compare(w, i, point, v, expected, bounds, ref)
             _forget_forward()
+            del point, v, expected, bounds   # before the next point is drawn
 
     def _compare(self, w: str, i: int, point, v, expected, bounds, ref) -> None:
         values = point.values
@@ -254,9 +248,13 @@ class _FormulaCheck:
         else:
             tally.add(got, expected, i, tolerance)
         self.notes.extend(got.notes)
-        size = sum(np.size(g) for g in got.grads.values() if g is not None)
+        # (the point's values count: a numeric witness's projections are a few numbers,
+        # but its sample would hold the point)
+        size = sum(np.size(a) for a in (*got.grads.values(), *values.values())
+                   if a is not None)
         if size > KEPT_ELEMENTS and tally.mismatched == before:
-            return   # a large point that agreed: its arrays are not kept for a diagnosis
+            self.unkept[w] += 1   # a large point that agreed: not kept for a diagnosis
+            return
         # a diagnosis reads gradients element by element: projections are left out
         along = {q.removesuffix(".grad") for q in got.directions or ()}
         self.samples[w].append(Sample(
@@ -278,9 +276,33 @@ class _FormulaCheck:
                 from .diagnose import summarize
 
                 r = dataclasses.replace(r, diagnosis=summarize(
-                    self.samples[w], self.dtype, reference=(self.case.output,)))
+                    self.samples[w], self.dtype, reference=(self.case.output,),
+                    unkept=self.unkept[w]))
             out.append(r)
         return grad_fn_parity(out)
+
+
+def _pointwise(case: Case, dtype: str, ref):
+    """``(point, v, exact)`` for each point of ``case`` in order, ``exact()`` giving its
+    reference evaluation. Small formulas' points are drawn together, so that the
+    reference evaluates them in one vectorized call (:meth:`~gradcheck.reference.base.
+    Reference.evaluations`); a larger one's are drawn, evaluated and dropped one at a
+    time: each point holds arrays of the inputs' and the output's sizes, and holding
+    them all would add them to the peak of the check for every point."""
+    from .arrays import SLAB
+    from .tree import walk
+
+    count = case.points + case.extreme_points
+    if max(node.size for node in walk(case.output)) * count > SLAB:
+        for i, point in enumerate(case_points(case, dtype)):
+            v = cotangent(case, dtype, i)
+            yield point, v, lambda point=point, v=v: ref.evaluate(point.values, v)
+        return
+    points = list(case_points(case, dtype))
+    vs = [cotangent(case, dtype, i) for i in range(len(points))]
+    exact = ref.evaluations([p.values for p in points], vs)
+    for point, v in zip(points, vs):
+        yield point, v, exact.__next__
 
 
 NEAR_KINKS = ("every point stays near a kink, where finite differences measure no "

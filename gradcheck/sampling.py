@@ -388,12 +388,14 @@ def _spread(rays: tuple[_Ray, ...], rng: np.random.Generator, shape) -> tuple:
 def _place(rays: tuple[_Ray, ...], which: np.ndarray, u: np.ndarray,
            pull: float) -> np.ndarray:
     """The values at positions ``u`` on rays ``which``, pulled in by ``pull`` (λ)."""
-    def col(field):
-        return np.asarray([getattr(r, field) for r in rays])[which]
+    def col(field):   # (per ray: the logarithms are taken once a ray, not an element)
+        return np.asarray([getattr(r, field) for r in rays])
 
     near, far, home = np.log(col("near")), np.log(col("far")), np.log(col("home"))
-    log_d = near + u * (far - near)
-    return col("anchor") + col("direction") * np.exp(home + pull * (log_d - home))
+    log_d = near[which] + u * (far - near)[which]
+    home = home[which]
+    return col("anchor")[which] + col("direction")[which] * np.exp(
+        home + pull * (log_d - home))
 
 
 def _roots(case) -> tuple:

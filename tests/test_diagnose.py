@@ -370,6 +370,28 @@ def test_small_systematic_relative_error(error, text):
                     samples(lambda o, x, p, d: o)[0].expected) == []
 
 
+def test_points_that_agreed_and_were_not_kept_count_against_every_point_patterns():
+    """A large point where every comparison agreed keeps no sample (memory), only a
+    count: no pattern then holds "at every point" or "everywhere", and the points it
+    counts are among those told."""
+    def missed(o, x, p, d):
+        o[15] = 0.0
+        return o
+    assert "at every point" in diagnose_points(samples(missed))[0]
+    msg = only(diagnose_points(samples(missed), unkept=1),
+               "x.grad is right at 1 of 4 points")
+    assert "at every point" not in msg
+    scaled = samples(lambda o, x, p, d: o * (1 + 1e-3))
+    assert "0.1% off everywhere" in summarize(scaled)
+    assert "off everywhere" not in summarize(scaled, unkept=2)
+
+    def overflow(o, x, p, d):
+        o[x > 1.5] = np.nan
+        return o
+    assert "(at 3 of 5 points, where x > 1.5)" in diagnose_points(samples(overflow),
+                                                                 unkept=2)[0]
+
+
 def test_varying_or_large_relative_error_is_not_systematic():
     # an approximation whose error grows with |x| is not "off everywhere" by one amount
     assert summarize(samples(lambda o, x, p, d: o * (1 + 1e-2 * x))) == ""

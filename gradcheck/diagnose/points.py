@@ -20,6 +20,12 @@ from .elements import (PATTERN_ATOL, PATTERN_RTOL, SYSTEMATIC, array, at, label,
                        matches, strong)
 
 
+#: elements (its gradients and the point's values) a sample of a point where every
+#: comparison agreed may hold for a diagnosis; a larger one is not kept (memory at layer
+#: sizes) but counted, as the ``unkept`` points of :func:`diagnose_points`
+KEPT_ELEMENTS = 1 << 18
+
+
 @dataclass(frozen=True)
 class Sample:
     """One comparison of a failing check: the op's (or witness's) gradients at one point
@@ -120,8 +126,11 @@ class _Evidence:
     """
 
     def __init__(self, name: str, every: list[Sample], rtol: float, atol: float,
-                 conditions: Callable[[Sample], list[_Condition]], jacobian_right: bool):
+                 conditions: Callable[[Sample], list[_Condition]], jacobian_right: bool,
+                 unkept: int = 0):
         self.name, self.label, self.rtol, self.atol = name, label(name), rtol, atol
+        #: points where every comparison agreed whose samples were not kept
+        self.unkept = unkept
         self.every = [s for s in every if s.expected.get(name) is not None]
         seen: set = set()
         self.samples = []
@@ -228,7 +237,7 @@ def _nonfinite(ev: _Evidence) -> str | None:
     inf = any(np.isinf(o[b]).any() for o, b in zip(ev.obtained, bad))
     kind = "NaN/inf" if nan and inf else "NaN" if nan else "inf"
     hit = sum(bool(b.any()) for b in per_point.values())
-    where = f"at {hit} of {len(per_point)} points"
+    where = f"at {hit} of {len(per_point) + ev.unkept} points"
     beyond = _threshold(ev, bad, [ok & np.isfinite(o) for ok, o in zip(ev.ok, ev.obtained)])
     if beyond:
         where += f", where {beyond}"
@@ -247,7 +256,7 @@ def _cross_terms(ev: _Evidence) -> str | None:
 
 
 def _fixed_indices(ev: _Evidence) -> str | None:
-    if not ev.aligned:
+    if not ev.aligned or ev.unkept:   # (a point that agreed: not every point)
         return None
     wrong, strong = ev.by_point([~ok for ok in ev.ok]), ev.by_point(ev.strong)
     fixed = np.logical_or.reduce(list(wrong.values()))
@@ -266,7 +275,7 @@ def _fixed_indices(ev: _Evidence) -> str | None:
 
 
 def _systematic(ev: _Evidence) -> str | None:
-    if not ev.aligned:
+    if not ev.aligned or ev.unkept:   # (a point that agreed: not everywhere)
         return None
     with np.errstate(all="ignore"):
         r = np.concatenate([(o[st] / e[st] - 1) for o, e, st
@@ -346,9 +355,9 @@ def _partly_right(ev: _Evidence) -> str | None:
             i = tuple(int(j) for j in idx)
             wrong.append(f"{at(ev.label, i)} at point {s.point} (got {o[i]:.6g}, "
                          f"expected {e[i]:.6g})")
-    points_right = sum(by_point.values())
-    if len(by_point) > 1 and points_right:
-        where = f"{points_right} of {len(by_point)} points ({right} of {total} elements)"
+    points_right, points = sum(by_point.values()) + ev.unkept, len(by_point) + ev.unkept
+    if points > 1 and points_right:
+        where = f"{points_right} of {points} points ({right} of {total} elements)"
     else:
         where = f"{right} of {total} elements"
     message = f"{ev.label} is right at {where} and wrong elsewhere"
@@ -365,7 +374,8 @@ POINT_PATTERNS: list[Callable[[_Evidence], str | None]] = [
 
 
 def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = PATTERN_ATOL,
-                    reference=(), jacobian_right: bool = False) -> list[str]:
+                    reference=(), jacobian_right: bool = False, unkept: int = 0
+                    ) -> list[str]:
     """What the errors have in common across several points and cotangents, per input.
 
     Args:
@@ -374,6 +384,9 @@ def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = 
         reference: the reference's output nodes, whose branch conditions (evaluated at
             each sample's ``values``) a wrong branch must line up with.
         jacobian_right: the whole Jacobian (every one-hot v) was checked and is right.
+        unkept: points where every comparison agreed whose samples were not kept (over
+            :data:`KEPT_ELEMENTS`): counted among the points, and no pattern is said to
+            hold at every point.
     """
     samples = [s if isinstance(s, Sample) else Sample(p, 0, s[0], s[1])
                for p, s in enumerate(samples)]
@@ -390,7 +403,7 @@ def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = 
                                if v is not None))
     out = []
     for name in names:
-        ev = _Evidence(name, samples, rtol, atol, conditions, jacobian_right)
+        ev = _Evidence(name, samples, rtol, atol, conditions, jacobian_right, unkept)
         if all(ev.right(s) for s in ev.every):
             continue
         for pattern in POINT_PATTERNS:

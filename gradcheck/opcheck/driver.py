@@ -13,7 +13,7 @@ import numpy as np
 
 from ..backends.op import Runner, kind_of, load
 from ..compare import Finding, Outcome, Tally
-from ..diagnose import Sample, summarize
+from ..diagnose import KEPT_ELEMENTS, Sample, summarize
 from ..dtypes import round_to, to_numpy
 from ..result import FAILED, WitnessResult
 from ..sampling import case_points, case_rng
@@ -51,8 +51,10 @@ class OpCheck:
             c: Tally(f"op.{c}", dtype, *((case.nondet_tol, 0.0) if c in _SELF_CONSISTENCY
                                          else (case.atol, case.rtol)))
             for c in CHECKS}
-        # every backward call at every point and v, for the diagnosis
+        # every backward call at every point and v, for the diagnosis, but those of a
+        # large point where every check agreed (memory at layer sizes): only counted
         self.samples: list[Sample] = []
+        self.unkept = 0
         self.record("forward", [Finding(note=n) for n in _case_notes(case)])
 
     @property
@@ -69,8 +71,16 @@ class OpCheck:
 
     def run(self) -> list[WitnessResult]:
         for i, point in enumerate(case_points(self.case, self.dtype)):
+            kept, mismatched = len(self.samples), self._mismatched()
             self.point(i, point.values)
+            if (self._mismatched() == mismatched
+                    and _elements(self.samples[kept:]) > KEPT_ELEMENTS):
+                del self.samples[kept:]
+                self.unkept += 1
         return self.results()
+
+    def _mismatched(self) -> int:
+        return sum(t.mismatched for t in self.tallies.values())
 
     def point(self, i: int, point: dict) -> None:
         runner = self.runner
@@ -139,7 +149,8 @@ class OpCheck:
         """What the wrong gradients look like (see :func:`gradcheck.diagnose.summarize`)."""
         jacobian = self.tallies["jacobian"]
         return summarize(self.samples, self.dtype, reference=self.case.outputs,
-                         jacobian_right=jacobian.checked > 0 and not jacobian.mismatched)
+                         jacobian_right=jacobian.checked > 0 and not jacobian.mismatched,
+                         unkept=self.unkept)
 
     def results(self) -> list[WitnessResult]:
         out = []
@@ -152,6 +163,16 @@ class OpCheck:
                 result = dataclasses.replace(result, diagnosis=self.diagnosis())
             out.append(result)
         return out
+
+
+def _elements(samples: list[Sample]) -> int:
+    """The elements a point's samples hold: the gradients of its first backward call
+    and the point's values (each sample's are about as many)."""
+    if not samples:
+        return 0
+    s = samples[0]
+    return sum(np.size(a) for a in (*s.obtained.values(), *(s.values or {}).values())
+               if a is not None)
 
 
 def _case_notes(case) -> list[str]:
