@@ -516,6 +516,35 @@ def test_jacobian_tolerances_in_one_pass_are_the_per_v_ones(name, dtype):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
 @pytest.mark.parametrize("name", ["linear", "sincos", "log-softmax", "weighted-square"])
+def test_tolerances_kept_for_no_more_cotangents_are_each_rows_own(name, dtype):
+    """OpTolerance.many(keep=False), for an op whose Jacobian is not checked, takes the
+    rows one at a time: bit for bit each row's own tolerances, and nothing of the point
+    is kept after (neither the model's forward pass nor the peer's graph)."""
+    import numpy as np
+
+    from gradcheck.opcheck.exact import exact, grad_quantities, references
+    from gradcheck.opcheck.tolerances import OpTolerance
+    from gradcheck.sampling import case_points
+
+    case = CASES[name]
+    refs = references(case, {})
+    point = next(iter(case_points(case, dtype))).values
+    rng = np.random.default_rng(0)
+    rows = [[rng.standard_normal(n.shape) for n in case.outputs] for _ in range(2)]
+    exacts = [grad_quantities(exact(refs, point, vs).grads) for vs in rows]
+    tolerance = OpTolerance(case, dtype)
+    tolerance.start_point()
+    apart = tolerance.many(point, rows, exacts, keep=False)
+    assert tolerance.at_point == {}
+    for vs, want, got in zip(rows, exacts, apart):
+        alone = OpTolerance(case, dtype)(point, vs, want)
+        assert set(got) == set(alone)
+        for q, t in alone.items():
+            np.testing.assert_array_equal(got[q], t, err_msg=q)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+@pytest.mark.parametrize("name", ["linear", "sincos", "log-softmax", "weighted-square"])
 def test_the_peer_of_all_rows_in_one_pass_is_each_rows_own(name, dtype):
     """The peer (torch's autograd of the reference formula) of all one-hot cotangents,
     in one batched backward pass, is bit for bit what a backward pass per row gives."""

@@ -43,6 +43,11 @@ def zero(got: dict, exact_ones: dict, inputs: dict, i: int) -> list[Outcome]:
     return [Comparison(grad_quantities(got), grad_quantities(zeros), i)]
 
 
+def jacobian_checked(outputs) -> bool:
+    """Whether op.jacobian checks an op of these outputs: up to JACOBIAN_LIMIT elements."""
+    return sum(int(np.prod(n.shape, dtype=np.int64)) for n in outputs) <= JACOBIAN_LIMIT
+
+
 def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
              tolerances: Callable[[dict, list, list], list], keep=None) -> list[Outcome]:
     """op.jacobian: vᵀJ for every one-hot v (the whole Jacobian), each entry named
@@ -56,7 +61,7 @@ def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
         keep: the inputs whose gradients are checked (None: every one; an input the
             op is not given is not).
     """
-    if sum(int(np.prod(n.shape, dtype=np.int64)) for n in outputs) > JACOBIAN_LIMIT:
+    if not jacobian_checked(outputs):
         return []
     hots = list(one_hots(outputs))
     if not hots:

@@ -17,7 +17,8 @@ from ..diagnose import KEPT_ELEMENTS, Sample, summarize
 from ..dtypes import round_to, to_numpy
 from ..result import FAILED, WitnessResult
 from ..sampling import case_points, case_rng
-from .checks import backward, determinism, forward, inplace, jacobian, zero
+from .checks import (backward, determinism, forward, inplace, jacobian,
+                     jacobian_checked, zero)
 from .double import double
 from .exact import exact_rows, forward_references, forward_values, grad_quantities, references
 from .shapes import shapes
@@ -100,8 +101,11 @@ class OpCheck:
         # the reference's otherwise
         wanted = (forward_values(self.forward_refs, point) if self.forward_refs
                   else exact_ones.retained)
+        # their forward passes are kept for the Jacobian's one-hot rows, where it is
+        # checked; a larger op's are freed as the bounds' backward passes them
         tolerances = self.tolerance.many(point, draws, [
-            dict(wanted, **grad_quantities(ex.grads)) for ex in exacts])
+            dict(wanted, **grad_quantities(ex.grads)) for ex in exacts],
+            keep=jacobian_checked(self.case.outputs))
         values = {f"out{k}": to_numpy(y) for k, y in enumerate(outs)}
         for draw, drawn in enumerate(zip(draws, exacts, tolerances)):
             self.cotangent(i, draw, point, leaves, outs, values, exact_ones,
