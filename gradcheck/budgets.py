@@ -49,8 +49,10 @@ MAX_CASES = 10_000
 
 #: a case's estimated memory may not exceed this without ``--max-memory``
 DEFAULT_MAX_MEMORY = 2 * 1024**3
-#: bytes per element of the inputs and outputs for each point: every point's sample is
-#: drawn (float64) before the first is checked, with its cotangent
+#: bytes per element of the inputs and outputs for each point held at once (its sample
+#: and cotangent in float64): the point being checked, and up to KEPT_POINTS that failed,
+#: kept for a diagnosis (a large formula's points are drawn one at a time; a small
+#: one's are drawn together, which its size makes nothing)
 POINT_BYTES = 16
 #: bytes per element of the inputs and outputs while one point is checked: the
 #: reference's values and gradients, the rounding bounds, each witness's tensors
@@ -120,12 +122,15 @@ def memory_budget(size: str | int | None):
 
 
 def estimate(case) -> tuple[int, int, int]:
-    """(estimated bytes, elements of inputs and outputs, points) of checking ``case``."""
+    """(estimated bytes, elements of inputs and outputs, points held at once) of
+    checking ``case``."""
+    from .diagnose import KEPT_POINTS
+
     outputs = case.outputs or (case.output,)
     elements = (sum(math.prod(s.shape) for s in case.inputs)
                 + sum(math.prod(o.shape) for o in outputs))
     sampled = any(s.value is None and not s.integer for s in case.inputs)
-    points = case.points + (case.extreme_points if sampled else 0)
+    points = min(case.points + (case.extreme_points if sampled else 0), KEPT_POINTS + 1)
     return elements * (WORK_BYTES + POINT_BYTES * points), elements, points
 
 
@@ -142,10 +147,10 @@ def check_case(case) -> None:
     plural = "" if points == 1 else "s"
     raise BudgetError(
         f"the case needs an estimated {format_size(need)} of memory ({elements:,} elements "
-        f"in its inputs and outputs, {points} point{plural}: {WORK_BYTES} bytes per "
-        f"element and {POINT_BYTES} more for each point), over the budget of "
-        f"{format_size(budget)}: use fewer points (points = N in the case, or "
-        "--points), smaller shapes, or raise the budget with --max-memory SIZE (e.g. "
+        f"in its inputs and outputs, {points} point{plural} held at once: {WORK_BYTES} "
+        f"bytes per element and {POINT_BYTES} more for each point), over the budget of "
+        f"{format_size(budget)}: use smaller shapes, fewer points (points = N in the "
+        "case, or --points), or raise the budget with --max-memory SIZE (e.g. "
         f"--max-memory {max(1, math.ceil(need / 1024**3))}G)")
 
 

@@ -21,9 +21,10 @@ import numpy as np
 from .budgets import check_case, exhausted, out_of_memory
 from .cases import Case
 from .compare import Tally
-from .diagnose import KEPT_ELEMENTS, Sample
+from .diagnose import KEPT_ELEMENTS, KEPT_POINTS, Sample
 from .dtypes import round_to
 from .errors import CaseFileError, GradcheckError, describe_exception, exception_text
+from .heap import for_formula
 from .result import ERROR, FAILED, PASSED, SKIPPED, CaseResult, WitnessResult
 from .sampling import case_points, case_rng
 from .timelimit import DEFAULT_TIMEOUT, CaseTimeout, time_limit
@@ -77,24 +78,6 @@ def _bounds_at(case: Case, point: dict, v: np.ndarray, heap):
         return found[dtype]
 
     return bounds
-
-
-#: a formula with an array of this many elements or more (32 MiB in float64: over
-#: glibc's largest mmap threshold) runs its witnesses and bounds with their temporaries
-#: served from the heap (:mod:`gradcheck.heap`); smaller ones are served so anyway
-HEAP_ELEMENTS = 1 << 22
-
-
-def _heap(case: Case):
-    """:func:`gradcheck.heap.reused_allocations` for a formula with an array of
-    :data:`HEAP_ELEMENTS` or more, else a context that does nothing."""
-    from .tree import walk
-
-    if max(node.size for node in walk(case.output)) >= HEAP_ELEMENTS:
-        from .heap import reused_allocations
-
-        return reused_allocations
-    return contextlib.nullcontext
 
 
 def _projected(bounds, got):
@@ -192,7 +175,7 @@ class _FormulaCheck:
     def __init__(self, case: Case, dtype: str):
         self.case, self.dtype = case, dtype
         self.names = [w for w in case.witnesses if w != REFERENCE]
-        self.heap = _heap(case)
+        self.heap = for_formula(case.output)
         self.tallies = {w: Tally(w, dtype, case.atol, case.rtol) for w in self.names}
         self.errors: dict[str, str] = {}
         # witnesses that do not run in this dtype: reported as skipped, with the reason
@@ -200,7 +183,11 @@ class _FormulaCheck:
                         if (r := skip_reason(w, dtype)) is not None}
         self.notes: list[str] = []
         self.samples: dict[str, list] = {w: [] for w in self.names}
-        self.unkept = dict.fromkeys(self.names, 0)   # points that agreed, not kept
+        # large points not kept for a diagnosis: that agreed; that did not, past the
+        # first KEPT_POINTS (kept: large)
+        self.unkept = dict.fromkeys(self.names, 0)
+        self.unseen = dict.fromkeys(self.names, 0)
+        self.large = dict.fromkeys(self.names, 0)
         # witnesses whose disagreement at a point near a kink was noted, not counted
         self.waived: set[str] = set()
 
@@ -252,9 +239,14 @@ class _FormulaCheck:
         # but its sample would hold the point)
         size = sum(np.size(a) for a in (*got.grads.values(), *values.values())
                    if a is not None)
-        if size > KEPT_ELEMENTS and tally.mismatched == before:
-            self.unkept[w] += 1   # a large point that agreed: not kept for a diagnosis
-            return
+        if size > KEPT_ELEMENTS:   # a large point: memory at layer sizes
+            if tally.mismatched == before:
+                self.unkept[w] += 1
+                return
+            if self.large[w] >= KEPT_POINTS:
+                self.unseen[w] += 1
+                return
+            self.large[w] += 1
         # a diagnosis reads gradients element by element: projections are left out
         along = {q.removesuffix(".grad") for q in got.directions or ()}
         self.samples[w].append(Sample(
@@ -277,7 +269,7 @@ class _FormulaCheck:
 
                 r = dataclasses.replace(r, diagnosis=summarize(
                     self.samples[w], self.dtype, reference=(self.case.output,),
-                    unkept=self.unkept[w]))
+                    unkept=self.unkept[w], unseen=self.unseen[w]))
             out.append(r)
         return grad_fn_parity(out)
 

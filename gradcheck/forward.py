@@ -1,7 +1,8 @@
 """Float forward evaluation of a formula through the rule table's ``numpy`` column.
 
 The numeric witness differentiates this by finite differences and sampling reads the
-hazards (distances to kinks and singularities) it records. It uses no derivative rule.
+hazards (distances to kinks and singularities) it records, less those that are none
+(:func:`counted_hazards`). It uses no derivative rule.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from typing import Callable
 
 import numpy as np
 
-from .rules import REDUCTION, RULES
-from .tree import Node, evaluate as walk_formula, planned, values_of
+from .rules import COMPARISON, REDUCTION, RULES
+from .rules.activations import STEPS
+from .tree import Node, evaluate as walk_formula, planned, values_of, walk
 
 
 def _apply(node: Node, args: list) -> np.ndarray:
@@ -109,10 +111,13 @@ def program(root: Node, given: frozenset, merge: bool = False) -> Callable:
     return forward
 
 
-def hazard_distances(root: Node, env: dict[str, np.ndarray]) -> list[tuple[Node, np.ndarray]]:
+def hazard_distances(root: Node, env: dict[str, np.ndarray], also=None
+                     ) -> list[tuple[Node, np.ndarray]]:
     """For each primitive with a kink or singularity: its distance to it, elementwise.
 
     A non-finite value anywhere counts as distance 0 (the point left the domain).
+    ``also(node, args, value)``: called at every node as well (another look at the same
+    evaluation, where it would take a forward pass of its own).
     """
     found: list[tuple[Node, np.ndarray]] = []
 
@@ -123,6 +128,51 @@ def hazard_distances(root: Node, env: dict[str, np.ndarray]) -> list[tuple[Node,
                 found.append((node, np.abs(np.asarray(d, dtype=float))))
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             found.append((node, np.where(np.isfinite(value), np.inf, 0.0)))
+        if also is not None:
+            also(node, args, value)
 
     evaluate(root, env, on_node=on_node)
     return found
+
+
+def exact_nodes(root) -> set[int]:
+    """The ids of the nodes below ``root`` whose value depends on no float input:
+    constants, integer and boolean inputs, and what is computed from them alone. Such a
+    value never moves (the numeric witness perturbs floats only, and integers are exact
+    in every witness), so a kink there is none: ``where(idx > 2, a, b)`` switches at
+    integers, exactly."""
+    exact: set[int] = set()
+    for node in walk(root):
+        if node.op == "const" or (node.op == "input" and node.dtype is not None) or (
+                node.op not in ("input", "const") and node.args
+                and all(id(a) in exact for a in node.args)):
+            exact.add(id(node))
+    return exact
+
+
+def steady_nodes(root, exact: set[int] | None = None) -> set[int]:
+    """The ids of the nodes below ``root`` whose value is locally constant in the float
+    inputs: the :func:`exact_nodes`, the results of the step rows (floor, round, sign...:
+    ``rules.activations.STEPS``, kept off their jumps by their own hazards) and what is
+    computed from such alone. A comparison of such values switches only where they
+    jump, so its own hazard is waived: ``round(x) == 0`` holds on a whole interval, and
+    points inside it check equality as it is."""
+    steady = set(exact_nodes(root) if exact is None else exact)
+    for node in walk(root):
+        if node.op in STEPS or (node.op not in ("input", "const") and node.args
+                                and all(id(a) in steady for a in node.args)):
+            steady.add(id(node))
+    return steady
+
+
+def counted_hazards(body, values, also=None) -> list:
+    """:func:`gradcheck.forward.hazard_distances` (with ``also``) less the hazards that
+    are none: of a node whose value depends on no float input (:func:`exact_nodes`) and
+    of a comparison of locally constant values (:func:`steady_nodes`)."""
+    found = hazard_distances(body, values, also)
+    if not found:   # (most points of most formulas: no walk for what to leave out)
+        return found
+    exact = exact_nodes(body)
+    steady = steady_nodes(body, exact)
+    return [(node, d) for node, d in found if not (
+        id(node) in exact or (node.rule.kind == COMPARISON and id(node) in steady))]

@@ -17,6 +17,7 @@ allocate again. Elsewhere than Linux with glibc it does nothing.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 from contextlib import contextmanager
@@ -28,6 +29,11 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _AFTER_MMAP, _AFTER_TRIM = 32 << 20, 64 << 20
 #: while reusing: requests up to 1 GiB from the heap, nothing trimmed until the end
 _REUSE_MMAP, _REUSE_TRIM = 1 << 30, 1 << 31
+
+#: a formula with an array of this many elements or more (32 MiB in float64: over
+#: glibc's largest mmap threshold) draws its points and runs its witnesses and bounds
+#: with their temporaries served from the heap; smaller ones are served so anyway
+HEAP_ELEMENTS = 1 << 22
 
 _libc: list = []   # the C library once loaded, or None where this does nothing
 _depth = [0]       # nested blocks: only the outermost one sets and restores
@@ -64,3 +70,13 @@ def reused_allocations():
             lib.mallopt(_M_MMAP_THRESHOLD, _AFTER_MMAP)
             lib.mallopt(_M_TRIM_THRESHOLD, _AFTER_TRIM)
             lib.malloc_trim(0)
+
+
+def for_formula(*roots):
+    """:func:`reused_allocations` for a formula under ``roots`` with an array of
+    :data:`HEAP_ELEMENTS` or more, else a context that does nothing."""
+    from .tree import walk
+
+    if max((node.size for root in roots for node in walk(root)), default=0) >= HEAP_ELEMENTS:
+        return reused_allocations
+    return contextlib.nullcontext

@@ -29,10 +29,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .forward import evaluate, hazard_distances
+from .forward import counted_hazards, evaluate
+from .heap import for_formula
 from .arrays import unbroadcast
 from .rules import COMPARISON, ELEMENTWISE, RULES
-from .rules.activations import STEPS
 from .tree import elementwise_split, walk
 
 MARGIN = 0.05      # distance kept from every kink and singularity
@@ -85,49 +85,6 @@ def _round(x: np.ndarray, dtype: str, spec=None) -> np.ndarray:
     return round_to(x, dtype)
 
 
-def exact_nodes(root) -> set[int]:
-    """The ids of the nodes below ``root`` whose value depends on no float input:
-    constants, integer and boolean inputs, and what is computed from them alone. Such a
-    value never moves (the numeric witness perturbs floats only, and integers are exact
-    in every witness), so a kink there is none: ``where(idx > 2, a, b)`` switches at
-    integers, exactly."""
-    exact: set[int] = set()
-    for node in walk(root):
-        if node.op == "const" or (node.op == "input" and node.dtype is not None) or (
-                node.op not in ("input", "const") and node.args
-                and all(id(a) in exact for a in node.args)):
-            exact.add(id(node))
-    return exact
-
-
-def steady_nodes(root, exact: set[int] | None = None) -> set[int]:
-    """The ids of the nodes below ``root`` whose value is locally constant in the float
-    inputs: the :func:`exact_nodes`, the results of the step rows (floor, round, sign...:
-    ``rules.activations.STEPS``, kept off their jumps by their own hazards) and what is
-    computed from such alone. A comparison of such values switches only where they
-    jump, so its own hazard is waived: ``round(x) == 0`` holds on a whole interval, and
-    points inside it check equality as it is."""
-    steady = set(exact_nodes(root) if exact is None else exact)
-    for node in walk(root):
-        if node.op in STEPS or (node.op not in ("input", "const") and node.args
-                                and all(id(a) in steady for a in node.args)):
-            steady.add(id(node))
-    return steady
-
-
-def counted_hazards(body, values) -> list:
-    """:func:`gradcheck.forward.hazard_distances` less the hazards that are none: of a
-    node whose value depends on no float input (:func:`exact_nodes`) and of a
-    comparison of locally constant values (:func:`steady_nodes`)."""
-    found = hazard_distances(body, values)
-    if not found:   # (most points of most formulas: no walk for what to leave out)
-        return found
-    exact = exact_nodes(body)
-    steady = steady_nodes(body, exact)
-    return [(node, d) for node, d in found if not (
-        id(node) in exact or (node.rule.kind == COMPARISON and id(node) in steady))]
-
-
 def sample(case, dtype: str, index: int) -> Point:
     """Point number ``index`` of ``case`` for a run in ``dtype``."""
     rng = case_rng(case, dtype, index)
@@ -157,9 +114,13 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
 
     bodies, elementwise = _bodies(case)
 
-    def hazards() -> list:
-        return [(b, node, near) for b in bodies
-                for node, near in _too_close(b, values) + _beyond(b, values, limit)]
+    def hazards() -> list:   # (kinks and the ceiling in one forward pass of each body)
+        found = []
+        for b in bodies:
+            beyond: list = []
+            close = _too_close(b, values, None if limit is None else _over(limit, beyond))
+            found += [(b, node, near) for node, near in close + beyond]
+        return found
 
     bad = hazards()
     for round_ in range(MAX_ROUNDS):
@@ -220,10 +181,11 @@ def _blamed(spec, node, near: np.ndarray):
     return _culprits(spec.shape, arg.shape, near)
 
 
-def _too_close(body, values) -> list:
-    """(node, mask) for every hazard closer than MARGIN somewhere."""
+def _too_close(body, values, also=None) -> list:
+    """(node, mask) for every hazard closer than MARGIN somewhere (``also``: as for
+    :func:`gradcheck.forward.hazard_distances`)."""
     out = []
-    for node, distance in counted_hazards(body, values):
+    for node, distance in counted_hazards(body, values, also):
         mask = distance < MARGIN
         if mask.any():
             out.append((node, mask))
@@ -251,8 +213,14 @@ def _beyond(root, values, limit: float | None) -> list:
     (nothing when ``limit`` is None)."""
     if limit is None:
         return []
-    out = []
+    out: list = []
+    evaluate(root, values, on_node=_over(limit, out))
+    return out
 
+
+def _over(limit: float, out: list):
+    """The visitor of a forward pass that appends :func:`_beyond`'s (node, mask) pairs
+    to ``out``."""
     def on_node(node, args, value) -> None:
         if value.dtype.kind == "f":
             mask = ~(np.abs(value) <= limit)     # NaN and inf count as beyond
@@ -266,8 +234,7 @@ def _beyond(root, values, limit: float | None) -> list:
             if mask.any():
                 out.append((node, mask))
 
-    evaluate(root, values, on_node=on_node)
-    return out
+    return on_node
 
 
 # --------------------------------------------------------------------------- extremes
@@ -318,6 +285,8 @@ def _beyond(root, values, limit: float | None) -> list:
 REACH = 1e-4           # ρ is at most this: four decades below the bulk's scale
 EXTREME_ROUNDS = 8     # redraws inside the band before an element is drawn from the bulk
 PULL_STEPS = 12        # bisection steps for the pull-in exponent λ (2^-12 precision)
+STRATIFIED = 1 << 16   # elements of an input up to which its extreme elements are
+#                        dealt out to the rays and stratified along them (_spread)
 LARGE, SMALL = "large magnitudes", "small magnitudes"
 
 
@@ -376,8 +345,16 @@ def _spread(rays: tuple[_Ray, ...], rng: np.random.Generator, shape) -> tuple:
     """(ray index, position u in [0, 1) along the band's logarithm) per element. The
     elements are dealt out to the rays in turn (so both signs of x get their share) and
     each ray's positions stratified, one in each c-th of [0, 1) for c elements on it: an
-    input of 8 elements has an element in the top quarter of the band on either side."""
+    input of 8 elements has an element in the top quarter of the band on either side.
+
+    An input of more than :data:`STRATIFIED` elements draws each element's ray and
+    position independently: its elements cover the band densely anyway, and the
+    permutation that deals them out cost 0.3 s a redraw at 2²² elements (a mixing
+    formula's extreme point may redraw its inputs a dozen times)."""
     n, count = math.prod(shape), len(rays)
+    if n > STRATIFIED:
+        which = rng.integers(0, count, n)
+        return which.reshape(shape), rng.uniform(0.0, 1.0, n).reshape(shape)
     rank = rng.permutation(n)
     which = rank % count
     on_ray = (n - which + count - 1) // count     # elements dealt to the same ray
@@ -490,9 +467,19 @@ def _extreme_note(index, band, dtype, limit, pull, values, free, rays) -> str:
 def case_points(case, dtype: str) -> Iterator[Point]:
     """Every point of ``case`` in ``dtype``, in order: ``case.points`` bulk points
     (numbered 0, 1, ...), then ``case.extreme_points`` extreme ones numbered after them.
-    The bulk points do not depend on the extreme ones (nor the extreme on ``points``)."""
+    The bulk points do not depend on the extreme ones (nor the extreme on ``points``).
+
+    A large formula's points are drawn with their temporaries served from the heap
+    (:func:`gradcheck.heap.for_formula`): an extreme point redraws and evaluates arrays
+    of the same sizes over and over (a layer norm over [4096, 1024]: 1.6 -> 0.8 s for
+    its large extreme point). The caller's work on a point is not."""
+    heap = for_formula(*_roots(case))
     for i in range(case.points):
-        yield sample(case, dtype, i)
+        with heap():
+            point = sample(case, dtype, i)
+        yield point
     if any(spec.value is None and not spec.integer for spec in case.inputs):
         for j in range(case.extreme_points):
-            yield extreme(case, dtype, j, case.points + j)
+            with heap():
+                point = extreme(case, dtype, j, case.points + j)
+            yield point

@@ -420,7 +420,7 @@ def points(case: Case | Mapping[str, Any], dtype: str = "float64") -> st.SearchS
     Values are drawn by Hypothesis inside each input's domain (in the ranges gradcheck's
     sampler uses: [-2, 2] for ``real``, [0.05, 3] for ``positive``...) and rounded to
     ``dtype``. Elements closer than :data:`gradcheck.sampling.MARGIN` to a kink or
-    singularity of the formula (per :func:`gradcheck.sampling.counted_hazards`), or
+    singularity of the formula (per :func:`gradcheck.forward.counted_hazards`), or
     pushed out of the domain by the rounding, are redrawn the way
     :func:`gradcheck.sampling.sample` does (element by element for elementwise formulas,
     the whole input otherwise) from a generator seeded by Hypothesis. A pinned ``value``

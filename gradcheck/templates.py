@@ -154,7 +154,7 @@ def _derived(rule: Rule) -> tuple[Template, ...]:
 # Conditions of where over its operands {0} (a formula of an input) and {1}, beyond one
 # comparison: each comparison has {0} on a side (a comparison of two constants is
 # refused). Equality of floats holds on a set of measure zero (points keep off it): it
-# is also drawn between rounded values, equal on whole regions (sampling.steady_nodes).
+# is also drawn between rounded values, equal on whole regions (forward.steady_nodes).
 _CONDITIONS = (("(({0}) > ({1})) & (({0}) < 1)", {"gt", "lt", "logical_and"}),
                ("(({0}) < ({1})) | (({0}) > 1)", {"lt", "gt", "logical_or"}),
                ("~(({0}) > ({1}))", {"gt", "logical_not"}),

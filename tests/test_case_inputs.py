@@ -19,11 +19,11 @@ from gradcheck.backends import numeric as numeric_backend
 from gradcheck.backends import torch as torch_backend
 from gradcheck.backends.drive import rebuild
 from gradcheck.errors import CaseFileError
-from gradcheck.forward import evaluate
+from gradcheck.forward import evaluate, exact_nodes
 from gradcheck.reference import ExpandedReference, TensorReference
 from gradcheck.rounding import error_bounds
 from gradcheck.rules import RULES
-from gradcheck.sampling import case_points, exact_nodes, sample
+from gradcheck.sampling import case_points, sample
 
 INT = {"shape": [8], "dtype": "int64", "domain": [0, 10]}
 MASK = {"shape": [8], "dtype": "bool"}

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 
 import gradcheck.engine as engine
 from conftest import check, make_case
+from gradcheck.forward import steady_nodes
 from gradcheck.rules import RULES
-from gradcheck.sampling import MARGIN, case_points, steady_nodes
+from gradcheck.sampling import MARGIN, case_points
 from gradcheck.strategies import formulas
 from gradcheck.tree import walk
 

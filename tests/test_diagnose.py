@@ -392,6 +392,27 @@ def test_points_that_agreed_and_were_not_kept_count_against_every_point_patterns
                                                                  unkept=2)[0]
 
 
+def test_wrong_points_past_those_kept_are_counted_as_wrong():
+    """Large points that disagreed past the first few kept (memory) are counted among
+    the wrong points, and no pattern is then said to hold at every point."""
+    def last(o, x, p, d):
+        if (p, d) == (2, 1):
+            o[4] = 0.0
+        return o
+    only(diagnose_points(samples(last), unseen=2), "x.grad is right at 2 of 5 points")
+
+    def missed(o, x, p, d):
+        o[15] = 0.0
+        return o
+    assert "at every point" not in diagnose_points(samples(missed), unseen=1)[0]
+
+    def overflow(o, x, p, d):
+        o[x > 1.5] = np.nan
+        return o
+    assert "(at 3 of the 3 points examined, 4 more wrong, where x > 1.5)" in (
+        diagnose_points(samples(overflow), unseen=4)[0])
+
+
 def test_varying_or_large_relative_error_is_not_systematic():
     # an approximation whose error grows with |x| is not "off everywhere" by one amount
     assert summarize(samples(lambda o, x, p, d: o * (1 + 1e-2 * x))) == ""

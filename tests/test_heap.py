@@ -67,7 +67,7 @@ def test_blocks_nest(one):
 
 def test_only_formulas_with_an_array_over_the_threshold_reuse_the_heap():
     from gradcheck.cases import case_from_dict
-    from gradcheck.checking import HEAP_ELEMENTS, _heap
+    from gradcheck.heap import HEAP_ELEMENTS, for_formula
 
     def case(n):
         return case_from_dict({"name": "c", "expr": "sum(x @ transpose(x))",
@@ -75,5 +75,5 @@ def test_only_formulas_with_an_array_over_the_threshold_reuse_the_heap():
 
     # x @ xᵀ is the formula's largest array: n² elements, not the input's 64·n
     assert 2048 ** 2 >= HEAP_ELEMENTS > 2048 * 64
-    assert _heap(case(2048)) is reused_allocations
-    assert _heap(case(16)) is not reused_allocations
+    assert for_formula(case(2048).output) is reused_allocations
+    assert for_formula(case(16).output) is not reused_allocations

@@ -136,18 +136,32 @@ def test_a_case_over_the_memory_budget_is_refused_before_sampling(path):
 
 
 def test_the_memory_budget_follows_max_memory(tmp_path):
-    path = CORPUS / "memory-points.toml"
-    (points,), _ = read_file(path)
-    need, elements, count = budgets.estimate(points)
-    assert (elements, count) == (1_000_001, 1002)
+    path = CORPUS / "memory-inputs.toml"
+    (inputs,), _ = read_file(path)
+    need, elements, count = budgets.estimate(inputs)
+    assert (elements, count) == (200_000_001, 1)
     assert need == elements * (budgets.WORK_BYTES + budgets.POINT_BYTES * count)
-    with budgets.memory_budget("16G"):
-        budgets.check_case(points)   # 15.1 GiB: within
-        assert os.environ[budgets.ENV] == str(16 * 2**30)
+    with budgets.memory_budget("27G"):
+        budgets.check_case(inputs)   # 26.8 GiB: within
+        assert os.environ[budgets.ENV] == str(27 * 2**30)
     assert budgets.ENV not in os.environ
     with budgets.memory_budget("1G"), pytest.raises(budgets.BudgetError,
-                                                    match=r"15\.1 GiB .* 1\.0 GiB"):
-        budgets.check_case(points)
+                                                    match=r"26\.8 GiB .* 1\.0 GiB"):
+        budgets.check_case(inputs)
+
+
+def test_more_points_hold_no_more_memory():
+    """1000 points of a million-element input were refused (15 GiB, and they ran to a
+    MemoryError at 7.6 GB when every point's sample was drawn before the first was
+    checked); a large formula's points are now drawn one at a time, and a failing check
+    keeps the samples of only a few: the estimate stops growing with the points."""
+    from conftest import make_case
+    from gradcheck.diagnose import KEPT_POINTS
+
+    few, many = (make_case("sum(x * x)", {"x": [1_000_000]}, points=n) for n in (3, 1000))
+    assert budgets.estimate(many) == budgets.estimate(few)
+    assert budgets.estimate(many)[2] == KEPT_POINTS + 1
+    budgets.check_case(many)   # within the default 2 GiB
 
 
 def test_sizes():
@@ -164,7 +178,7 @@ def test_max_memory_is_checked_by_the_command_line(capsys):
     from gradcheck.cli import main
 
     with pytest.raises(SystemExit) as stop:
-        main(["run", "--max-memory", "4x", str(CORPUS / "memory-points.toml")])
+        main(["run", "--max-memory", "4x", str(CORPUS / "memory-inputs.toml")])
     assert stop.value.code == 2
     assert "--max-memory: not a size: '4x'" in capsys.readouterr().err
 

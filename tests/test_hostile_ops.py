@@ -178,7 +178,7 @@ def test_a_refused_op_and_a_case_over_its_budget_start_no_worker(monkeypatch):
         raise AssertionError("a worker process was started")
 
     monkeypatch.setattr(pool._Worker, "__init__", no_worker)
-    files = [CORPUS / "spawnl.toml", CORPUS.parent / "budgets" / "memory-points.toml"]
+    files = [CORPUS / "spawnl.toml", CORPUS.parent / "budgets" / "memory-inputs.toml"]
     result = runner.run(files, isolate=True)
     kinds = {c.name: (c.status, c.error_kind) for c in result.cases}
     assert set(kinds.values()) == {("error", "case")}

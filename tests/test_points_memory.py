@@ -39,10 +39,10 @@ def test_a_large_case_holds_one_point_at_a_time():
     assert (four - one) / array < 1.0, (one / array, four / array)
 
 
-def _op_peak(tmp_path, points: int) -> int:
+def _op_peak(tmp_path, points: int, source: str = SQUARE_OP, status: str = "passed") -> int:
     """The peak of traced memory (the op's gradients as NumPy arrays, the exact ones, the
-    points) of a correct op's check at 2^18 elements."""
-    (tmp_path / "square_op.py").write_text("import torch\n" + SQUARE_OP)
+    points) of the check of an op (a correct one) at 2^18 elements."""
+    (tmp_path / "square_op.py").write_text("import torch\n" + source)
     (tmp_path / "cases.toml").write_text(f"""
 [[case]]
 name = "square"
@@ -62,7 +62,7 @@ inputs.x = {{ shape = [{ROWS}, {COLUMNS}] }}
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert result.status == "passed", result.message
+    assert result.status == status, result.message
     return peak
 
 
@@ -80,3 +80,55 @@ def test_a_large_op_takes_its_cotangents_tolerances_one_at_a_time(tmp_path):
     input's size at the peak of the check, where one batched pass over both, its forward
     kept, took 35."""
     assert _op_peak(tmp_path, 1) / (8 * ROWS * COLUMNS) < 30
+
+
+def test_a_large_failing_op_keeps_the_samples_of_a_few_points():
+    """A wrong op (its backward 3·x·g) fails at every point: the diagnosis keeps the
+    samples of the first KEPT_POINTS large points and counts the others, where it held
+    every one (seven arrays of the input's size more per point)."""
+    import tempfile
+    from pathlib import Path
+
+    from gradcheck.diagnose import KEPT_POINTS
+
+    wrong = SQUARE_OP.replace("return 2 * x * g", "return 3 * x * g")
+    assert wrong != SQUARE_OP
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        # (one point past those kept: its samples are alive until it is counted)
+        few = _op_peak(Path(a), KEPT_POINTS + 1, wrong, status="failed")
+        more = _op_peak(Path(b), KEPT_POINTS + 4, wrong, status="failed")
+    assert (more - few) / (8 * ROWS * COLUMNS) < 1.0, (few, more)
+
+
+def test_a_large_failing_witness_keeps_the_samples_of_a_few_points(monkeypatch):
+    """The engine witness made wrong (its x.grad 1.5 times the right one) fails at every
+    point of a large formula: its check keeps the first KEPT_POINTS points' samples and
+    counts the others, which its diagnosis counts among the wrong points."""
+    import dataclasses
+
+    from gradcheck.backends import engine
+    from gradcheck.diagnose import KEPT_POINTS
+
+    right = engine.run
+
+    def wrong(*args, **kwargs):
+        got = right(*args, **kwargs)
+        return dataclasses.replace(got, grads={n: 1.5 * g for n, g in got.grads.items()})
+
+    monkeypatch.setattr(engine, "run", wrong)
+    peaks, results = [], []
+    for points in (KEPT_POINTS + 1, KEPT_POINTS + 4):
+        case = make_case("sum(x * sin(x))", {"x": [ROWS, COLUMNS]}, points=points,
+                         extreme_points=0, witnesses=["engine"])
+        check(make_case("sum(x * x)", {"x": [3]}))
+        gc.collect()
+        tracemalloc.start()
+        try:
+            results.append(check(case))
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    assert [r.status for r in results] == ["failed", "failed"]
+    assert (peaks[1] - peaks[0]) / (8 * ROWS * COLUMNS) < 1.0, peaks
+    (engine_result,) = results[1].witnesses
+    assert "3/2 times the exact gradient" in engine_result.diagnosis

@@ -19,9 +19,10 @@ from hypothesis.extra.numpy import array_shapes
 import gradcheck.strategies
 from conftest import check
 from gradcheck.cases import case_from_dict, in_domain
+from gradcheck.forward import counted_hazards
 from gradcheck.rules import COMPARISON, RULES
 from gradcheck.runner import run_case
-from gradcheck.sampling import MARGIN, counted_hazards
+from gradcheck.sampling import MARGIN
 from gradcheck.strategies import DEFAULT_FUNCTIONS, GUARDS, formulas, functions_for, points
 from gradcheck.templates import TEMPLATE_INPUTS
 from gradcheck.tree import walk

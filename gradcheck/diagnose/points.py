@@ -24,6 +24,10 @@ from .elements import (PATTERN_ATOL, PATTERN_RTOL, SYSTEMATIC, array, at, label,
 #: comparison agreed may hold for a diagnosis; a larger one is not kept (memory at layer
 #: sizes) but counted, as the ``unkept`` points of :func:`diagnose_points`
 KEPT_ELEMENTS = 1 << 18
+#: larger points that disagreed whose samples a check keeps for its diagnosis; later
+#: ones are counted, as the ``unseen`` points of :func:`diagnose_points` (a case of
+#: 1000 points at 10⁶ elements that failed everywhere held them all)
+KEPT_POINTS = 3
 
 
 @dataclass(frozen=True)
@@ -127,10 +131,10 @@ class _Evidence:
 
     def __init__(self, name: str, every: list[Sample], rtol: float, atol: float,
                  conditions: Callable[[Sample], list[_Condition]], jacobian_right: bool,
-                 unkept: int = 0):
+                 unkept: int = 0, unseen: int = 0):
         self.name, self.label, self.rtol, self.atol = name, label(name), rtol, atol
-        #: points where every comparison agreed whose samples were not kept
-        self.unkept = unkept
+        #: points not kept: where every comparison agreed, and where some did not
+        self.unkept, self.unseen = unkept, unseen
         self.every = [s for s in every if s.expected.get(name) is not None]
         seen: set = set()
         self.samples = []
@@ -237,7 +241,8 @@ def _nonfinite(ev: _Evidence) -> str | None:
     inf = any(np.isinf(o[b]).any() for o, b in zip(ev.obtained, bad))
     kind = "NaN/inf" if nan and inf else "NaN" if nan else "inf"
     hit = sum(bool(b.any()) for b in per_point.values())
-    where = f"at {hit} of {len(per_point) + ev.unkept} points"
+    where = (f"at {hit} of {len(per_point) + ev.unkept} points" if not ev.unseen else
+             f"at {hit} of the {len(per_point)} points examined, {ev.unseen} more wrong")
     beyond = _threshold(ev, bad, [ok & np.isfinite(o) for ok, o in zip(ev.ok, ev.obtained)])
     if beyond:
         where += f", where {beyond}"
@@ -256,7 +261,7 @@ def _cross_terms(ev: _Evidence) -> str | None:
 
 
 def _fixed_indices(ev: _Evidence) -> str | None:
-    if not ev.aligned or ev.unkept:   # (a point that agreed: not every point)
+    if not ev.aligned or ev.unkept or ev.unseen:   # (points it cannot tell of)
         return None
     wrong, strong = ev.by_point([~ok for ok in ev.ok]), ev.by_point(ev.strong)
     fixed = np.logical_or.reduce(list(wrong.values()))
@@ -275,7 +280,7 @@ def _fixed_indices(ev: _Evidence) -> str | None:
 
 
 def _systematic(ev: _Evidence) -> str | None:
-    if not ev.aligned or ev.unkept:   # (a point that agreed: not everywhere)
+    if not ev.aligned or ev.unkept or ev.unseen:   # (points it cannot tell of)
         return None
     with np.errstate(all="ignore"):
         r = np.concatenate([(o[st] / e[st] - 1) for o, e, st
@@ -355,7 +360,8 @@ def _partly_right(ev: _Evidence) -> str | None:
             i = tuple(int(j) for j in idx)
             wrong.append(f"{at(ev.label, i)} at point {s.point} (got {o[i]:.6g}, "
                          f"expected {e[i]:.6g})")
-    points_right, points = sum(by_point.values()) + ev.unkept, len(by_point) + ev.unkept
+    points_right = sum(by_point.values()) + ev.unkept
+    points = len(by_point) + ev.unkept + ev.unseen
     if points > 1 and points_right:
         where = f"{points_right} of {points} points ({right} of {total} elements)"
     else:
@@ -374,8 +380,8 @@ POINT_PATTERNS: list[Callable[[_Evidence], str | None]] = [
 
 
 def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = PATTERN_ATOL,
-                    reference=(), jacobian_right: bool = False, unkept: int = 0
-                    ) -> list[str]:
+                    reference=(), jacobian_right: bool = False, unkept: int = 0,
+                    unseen: int = 0) -> list[str]:
     """What the errors have in common across several points and cotangents, per input.
 
     Args:
@@ -387,6 +393,9 @@ def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = 
         unkept: points where every comparison agreed whose samples were not kept (over
             :data:`KEPT_ELEMENTS`): counted among the points, and no pattern is said to
             hold at every point.
+        unseen: points where some comparison disagreed whose samples were not kept
+            (past :data:`KEPT_POINTS` large ones): counted among the wrong points, and
+            no pattern is said to hold at every point.
     """
     samples = [s if isinstance(s, Sample) else Sample(p, 0, s[0], s[1])
                for p, s in enumerate(samples)]
@@ -403,7 +412,8 @@ def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = 
                                if v is not None))
     out = []
     for name in names:
-        ev = _Evidence(name, samples, rtol, atol, conditions, jacobian_right, unkept)
+        ev = _Evidence(name, samples, rtol, atol, conditions, jacobian_right, unkept,
+                       unseen)
         if all(ev.right(s) for s in ev.every):
             continue
         for pattern in POINT_PATTERNS:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..backends.op import Runner, kind_of, load
 from ..compare import Finding, Outcome, Tally
-from ..diagnose import KEPT_ELEMENTS, Sample, summarize
+from ..diagnose import KEPT_ELEMENTS, KEPT_POINTS, Sample, summarize
 from ..dtypes import round_to, to_numpy
 from ..result import FAILED, WitnessResult
 from ..sampling import case_points, case_rng
@@ -53,9 +53,10 @@ class OpCheck:
                                          else (case.atol, case.rtol)))
             for c in CHECKS}
         # every backward call at every point and v, for the diagnosis, but those of a
-        # large point where every check agreed (memory at layer sizes): only counted
+        # large point (memory at layer sizes) where every check agreed (unkept) or
+        # past the first KEPT_POINTS that did not (unseen, the kept ones: large)
         self.samples: list[Sample] = []
-        self.unkept = 0
+        self.unkept = self.unseen = self.large = 0
         self.record("forward", [Finding(note=n) for n in _case_notes(case)])
 
     @property
@@ -74,10 +75,16 @@ class OpCheck:
         for i, point in enumerate(case_points(self.case, self.dtype)):
             kept, mismatched = len(self.samples), self._mismatched()
             self.point(i, point.values)
-            if (self._mismatched() == mismatched
-                    and _elements(self.samples[kept:]) > KEPT_ELEMENTS):
-                del self.samples[kept:]
+            if _elements(self.samples[kept:]) <= KEPT_ELEMENTS:
+                continue
+            if self._mismatched() == mismatched:
                 self.unkept += 1
+            elif self.large >= KEPT_POINTS:
+                self.unseen += 1
+            else:
+                self.large += 1
+                continue
+            del self.samples[kept:]
         return self.results()
 
     def _mismatched(self) -> int:
@@ -154,7 +161,7 @@ class OpCheck:
         jacobian = self.tallies["jacobian"]
         return summarize(self.samples, self.dtype, reference=self.case.outputs,
                          jacobian_right=jacobian.checked > 0 and not jacobian.mismatched,
-                         unkept=self.unkept)
+                         unkept=self.unkept, unseen=self.unseen)
 
     def results(self) -> list[WitnessResult]:
         out = []

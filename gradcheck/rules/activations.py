@@ -16,7 +16,7 @@ from .vjps import engine_rule as e
 
 #: Rows whose value is constant between jumps (derivative zero wherever it exists):
 #: a comparison of their results holds on whole regions, equality included (sampling
-#: reads this: :func:`gradcheck.sampling.steady_nodes`).
+#: reads this: :func:`gradcheck.forward.steady_nodes`).
 STEPS = frozenset({"sign", "floor", "ceil", "round", "trunc"})
 
 

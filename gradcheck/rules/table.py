@@ -188,7 +188,7 @@ _ROWS: list[Rule] = [
     # Equality is checked where it can hold: between exact values (integer and boolean
     # inputs, constants) and between the results of steps (round(x) == 0, sign(x) ==
     # sign(y)), which are constant on whole regions; sampling waives the hazard of such a
-    # comparison (gradcheck.sampling.steady_nodes), the steps' own keep points off jumps.
+    # comparison (gradcheck.forward.steady_nodes), the steps' own keep points off jumps.
     comparison("eq", s("Eq"), operator.eq, "==", "where(round(x) == 0, x, y)"),
     comparison("ne", s("Ne"), operator.ne, "!=", "where(sign(x) != sign(y), x, y)"),
     # conditions combined, as torch combines bool tensors (& | ~); their operands are
