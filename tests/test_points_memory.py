@@ -15,19 +15,24 @@ from gradcheck.cases import read_file
 ROWS, COLUMNS = 512, 512       # 2^18 elements: over the sizes kept for a diagnosis
 
 
-def _peak(points: int) -> int:
-    """The peak of traced memory (NumPy's arrays among it) of a layer norm's check."""
-    case = make_case("(x - mu) / sqrt(mean((x - mu)**2, axis=-1, keepdims=True) + 1e-5)",
-                     {"x": [ROWS, COLUMNS]}, let={"mu": "mean(x, axis=-1, keepdims=True)"},
-                     gradient="random", points=points, extreme_points=0)
+def _traced(case):
+    """(result, peak of traced memory: NumPy's arrays among it) of checking ``case``."""
     check(make_case("sum(x * x)", {"x": [3]}))   # imports and first-use caches, untraced
     gc.collect()
     tracemalloc.start()
     try:
         result = check(case)
-        peak = tracemalloc.get_traced_memory()[1]
+        return result, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def _peak(points: int) -> int:
+    """The peak of traced memory of a layer norm's check."""
+    result, peak = _traced(make_case(
+        "(x - mu) / sqrt(mean((x - mu)**2, axis=-1, keepdims=True) + 1e-5)",
+        {"x": [ROWS, COLUMNS]}, let={"mu": "mean(x, axis=-1, keepdims=True)"},
+        gradient="random", points=points, extreme_points=0))
     assert result.status == "passed", result.message
     assert result.witnesses and all(w.status == "passed" for w in result.witnesses)
     return peak
@@ -54,14 +59,7 @@ inputs.x = {{ shape = [{ROWS}, {COLUMNS}] }}
 """)
     (case,), errors = read_file(tmp_path / "cases.toml")
     assert not errors
-    check(make_case("sum(x * x)", {"x": [3]}))
-    gc.collect()
-    tracemalloc.start()
-    try:
-        result = check(case)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    result, peak = _traced(case)
     assert result.status == status, result.message
     return peak
 
@@ -103,7 +101,8 @@ def test_a_large_failing_op_keeps_the_samples_of_a_few_points():
 def test_a_large_failing_witness_keeps_the_samples_of_a_few_points(monkeypatch):
     """The engine witness made wrong (its x.grad 1.5 times the right one) fails at every
     point of a large formula: its check keeps the first KEPT_POINTS points' samples and
-    counts the others, which its diagnosis counts among the wrong points."""
+    counts the others (no more memory for three more points), and its diagnosis still
+    names the error."""
     import dataclasses
 
     from gradcheck.backends import engine
@@ -116,18 +115,9 @@ def test_a_large_failing_witness_keeps_the_samples_of_a_few_points(monkeypatch):
         return dataclasses.replace(got, grads={n: 1.5 * g for n, g in got.grads.items()})
 
     monkeypatch.setattr(engine, "run", wrong)
-    peaks, results = [], []
-    for points in (KEPT_POINTS + 1, KEPT_POINTS + 4):
-        case = make_case("sum(x * sin(x))", {"x": [ROWS, COLUMNS]}, points=points,
-                         extreme_points=0, witnesses=["engine"])
-        check(make_case("sum(x * x)", {"x": [3]}))
-        gc.collect()
-        tracemalloc.start()
-        try:
-            results.append(check(case))
-            peaks.append(tracemalloc.get_traced_memory()[1])
-        finally:
-            tracemalloc.stop()
+    results, peaks = zip(*(_traced(make_case(
+        "sum(x * sin(x))", {"x": [ROWS, COLUMNS]}, points=points, extreme_points=0,
+        witnesses=["engine"])) for points in (KEPT_POINTS + 1, KEPT_POINTS + 4)))
     assert [r.status for r in results] == ["failed", "failed"]
     assert (peaks[1] - peaks[0]) / (8 * ROWS * COLUMNS) < 1.0, peaks
     (engine_result,) = results[1].witnesses
