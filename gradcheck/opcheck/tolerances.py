@@ -62,7 +62,7 @@ class OpTolerance:
         the rows are taken one at a time, the model's forward pass and its arrays freed
         as its backward passes them, and what the point kept dropped at the end: a batched
         backward holds every array once per row (a channel layer norm op of 2²²
-        elements, one point: the case's peak 1442 -> 1124 MiB, 10.2 -> 8.0 s).
+        elements, one point: the case's peak 1680 -> 1124 MiB, 10.9 -> 8.0 s).
         """
         if not keep:
             out = [self(point, vs, exact, keep=False) for vs, exact in zip(rows, exacts)]
