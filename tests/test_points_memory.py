@@ -122,3 +122,29 @@ def test_a_large_failing_witness_keeps_the_samples_of_a_few_points(monkeypatch):
     assert (peaks[1] - peaks[0]) / (8 * ROWS * COLUMNS) < 1.0, peaks
     (engine_result,) = results[1].witnesses
     assert "3/2 times the exact gradient" in engine_result.diagnosis
+
+
+def test_points_drawn_one_at_a_time_give_the_results_of_points_drawn_together(
+        monkeypatch):
+    """A small formula's points are drawn together and evaluated in one vectorized call;
+    drawn, evaluated and checked one at a time (as a large formula's are), every bundled
+    formula case of two files gives the same result to the last bit of its report."""
+    from pathlib import Path
+
+    from gradcheck import arrays
+    from gradcheck.cases import read_paths
+
+    root = Path(__file__).resolve().parent.parent / "cases"
+    cases, errors = read_paths([root / "activations.toml", root / "layers.toml"])
+    assert cases and not errors
+
+    def report(case):
+        out = check(case).to_dict()
+        del out["seconds"]
+        return out
+
+    together = [report(c) for c in cases]
+    monkeypatch.setattr(arrays, "SLAB", 0)   # every formula "large": one at a time
+    apart = [report(c) for c in cases]
+    assert apart == together
+    assert any(r["points"] > 1 for r in together)
