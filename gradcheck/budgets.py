@@ -50,8 +50,8 @@ MAX_CASES = 10_000
 #: a case's estimated memory may not exceed this without ``--max-memory``
 DEFAULT_MAX_MEMORY = 2 * 1024**3
 #: bytes per element of the inputs and outputs for each point held at once (its sample
-#: and cotangent in float64): the point being checked, and up to KEPT_POINTS that failed,
-#: kept for a diagnosis (a large formula's points are drawn one at a time; a small
+#: and cotangent in float64): the point being checked, and up to diagnose.KEPT_POINTS
+#: that failed, kept for a diagnosis (a large formula's points are drawn one at a time; a small
 #: one's are drawn together, which its size makes nothing)
 POINT_BYTES = 16
 #: bytes per element of the inputs and outputs while one point is checked: the

@@ -21,7 +21,7 @@ import numpy as np
 from .budgets import check_case, exhausted, out_of_memory
 from .cases import Case
 from .compare import Tally
-from .diagnose import KEPT_ELEMENTS, KEPT_POINTS, Sample
+from .diagnose import Kept, Sample
 from .dtypes import round_to
 from .errors import CaseFileError, GradcheckError, describe_exception, exception_text
 from .heap import for_formula
@@ -183,11 +183,7 @@ class _FormulaCheck:
                         if (r := skip_reason(w, dtype)) is not None}
         self.notes: list[str] = []
         self.samples: dict[str, list] = {w: [] for w in self.names}
-        # large points not kept for a diagnosis: that agreed; that did not, past the
-        # first KEPT_POINTS (kept: large)
-        self.unkept = dict.fromkeys(self.names, 0)
-        self.unseen = dict.fromkeys(self.names, 0)
-        self.large = dict.fromkeys(self.names, 0)
+        self.kept = {w: Kept() for w in self.names}   # which points' samples
         # witnesses whose disagreement at a point near a kink was noted, not counted
         self.waived: set[str] = set()
 
@@ -235,23 +231,15 @@ class _FormulaCheck:
         else:
             tally.add(got, expected, i, tolerance)
         self.notes.extend(got.notes)
-        # (the point's values count: a numeric witness's projections are a few numbers,
-        # but its sample would hold the point)
-        size = sum(np.size(a) for a in (*got.grads.values(), *values.values())
-                   if a is not None)
-        if size > KEPT_ELEMENTS:   # a large point: memory at layer sizes
-            if tally.mismatched == before:
-                self.unkept[w] += 1
-                return
-            if self.large[w] >= KEPT_POINTS:
-                self.unseen[w] += 1
-                return
-            self.large[w] += 1
-        # a diagnosis reads gradients element by element: projections are left out
+        # a diagnosis reads gradients element by element: projections are left out, and
+        # a sample of projections alone is not kept (it would hold the point for nothing)
         along = {q.removesuffix(".grad") for q in got.directions or ()}
-        self.samples[w].append(Sample(
-            i, 0, {n: g for n, g in got.grads.items() if n not in along},
-            {n: g for n, g in expected.grads.items() if n not in along}, values=values))
+        sample = Sample(i, 0, {n: g for n, g in got.grads.items() if n not in along},
+                        {n: g for n, g in expected.grads.items() if n not in along},
+                        values=values)
+        if sample.obtained and self.kept[w].admits(sample.elements,
+                                                   agreed=tally.mismatched == before):
+            self.samples[w].append(sample)
 
     def results(self) -> list[WitnessResult]:
         out = []
@@ -269,7 +257,7 @@ class _FormulaCheck:
 
                 r = dataclasses.replace(r, diagnosis=summarize(
                     self.samples[w], self.dtype, reference=(self.case.output,),
-                    unkept=self.unkept[w], unseen=self.unseen[w]))
+                    unkept=self.kept[w].unkept, unseen=self.kept[w].unseen))
             out.append(r)
         return grad_fn_parity(out)
 

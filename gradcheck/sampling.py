@@ -29,9 +29,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from .arrays import unbroadcast
 from .forward import counted_hazards, evaluate
 from .heap import for_formula
-from .arrays import unbroadcast
 from .rules import COMPARISON, ELEMENTWISE, RULES
 from .tree import elementwise_split, walk
 

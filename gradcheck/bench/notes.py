@@ -92,8 +92,8 @@ def _tensor_notes(cfg: Config) -> list[str]:
         "set of the worker's case process at its peak above what it held as the case "
         "began, Linux's VmHWM reset then; its start-up imports and the reference's "
         "compile inside the case count), less that of the same formula at its small "
-        "shapes checked the same way just before (what any case takes first: about "
-        "20 MiB), against the inputs' float64 bytes (every input, requires_grad or "
+        "shapes checked the same way just before (what any case takes first: 20 to "
+        "30 MiB), against the inputs' float64 bytes (every input, requires_grad or "
         "not).",
         "Softmax cross-entropy: y is a fixed input (requires_grad = false) drawn in "
         "[0, 1], not a one-hot literal, which takes seconds to parse at 1024×1000.",

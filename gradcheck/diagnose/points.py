@@ -44,6 +44,39 @@ class Sample:
     repeat: bool = False                        # an earlier backward went through the
     #                                             same graph (same forward call)
 
+    @property
+    def elements(self) -> int:
+        """The elements it holds of its own: the gradients obtained and the point."""
+        return sum(np.size(a) for a in (*self.obtained.values(),
+                                        *(self.values or {}).values()) if a is not None)
+
+
+@dataclass
+class Kept:
+    """Which points' samples a check keeps for its diagnosis (memory at layer sizes):
+    every sample of a point of up to :data:`KEPT_ELEMENTS`; of a larger point, none
+    where every comparison agreed (counted: ``unkept``), and those of the first
+    :data:`KEPT_POINTS` that did not (later ones counted: ``unseen``), the two counts
+    :func:`diagnose_points` takes."""
+
+    unkept: int = 0
+    unseen: int = 0
+    large: int = 0     # larger points kept
+
+    def admits(self, elements: int, agreed: bool) -> bool:
+        """Whether a point's samples of ``elements`` (:attr:`Sample.elements`) are kept;
+        counted where not."""
+        if elements <= KEPT_ELEMENTS:
+            return True
+        if agreed:
+            self.unkept += 1
+            return False
+        if self.large >= KEPT_POINTS:
+            self.unseen += 1
+            return False
+        self.large += 1
+        return True
+
 
 @dataclass(frozen=True)
 class _Condition:

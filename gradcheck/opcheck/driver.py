@@ -13,7 +13,7 @@ import numpy as np
 
 from ..backends.op import Runner, kind_of, load
 from ..compare import Finding, Outcome, Tally
-from ..diagnose import KEPT_ELEMENTS, KEPT_POINTS, Sample, summarize
+from ..diagnose import Kept, Sample, summarize
 from ..dtypes import round_to, to_numpy
 from ..result import FAILED, WitnessResult
 from ..sampling import case_points, case_rng
@@ -52,11 +52,10 @@ class OpCheck:
             c: Tally(f"op.{c}", dtype, *((case.nondet_tol, 0.0) if c in _SELF_CONSISTENCY
                                          else (case.atol, case.rtol)))
             for c in CHECKS}
-        # every backward call at every point and v, for the diagnosis, but those of a
-        # large point (memory at layer sizes) where every check agreed (unkept) or
-        # past the first KEPT_POINTS that did not (unseen, the kept ones: large)
+        # every backward call at every point and v, for the diagnosis (of a large
+        # point, as Kept admits)
         self.samples: list[Sample] = []
-        self.unkept = self.unseen = self.large = 0
+        self.kept = Kept()
         self.record("forward", [Finding(note=n) for n in _case_notes(case)])
 
     @property
@@ -75,16 +74,10 @@ class OpCheck:
         for i, point in enumerate(case_points(self.case, self.dtype)):
             kept, mismatched = len(self.samples), self._mismatched()
             self.point(i, point.values)
-            if _elements(self.samples[kept:]) <= KEPT_ELEMENTS:
-                continue
-            if self._mismatched() == mismatched:
-                self.unkept += 1
-            elif self.large >= KEPT_POINTS:
-                self.unseen += 1
-            else:
-                self.large += 1
-                continue
-            del self.samples[kept:]
+            # (each of the point's samples holds about as much as its first)
+            if len(self.samples) > kept and not self.kept.admits(
+                    self.samples[kept].elements, agreed=self._mismatched() == mismatched):
+                del self.samples[kept:]
         return self.results()
 
     def _mismatched(self) -> int:
@@ -161,7 +154,7 @@ class OpCheck:
         jacobian = self.tallies["jacobian"]
         return summarize(self.samples, self.dtype, reference=self.case.outputs,
                          jacobian_right=jacobian.checked > 0 and not jacobian.mismatched,
-                         unkept=self.unkept, unseen=self.unseen)
+                         unkept=self.kept.unkept, unseen=self.kept.unseen)
 
     def results(self) -> list[WitnessResult]:
         out = []
@@ -174,16 +167,6 @@ class OpCheck:
                 result = dataclasses.replace(result, diagnosis=self.diagnosis())
             out.append(result)
         return out
-
-
-def _elements(samples: list[Sample]) -> int:
-    """The elements a point's samples hold: the gradients of its first backward call
-    and the point's values (each sample's are about as many)."""
-    if not samples:
-        return 0
-    s = samples[0]
-    return sum(np.size(a) for a in (*s.obtained.values(), *(s.values or {}).values())
-               if a is not None)
 
 
 def _case_notes(case) -> list[str]:
