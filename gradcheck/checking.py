@@ -25,7 +25,8 @@ from .diagnose import Kept, Sample
 from .dtypes import round_to
 from .errors import CaseFileError, GradcheckError, describe_exception, exception_text
 from .heap import for_formula
-from .result import ERROR, FAILED, PASSED, SKIPPED, CaseResult, WitnessResult
+from .result import (ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED, CaseResult,
+                     WitnessResult)
 from .sampling import case_points, case_rng
 from .timelimit import DEFAULT_TIMEOUT, CaseTimeout, time_limit
 from .witnesses import REFERENCE, entry, skip_reason, witness
@@ -186,6 +187,8 @@ class _FormulaCheck:
         self.kept = {w: Kept() for w in self.names}   # which points' samples
         # witnesses whose disagreement at a point near a kink was noted, not counted
         self.waived: set[str] = set()
+        # witnesses whose finite differences did not settle at some point (inconclusive)
+        self.unsettled: set[str] = set()
 
     def run(self, ref) -> None:
         """Every point (the bulk's, then the extremes), every witness that still runs."""
@@ -229,7 +232,8 @@ class _FormulaCheck:
             if not _add_near_kink(tally, got, expected, i, tolerance, point.near):
                 self.waived.add(w)
         else:
-            tally.add(got, expected, i, tolerance)
+            self._add(tally, w, got, expected, i, tolerance, values, v, bounds, ref)
+        got.decisions = None   # what the witness decided on: read, and dropped
         self.notes.extend(got.notes)
         # a diagnosis reads gradients element by element: projections are left out, and
         # a sample of projections alone is not kept (it would hold the point for nothing)
@@ -240,6 +244,41 @@ class _FormulaCheck:
         if sample.obtained and self.kept[w].admits(sample.elements,
                                                    agreed=tally.mismatched == before):
             self.samples[w].append(sample)
+
+    def _add(self, tally: Tally, w: str, got, expected, i: int, tolerance, values,
+             v, bounds, ref) -> None:
+        """Compare ``got`` at point ``i``. Where it disagrees: finite differences are
+        measured again at finer steps (:mod:`gradcheck.refinement`: None where they do
+        not settle, the point inconclusive for them); a witness whose decisions lay
+        within its rounding of a switch is judged by the branch it took
+        (:mod:`gradcheck.decisions`). Each says so in a note."""
+        perturbs = entry(w).perturbs
+        if not perturbs and (got.decisions is None or not got.decisions.args):
+            tally.add(got, expected, i, tolerance)
+            return
+        trial = Tally(tally.witness, tally.dtype, tally.atol, tally.rtol)
+        trial.add(got, expected, i, tolerance)
+        note = None
+        if trial.mismatched and perturbs:
+            from .refinement import refined
+
+            trial, note = refined(
+                lambda step: witness(w)(self.case, values, v, self.dtype, reference=ref,
+                                        step=step),
+                lambda e: entry(w).tolerance(self.dtype, bounds, e.error),
+                self.case, values, trial, got, expected, i, tolerance)
+            if trial is None:
+                self.unsettled.add(w)
+        elif trial.mismatched:
+            from .decisions import rejudged
+
+            trial, note = rejudged(self.case, values, v, self.dtype, w, trial, got, i,
+                                   witness, lambda b: entry(w).tolerance(self.dtype, b,
+                                                                         None))
+        if note:
+            self.notes.append(f"point {i}: {note}")
+        if trial is not None:
+            tally.merge(trial)
 
     def results(self) -> list[WitnessResult]:
         out = []
@@ -252,6 +291,8 @@ class _FormulaCheck:
             elif r.checked == 0 and w in self.waived:
                 # every point stayed near a kink: it checked nothing, which is no pass
                 r = dataclasses.replace(r, status=SKIPPED, message=NEAR_KINKS)
+            elif r.checked == 0 and w in self.unsettled:
+                r = dataclasses.replace(r, status=INCONCLUSIVE, message=UNSETTLED)
             elif r.status == FAILED:
                 from .diagnose import summarize
 
@@ -284,6 +325,9 @@ def _pointwise(case: Case, dtype: str, ref):
     for point, v in zip(points, vs):
         yield point, v, exact.__next__
 
+
+UNSETTLED = ("finite differences did not settle at any point (see the notes): "
+             "inconclusive, which fails no case")
 
 NEAR_KINKS = ("every point stays near a kink, where finite differences measure no "
               "derivative (see the notes)")
@@ -397,7 +441,7 @@ def grad_fn_parity(results: list) -> list:
 def _verdict(case: Case, results) -> tuple[str, str, str]:
     # A skipped witness (one that does not run in the dtype) counts for nothing; a run in
     # which every witness was skipped checked nothing, so it is skipped, not passed.
-    if results and all(r.status == SKIPPED for r in results):
+    if results and all(r.status in (SKIPPED, INCONCLUSIVE) for r in results):
         return SKIPPED, "; ".join(f"{r.witness}: {r.message}" for r in results), ""
     errored = [r for r in results if r.status == ERROR]
     failed = [r for r in results if r.status == FAILED]

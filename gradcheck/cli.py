@@ -61,12 +61,14 @@ def _bench_arguments(bench: argparse.ArgumentParser, dtypes) -> None:
     # seeds in four dtypes (tens of minutes), a different kind of measurement
     bench.add_argument("--section", action="append", metavar="NAME",
                        choices=["checkers", "memory", "compile", "engine", "tensor",
-                                "verdicts"],
+                                "verdicts", "sweep"],
                        help="only this section (repeatable): checkers, memory, compile, "
-                            "engine, tensor (the default is these five), or verdicts (every "
+                            "engine, tensor (the default is these five), verdicts (every "
                             "case under --cases over --seeds seeds in every --dtype, and "
                             "the op cases against torch.autograd.gradcheck; saved as "
-                            "verdicts.json and verdicts.md)")
+                            "verdicts.json and verdicts.md), or sweep (--formulas random "
+                            "layer-like formulas, right by construction, in every dtype: "
+                            "false alarms counted; saved as sweep.json and sweep.md)")
     bench.add_argument("--seeds", type=int, metavar="N",
                        help="verdicts: seeds 0..N-1 (default 20; 1 with --quick)")
     bench.add_argument("--dtype", action="append", choices=dtypes,
@@ -75,8 +77,11 @@ def _bench_arguments(bench: argparse.ArgumentParser, dtypes) -> None:
                        help="verdicts: these case files or folders (repeatable; default "
                             "the bundled cases/)")
     bench.add_argument("-j", "--jobs", type=int, default=2, metavar="N",
-                       help="verdicts: worker processes per run (default 2; 0: one per "
-                            "CPU)")
+                       help="verdicts, sweep: worker processes per run (default 2; 0: "
+                            "one per CPU)")
+    bench.add_argument("--formulas", type=int, metavar="N",
+                       help="sweep: this many formulas (default 570: 1,520 runs; 60 "
+                            "with --quick)")
 
 
 def _cmd_list(args) -> int:
@@ -154,6 +159,15 @@ def _cmd_bench(args) -> int:
                                                          file=sys.stderr, flush=True))
         sys.stdout.write(markdown(result))
         js, md = save(result, args.out)
+        print(f"saved {js} and {md}")
+    if "sweep" in wanted:
+        from .bench import sweep
+
+        n = args.formulas or (60 if args.quick else sweep.DEFAULT_FORMULAS)
+        found = sweep.run_sweep(n, jobs=args.jobs, progress=sweep.progress_line(
+            lambda msg: print(f"sweep: {msg}", file=sys.stderr, flush=True)))
+        sys.stdout.write(sweep.markdown(found))
+        js, md = sweep.save(found, args.out)
         print(f"saved {js} and {md}")
     return ExitCode.OK
 

@@ -35,7 +35,7 @@ def composite_cotangent(b, node, rule, k: int, g, ge, c, batched) -> np.ndarray:
     rearrangement for many cotangents at once (``rounding._batched``), applied alike to
     the values and to their bounds."""
     t, et = _arr(b.val[id(node)]), _arr(b.err[id(node)])
-    args = [_arr(b.val[id(a)]) for a in node.args]
+    args = [_arr(b.arg(node, j)) for j in range(len(node.args))]
     errs = [np.broadcast_to(_arr(b.err[id(a)]), np.shape(a_))
             for a, a_ in zip(node.args, args)]
     params = node.params

@@ -69,6 +69,9 @@ class Evaluation:
     error: dict[str, np.ndarray] | None = None
     directions: dict[str, np.ndarray] | None = None
     notes: tuple[str, ...] = ()
+    # the deciding rows' arguments as the witness computed them (a
+    # gradcheck.decisions.Recorder), for judging the branches it took
+    decisions: object | None = None
 
     def quantities(self) -> dict[str, np.ndarray | None]:
         """Everything to compare, by the name a report shows: value, x.grad, h.grad (and

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+# a witness that measured but could not settle (finite differences): fails no case
+INCONCLUSIVE = "inconclusive"
 
 
 def _plain(x: Any) -> Any:

@@ -142,6 +142,17 @@ class _Bounds:
         # the probes' largest relative moves over a whole formula this evaluates one
         # slab of, by node id (gradcheck.slab_bounds); None: taken from the arrays here
         self.tops: dict[int, Any] | None = None
+        # node id -> its arguments' values as a witness held them: the branch that
+        # witness took (gradcheck.decisions); the row decides, and its VJP reads, these
+        self.pins: dict[int, list] = {}
+
+    def arg(self, node: Node, j: int) -> Any:
+        """The value of ``node``'s argument ``j`` as the row reads it (pinned, or the
+        argument's own; None where dropped)."""
+        pinned = self.pins.get(id(node))
+        if pinned is not None and isinstance(pinned[j], np.ndarray):
+            return pinned[j]
+        return self.val.get(id(node.args[j]))
 
     # ------------------------------------------------------------------ forward
     def forward(self, root: Node, point: dict[str, np.ndarray],
@@ -188,7 +199,7 @@ class _Bounds:
             c = _arr(node.const)
             exact = _representable(float(node.const), self.dtype)
             return c, (np.zeros_like(c) if exact else self.u * np.abs(c))
-        args = [self.val[id(a)] for a in node.args]
+        args = [self.arg(node, j) for j in range(len(node.args))]
         errs = [self.err[id(a)] for a in node.args]
         if node.op == "let":
             return args[0], errs[0]
@@ -289,7 +300,7 @@ class _Bounds:
         """The VJP into argument ``k`` and its error bound."""
         # (None: a value no VJP reads, dropped after the forward; see forward_kept)
         t = placeholder(node, rule, self.val.get(id(node)))
-        args = [placeholder(a, rule, self.val.get(id(a))) for a in node.args]
+        args = [placeholder(a, rule, self.arg(node, j)) for j, a in enumerate(node.args)]
         errs = [self.err.get(id(a)) for a in node.args]
         if not (isinstance(rule.rounding, Bound) or rule.kind in (STRUCTURE, LINALG)):
             # Elementwise and reduction VJPs are ḡ times a factor, diagonal (or
@@ -426,7 +437,8 @@ def forget() -> None:
 
 
 def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
-                 forward: dict | None = None, batch: bool = False) -> dict[str, np.ndarray]:
+                 forward: dict | None = None, batch: bool = False,
+                 pins: dict | None = None) -> dict[str, np.ndarray]:
     """Per-element bounds on the rounding error of a correct computation in ``dtype`` of
     the value and of vᵀJ (``"value"``, ``"x.grad"`` for every input, ``"h.grad"`` for
     every retained ``let``), absolute, at ``point``. Non-finite bounds (an overflow in
@@ -435,9 +447,12 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     ``forward``: a dict the caller keeps for one point, where the forward pass is kept
     and reused for every v (the Jacobian's one-hot cotangents). ``batch``: ``v`` holds
     many cotangents along its first axis (the Jacobian's one-hots), bounded in one
-    backward pass; each gradient's bound then has that axis in front, the value's not."""
+    backward pass; each gradient's bound then has that axis in front, the value's not.
+
+    ``pins``: node id -> arguments as a witness held them: the bounds of the branch it
+    took (:mod:`gradcheck.decisions`); nothing of it is kept for the numeric witness."""
     root = case.output
-    split = None if forward is not None or batch else slabbed(root)
+    split = None if forward is not None or batch or pins else slabbed(root)
     if split is not None:   # a large elementwise formula: by slabs, the same numbers
         device = getattr(case, "device", "cpu")
         with np.errstate(all="ignore"):
@@ -451,6 +466,7 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     with np.errstate(all="ignore"):
         if fresh:
             b = _Bounds(dtype, getattr(case, "device", "cpu"))
+            b.pins = dict(pins or {})
             b.forward(root, point)
             if forward is not None:
                 forward[key] = b
@@ -467,7 +483,7 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
             out[f"{name}.grad"] = gerr[id(node)]
     # fresh arrays, as the caller may keep them (the value's bound is kept per point)
     out = {k: _finite(np.array(e, dtype=float)) for k, e in out.items()}
-    if fresh:   # (after the backward: its copy is not alive beside the backward's peak)
+    if fresh and not pins:   # (after the backward: not alive beside its peak)
         return _keep_last(out, root, point, dtype, b.val[id(root)])
     return out
 

@@ -51,8 +51,9 @@ def _lazy_run(module: str) -> Callable:
     """The ``run`` of ``module``, imported at each call (the import is cached by Python):
     importing the registry must not import torch, and a test that patches the module's
     ``run`` is seen by every caller."""
-    def run(case, point, v, dtype, reference=None):
-        return importlib.import_module(module).run(case, point, v, dtype, reference)
+    def run(case, point, v, dtype, reference=None, **options):
+        return importlib.import_module(module).run(case, point, v, dtype, reference,
+                                                   **options)
 
     run.__qualname__ = run.__name__ = f"run[{module}]"
     return run

@@ -247,10 +247,10 @@ def test_torch_witness_leaves_have_the_dtype(dtype, monkeypatch):
     seen = {}
     real = torch_witness.drive
 
-    def spy(case, leaves, apply, tensor, v, to_numpy):
+    def spy(case, leaves, apply, tensor, v, to_numpy, **options):
         seen.update({n: t.dtype for n, t in leaves.items()})
         seen["v"] = tensor(v).dtype
-        return real(case, leaves, apply, tensor, v, to_numpy)
+        return real(case, leaves, apply, tensor, v, to_numpy, **options)
 
     monkeypatch.setattr(torch_witness, "drive", spy)
     point = sample(CASE, dtype, 0).values

@@ -41,7 +41,8 @@ def rebuild(root, leaves: dict, apply: Callable, on_let: Callable | None = None)
 
 
 def drive(case, leaves: dict, apply: Callable, tensor: Callable, v: np.ndarray,
-          to_numpy: Callable):
+          to_numpy: Callable, *, order: Callable | None = None,
+          pins: dict | None = None):
     """Rebuild the formula on an autograd library and run its backward, the way a user
     would: ``retain_grad()`` on the retained lets, ``y.backward()`` for a scalar case,
     ``y.backward(v)`` otherwise. Shared by the torch and engine witnesses.
@@ -51,8 +52,23 @@ def drive(case, leaves: dict, apply: Callable, tensor: Callable, v: np.ndarray,
         apply: ``(node, args) -> tensor`` for a primitive (the library's table column).
         tensor: ``array -> tensor`` of the library, in the run's dtype and device.
         to_numpy: ``tensor or None -> float64 array or None``.
+        order: ``(node, tensor) -> positions``: the permutation the library's sort
+            or topk takes; given, the deciding rows' arguments are recorded as the
+            library computed them (``Evaluation.decisions``, see
+            :mod:`gradcheck.decisions`).
+        pins: node id -> arguments: those rows see these values instead of their own,
+            their derivative flowing to their arguments as before (the branch a witness
+            took, judged by another library).
     """
     retained: dict[str, Any] = {}
+    recorder = None
+    if pins:
+        apply = _pinned(apply, pins, tensor, to_numpy)
+    if order is not None:
+        from ..decisions import Recorder
+
+        recorder = Recorder(to_numpy, order)
+        apply = recorder.wrap(apply)
 
     def on_let(node, value) -> None:
         if node.name in case.retain_grad:
@@ -72,4 +88,25 @@ def drive(case, leaves: dict, apply: Callable, tensor: Callable, v: np.ndarray,
         retained={n: to_numpy(getattr(retained[n], "grad", None))
                   for n in case.retain_grad},
         grad_fn=grad_fn_chain(y),
+        decisions=recorder,
     )
+
+
+def _pinned(apply: Callable, pins: dict, tensor: Callable, to_numpy: Callable) -> Callable:
+    """``apply`` where each pinned row's float arguments take the pinned values:
+    ``a + c``, c = pinned - a a constant (no gradient), so the derivative still flows to
+    ``a``."""
+    def pinned(node, args):
+        given = pins.get(id(node))
+        if given is not None:
+            args = [a + tensor(w - to_numpy(a)) if _float_tensor(a)
+                    and isinstance(w, np.ndarray) else a for a, w in zip(args, given)]
+        return apply(node, args)
+
+    return pinned
+
+
+def _float_tensor(a) -> bool:
+    if hasattr(a, "is_floating_point"):   # a torch tensor
+        return a.is_floating_point()
+    return hasattr(a, "grad_fn") and np.dtype(getattr(a, "dtype", "O")).kind == "f"

@@ -37,7 +37,19 @@ def leaf(spec, value: np.ndarray, dtype: str) -> Tensor:
 
 
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
-        reference=None) -> Evaluation:
+        reference=None, pins: dict | None = None) -> Evaluation:
+    """``pins``: as the torch witness's (:func:`gradcheck.backends.torch.run`)."""
     leaves = {s.name: leaf(s, point[s.name], dtype) for s in case.inputs}
     return drive(case, leaves, applier(dtype), lambda a: Tensor(np.asarray(a, dtype=dtype)),
-                 v, to_numpy)
+                 v, to_numpy, order=None if pins else order, pins=pins)
+
+
+def order(node, x):
+    """The positions the engine's sort (or topk) of ``x`` takes: stable, as the numpy
+    column orders them."""
+    from ..rules.composite_columns import order_along
+
+    d = node.axis[0]
+    if node.op == "topk":
+        return np.take(order_along(x.data, d, True), range(node.param("k")), axis=d)
+    return order_along(x.data, d, bool(node.param("descending")))

@@ -68,18 +68,20 @@ def _derivative(f, x: np.ndarray, h: np.ndarray):
     return r1, np.abs(r1 - r2) + rounding / h
 
 
-def _step(x: np.ndarray) -> np.ndarray:
-    return STEP * np.maximum(1.0, np.abs(x))
+def _step(x: np.ndarray, step: float = STEP) -> np.ndarray:
+    return step * np.maximum(1.0, np.abs(x))
 
 
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
-        reference=None, *, sparsity: dict | None = None) -> Evaluation:
+        reference=None, *, sparsity: dict | None = None, step: float = STEP) -> Evaluation:
     """Perturbations are grouped by the structural Jacobian pattern of ``reference``
     (:attr:`gradcheck.reference.Reference.sparsity`), or by ``sparsity`` (the same
     mapping, by name) when given: a test hands a pattern of its own that way. Without
     either, every element is perturbed on its own; with a reference that has no
     pattern, inputs larger than :data:`NUMERIC_COLUMNS` are measured along random
-    directions (:func:`_directional`)."""
+    directions (:func:`_directional`). ``step``: the relative step (a point where the
+    default cannot resolve the derivative is measured again with finer ones,
+    :func:`gradcheck.checking`)."""
     directional = (sparsity is None and reference is not None
                    and reference.sparsity is None)
     if sparsity is None and reference is not None:
@@ -103,15 +105,15 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
             x0 = np.asarray(x0, dtype=np.float64)
             quantity = f"{name}.grad"
             if split is not None:
-                grad, err = _diagonal(split, env, name, x0, v)
+                grad, err = _diagonal(split, env, name, x0, v, step)
             elif directional and x0.size > NUMERIC_COLUMNS:
                 rng = case_rng(case, dtype, _digest(x0), f"directions {name}")
                 grad, err, out.directions[quantity] = _directional(
-                    case.output, env, name, x0, v, rng, shared)
+                    case.output, env, name, x0, v, rng, shared, step)
                 quantity += PROJECTED
             else:
                 grad, err = _columns(case.output, env, name, x0, v,
-                                     (sparsity or {}).get(name))
+                                     (sparsity or {}).get(name), step)
             getattr(out, where)[name] = grad
             out.error[quantity] = err
     out.notes = _notes(targets, out.directions)
@@ -140,7 +142,7 @@ def _notes(targets, directions: dict) -> tuple[str, ...]:
     return (text,)
 
 
-def _diagonal(split, env, name, x0, v):
+def _diagonal(split, env, name, x0, v, step: float = STEP):
     """vᵀJ for an elementwise formula: one perturbation of the whole input, evaluated
     slab by slab (each output element depends on its own elements only), so that a
     million-element case holds a few full-size arrays, not every temporary."""
@@ -152,7 +154,7 @@ def _diagonal(split, env, name, x0, v):
         local = {k: cut(a, len(shape), axis, part) for k, a in env.items()}
         x = cut(x0, len(shape), axis, part)
         out_shape = d[where].shape
-        h = _step(x)
+        h = _step(x, step)
         bound = np.broadcast_to(_bound_near(body, local, name, x - FARTHEST * h,
                                             x + FARTHEST * h), out_shape)
 
@@ -195,7 +197,7 @@ def _greedy(rows_of: list[np.ndarray], n_rows: int) -> list[list[int]]:
     return groups
 
 
-def _columns(root, env, name, x0, v, pattern=None):
+def _columns(root, env, name, x0, v, pattern=None, relative: float = STEP):
     """vᵀJ by perturbing groups of elements: with the symbolic sparsity ``pattern``
     ((rows, cols) of the structural non-zeros) a diagonal or banded Jacobian needs a
     handful of groups instead of one per element. A group whose perturbation moves an
@@ -210,7 +212,7 @@ def _columns(root, env, name, x0, v, pattern=None):
     else:
         rows_of = _rows_by_column(*pattern, n)
         groups = _greedy(rows_of, m)
-    h = _step(flat)
+    h = _step(flat, relative)
     grad, err = np.zeros(n), np.zeros(n)
     forward, given, moved = _mover(root, env, name, x0.shape)
 
@@ -321,7 +323,7 @@ def _frozen(root, env, name: str) -> dict[int, np.ndarray]:
     return found
 
 
-def _directional(root, env, name, x0, v, rng, shared: dict):
+def _directional(root, env, name, x0, v, rng, shared: dict, relative: float = STEP):
     """vᵀJ along random directions: for each u (standard normal, scaled element by
     element by max(1, |x|) as the steps are: U = u⊙max(1, |x|)), the derivative of the
     scalar vᵀf(x + t·s) at t = 0 with s = STEP·U/‖u‖₂, which is (vᵀJ)·s (:func:`_ladder`).
@@ -353,7 +355,7 @@ def _directional(root, env, name, x0, v, rng, shared: dict):
     for k in range(DIRECTIONS):
         drawn.append(rng.standard_normal(x0.shape, dtype=np.float32))
         # (‖u‖ in float32 arithmetic: it only scales the step, and the result by it)
-        size = STEP / max(float(np.sqrt(np.vdot(drawn[k], drawn[k]))), 1.0)
+        size = relative / max(float(np.sqrt(np.vdot(drawn[k], drawn[k]))), 1.0)
         step = direction(k)
         step *= size
 

@@ -50,14 +50,26 @@ def applier(case, dtype: str):
 
 
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
-        reference=None) -> Evaluation:
+        reference=None, pins: dict | None = None) -> Evaluation:
+    """``pins``: rows' arguments pinned to another witness's values (judging the branch
+    it took, :mod:`gradcheck.decisions`); without them, the deciding rows' arguments
+    are recorded."""
     # every rule's torch column runs forward and backward on CPU in all four dtypes
     # (float16 and bfloat16 included; tests/test_dtypes.py runs each of them)
     tdtype, device = torch_dtype(dtype), case.device
     with _ieee_float32(device):
         return drive(case, leaves(case, point, dtype), applier(case, dtype),
                      lambda a: torch.tensor(np.asarray(a), dtype=tdtype, device=device),
-                     v, to_numpy)
+                     v, to_numpy, order=None if pins else order, pins=pins)
+
+
+def order(node, x):
+    """The positions torch's sort (or topk) of ``x`` takes, as the torch column calls it
+    (torch's sort is not stable: this is the order it chose among equal keys)."""
+    if node.op == "topk":
+        return torch.topk(x, node.param("k"), dim=node.axis[0]).indices.cpu().numpy()
+    return torch.sort(x, dim=node.axis[0],
+                      descending=bool(node.param("descending"))).indices.cpu().numpy()
 
 
 @contextlib.contextmanager

@@ -217,6 +217,18 @@ def _tally(results, exprs: dict) -> tuple[list[Count], list[Finding]]:
     return counts, findings
 
 
+def progress_line(say: Callable[[str], None], every: int = 100):
+    """A ``progress(n, total, result)`` saying how far the sweep is every ``every`` runs
+    and at the end, and each false alarm as it comes."""
+    def progress(n: int, total: int, result) -> None:
+        if result.status not in ("passed", "approximate", "skipped"):
+            say(f"{result.status}: {result.name} [{result.dtype}]")
+        if n % every == 0 or n == total:
+            say(f"{n}/{total} runs")
+
+    return progress
+
+
 def run_sweep(n: int = DEFAULT_FORMULAS, *, seed: int = DEFAULT_SEED, jobs: int = 2,
               progress: Callable | None = None) -> SweepResult:
     """Draw ``n`` formulas and run each in its dtypes through :func:`gradcheck.run`."""

@@ -8,7 +8,7 @@ messages as the case file wrote them, broken into lines at ``\n`` only:
 
 from __future__ import annotations
 
-from ..result import PASSED, SKIPPED
+from ..result import INCONCLUSIVE, PASSED, SKIPPED
 from .mismatch import chain, describe, shown_error  # noqa: F401  (chain: for the renderers)
 from .scrub import split_lines
 
@@ -50,17 +50,20 @@ def headline(case) -> str:
 
 def failing_witnesses(case) -> list:
     """The witnesses that failed or errored (a skipped one did not run: not a problem)."""
-    return [w for w in case.witnesses if w.status not in (PASSED, SKIPPED)]
+    return [w for w in case.witnesses if w.status not in (PASSED, SKIPPED, INCONCLUSIVE)]
 
 
 def skip_line(w) -> str:
-    """``engine: skipped: the engine witness runs in float64 and float32 only``."""
-    return f"{w.witness}: skipped: {w.message}" if w.message else f"{w.witness}: skipped"
+    """``engine: skipped: the engine witness runs in float64 and float32 only`` (or
+    ``numeric: inconclusive: ...``)."""
+    return f"{w.witness}: {w.status}: {w.message}" if w.message else \
+        f"{w.witness}: {w.status}"
 
 
 def skipped(case) -> list[str]:
-    """One :func:`skip_line` per witness of ``case`` that did not run."""
-    return [skip_line(w) for w in case.witnesses if w.status == SKIPPED]
+    """One :func:`skip_line` per witness of ``case`` that did not run, or ran and could
+    not settle (inconclusive)."""
+    return [skip_line(w) for w in case.witnesses if w.status in (SKIPPED, INCONCLUSIVE)]
 
 
 def witness_lines(w) -> list[str]:
@@ -85,7 +88,7 @@ def full_text(case) -> str:
     if case.message:
         out += split_lines(case.message)
     for w in case.witnesses:
-        if w.status == SKIPPED:
+        if w.status in (SKIPPED, INCONCLUSIVE):
             out.append(skip_line(w))
         elif w.status != PASSED:
             out += witness_lines(w)

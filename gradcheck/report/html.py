@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import html
 
-from ..result import PASSED, SKIPPED
+from ..result import INCONCLUSIVE, PASSED, SKIPPED
 from .details import failing_witnesses, full_text, incomplete_line, title, where
 from .html_assets import CSS, JS
 from .mismatch import describe, shown_error, tolerances_off
@@ -190,7 +190,7 @@ def _section(i: int, case, budget: list[int]) -> list[str]:
     if case.message:
         out.append(f'<pre class="message">{block(case.message)}</pre>')
     for w in case.witnesses:
-        if w.status not in (PASSED, SKIPPED):
+        if w.status not in (PASSED, SKIPPED, INCONCLUSIVE):
             out += _witness(w, budget)
     out += ["<details><summary>the whole diagnosis as text</summary>",
             f"<pre>{block(full_text(case))}</pre></details>", "</section>"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..result import ERROR, FAILED, PASSED, SKIPPED
+from ..result import ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
 from .scrub import split_lines
 
 #: what follows the error/tolerance of a witness that failed, in every report
@@ -53,6 +53,8 @@ def shown_error(w) -> str:
         return "error"
     if w.status == SKIPPED:
         return "skip"
+    if w.status == INCONCLUSIVE:   # measured, but could not settle: fails nothing
+        return "inconclusive"
     mark = f" {FAILED_MARK}" if w.status == FAILED else ""
     if w.worst is None:
         return FAILED_MARK if w.status == FAILED else "-"
@@ -192,7 +194,8 @@ def describe(w) -> Mismatch:
 def failing(witnesses) -> list[Mismatch]:
     """The :class:`Mismatch` of every witness that failed or errored (a skipped one did
     not run: not a problem)."""
-    return [describe(w) for w in witnesses if w.status not in (PASSED, SKIPPED)]
+    return [describe(w) for w in witnesses
+            if w.status not in (PASSED, SKIPPED, INCONCLUSIVE)]
 
 
 def table(mismatches) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..result import ERROR, FAILED, PASSED, SKIPPED
+from ..result import ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
 from .details import chain, full_text, gradient_lines, incomplete_line, skip_line, where
 from .mismatch import FAILED_MARK, describe, shown_error
 # (the CLI imports these from here: the one scrubber is report.scrub)
@@ -84,7 +84,7 @@ def _details(c, verbose: bool) -> list[str]:
         out.append(f"      at {one_line(where(c))}")
     out += [f"      {one_line(line)}" for line in split_lines(c.message or "")]
     for w in c.witnesses:
-        if w.status == SKIPPED:
+        if w.status in (SKIPPED, INCONCLUSIVE):
             if c.status != SKIPPED:   # a skipped case's message already gives the reasons
                 out.append(f"      {one_line(skip_line(w))}")
             continue

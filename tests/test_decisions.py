@@ -1,0 +1,177 @@
+"""Decisions judged as the witness made them (gradcheck.decisions): a witness whose
+rounded values order a sort, pick a max or land on a kink's other side than the exact
+values do is checked against the derivative of the branch it took, so right code passes
+in every dtype; a wrong backward of those rows (a wrong permutation, the wrong side, the
+wrong pick) still fails in every dtype, where the near-ties are there."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gradcheck import check
+from gradcheck.rules import RULES
+from gradcheck.decisions import _tie_broken
+
+DTYPES = ("float64", "float32", "bfloat16", "float16")
+
+# tanh(3x) rounds to equal values in the narrow dtypes (its saturated tail): sort keys,
+# max candidates and a relu's switch 1e-3 below 1 all sit within a rounding of each other
+SORT = ("sum(sort(tanh(3 * x), axis=-1) * y)", {"x": [4, 256], "y": [4, 256]})
+MAX = ("sum(max(tanh(3 * x), axis=-1) * y)", {"x": [4, 256], "y": [4]})
+RELU = ("sum(relu(tanh(3 * x) - 0.999) * y)", {"x": [4, 256], "y": [4, 256]})
+CLAMP = ("sum(clamp(tanh(3 * x), min=-0.999, max=0.999) * y)",
+         {"x": [4, 256], "y": [4, 256]})
+# a sweep's formula that failed bfloat16 and float16 before: exact ties of the sort keys
+SWEPT = ("sum(sort(elu(x) * sin(y), axis=-1) * elu(x) * sin(y))",
+         {"x": [512], "y": {"shape": [512], "domain": [-0.5, 0.5]}})
+
+
+def _decided(result) -> list[str]:
+    return [n for n in result.notes if "decisions in" in n]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", [SORT, MAX, RELU, CLAMP, SWEPT],
+                         ids=["sort", "max", "relu", "clamp", "swept"])
+def test_right_code_passes_where_rounding_flips_a_decision(case, dtype):
+    result = check(*case, dtype=dtype)
+    assert result.status == "passed", result.message
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_a_flipped_sort_is_named_in_a_note(dtype):
+    result = check(*SORT, dtype=dtype)
+    assert result.status == "passed", result.message
+    notes = _decided(result)
+    assert notes and "sort at" in notes[0] and dtype in notes[0]
+
+
+def test_without_the_branch_judge_the_sort_fails(monkeypatch):
+    # the judge is what makes the narrow dtypes pass: taken away, the same runs fail
+    import gradcheck.decisions as decisions
+
+    monkeypatch.setattr(decisions, "judged", lambda *a, **k: None)
+    assert check(*SWEPT, dtype="float16").status == "failed"
+
+
+# ----------------------------------------------------------------- wrong backwards
+
+def _patched(monkeypatch, name, **columns):
+    monkeypatch.setitem(RULES, name, dataclasses.replace(RULES[name], **columns))
+
+
+def _wrong_sort():
+    import torch
+
+    class Sort(torch.autograd.Function):   # ḡ routed by the reversed permutation
+        @staticmethod
+        def forward(ctx, x, axis, descending):
+            out, idx = torch.sort(x, dim=axis[0], descending=descending)
+            ctx.save_for_backward(idx)
+            ctx.dim = axis[0]
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            (idx,) = ctx.saved_tensors
+            return (torch.zeros_like(g).scatter(ctx.dim, idx, g.flip(ctx.dim)),
+                    None, None)
+
+    return Sort.apply
+
+
+def _wrong_max():
+    import torch
+
+    class Amax(torch.autograd.Function):   # the gradient to the smallest, not the largest
+        @staticmethod
+        def forward(ctx, x, axis, keepdims):
+            ctx.save_for_backward(x)
+            ctx.axis, ctx.keep = axis, keepdims
+            return torch.amax(x, dim=axis, keepdim=keepdims)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            pick = x == torch.amin(x, dim=ctx.axis, keepdim=True)
+            if not ctx.keep:
+                for d in sorted(ctx.axis):
+                    g = g.unsqueeze(d)
+            return g * pick / pick.sum(dim=ctx.axis, keepdim=True), None, None
+
+    return Amax.apply
+
+
+def _wrong_side(forward, mask):
+    import torch
+
+    class Kink(torch.autograd.Function):   # the derivative of the other side
+        @staticmethod
+        def forward(ctx, x, *params):
+            ctx.save_for_backward(x)
+            ctx.params = params
+            return forward(x, *params)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return (g * ~mask(x, *ctx.params),) + (None,) * len(ctx.params)
+
+    return Kink.apply
+
+
+def _wrong_relu():
+    import torch
+
+    return _wrong_side(torch.relu, lambda x: x > 0)
+
+
+def _wrong_clamp():
+    import torch
+
+    return _wrong_side(lambda x, lo, hi: torch.clamp(x, min=lo, max=hi),
+                       lambda x, lo, hi: (x >= lo) & (x <= hi))
+
+
+WRONG = {"sort": (_wrong_sort, SORT), "max": (_wrong_max, MAX),
+         "relu": (_wrong_relu, RELU), "clamp": (_wrong_clamp, CLAMP)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_wrong_branch_in_the_torch_column_still_fails(monkeypatch, name, dtype):
+    make, case = WRONG[name]
+    _patched(monkeypatch, name, torch=make())
+    result = check(*case, dtype=dtype)
+    assert result.witness("torch").status == "failed", (name, dtype)
+    if dtype in ("float64", "float32"):   # finite differences use no backward
+        assert result.witness("numeric").status == "passed", (name, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_wrong_permutation_in_the_engine_column_still_fails(monkeypatch, dtype):
+    # the engine's sort VJP routes ḡ by the reversed permutation: the engine fails, and
+    # torch (judged by the engine where its decisions flipped) is not made to fail
+    rule = RULES["sort"]
+    right = rule.engine.vjps[0]
+
+    def reversed_vjp(g, ans, x, axis, descending):
+        return right(np.flip(g, axis[0]), ans, x, axis, descending)
+
+    monkeypatch.setitem(RULES, "sort", dataclasses.replace(
+        rule, engine=dataclasses.replace(rule.engine, vjps=(reversed_vjp,))))
+    result = check(*SORT, dtype=dtype)
+    assert result.witness("engine").status == "failed"
+
+
+def test_tie_break_orders_equal_keys_as_the_witness_did():
+    w = np.array([[1.0, 0.5, 1.0, 0.5, 2.0]])
+    perm = np.array([[3, 1, 2, 0, 4]])   # the witness put the second 0.5 and 1.0 first
+    out = _tie_broken(w, perm, 1, descending=False)
+    assert np.array_equal(np.argsort(out, axis=1, kind="stable"), perm)
+    assert np.max(np.abs(out - w)) <= 2 * np.spacing(2.0)
+    down = _tie_broken(w, np.array([[4, 2, 0, 3, 1]]), 1, descending=True)
+    assert np.array_equal(np.argsort(-down, axis=1, kind="stable"), [[4, 2, 0, 3, 1]])
