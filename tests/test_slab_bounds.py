@@ -89,23 +89,6 @@ def test_random_elementwise_formulas_by_slabs_have_the_bounds_of_the_whole(monke
     assert len(eligible) >= 40
 
 
-def test_the_probes_scales_are_the_whole_formulas(monkeypatch):
-    """The check above can fail: with each slab's own probe scales (taken from the slab,
-    not from the whole value) some bound differs."""
-    case = make_case("sum(tanh(x) * exp(y / 4) + log(1 + x * x) * y)", {"x": [8, 4], "y": [8, 4]},
-                     gradient="random", extreme_points=2)
-    real = elementwise_bounds.probe_scales
-
-    def own(b, probes):
-        b.tops = None
-        return real(b, probes)
-
-    monkeypatch.setattr(elementwise_bounds, "probe_scales", own)
-    with pytest.raises(AssertionError):
-        for dtype in ("float64", "float32"):
-            _assert_same(monkeypatch, case, dtype, 4)
-
-
 def test_slabs_hold_a_few_arrays_of_the_full_size(monkeypatch):
     """At 2¹⁸ elements in blocks of 2¹², the bounds of the bench's elementwise formula
     by slabs allocate under 6 arrays of the input's size at their peak; over the whole
