@@ -419,6 +419,11 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
     # |c|, or the size of the terms the VJP's formula adds (an elementwise row's Terms)
     own = vjp_size(rule, k, g, t, args, node.params, c)
     own *= b.u
-    own += b.eta
-    own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η)
+    # an elementwise VJP is ḡ times its factor, whose intermediates may fall into the
+    # subnormals (erf's 2/√π·exp(-x²) at x = -10 is 9 spacings in float32) before ḡ
+    # multiplies them: η·max(1, |ḡ|), not η
+    own += b.eta * (np.maximum(1.0, np.abs(np.broadcast_to(g, np.shape(own))))
+                    if rule.kind == ELEMENTWISE and np.shape(g) == np.shape(own)
+                    else 1.0)
+    own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η·max(1, |ḡ|))
     return plus(plus(through_g, through_fwd), own)
