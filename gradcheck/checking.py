@@ -240,7 +240,8 @@ class _FormulaCheck:
         along = {q.removesuffix(".grad") for q in got.directions or ()}
         sample = Sample(i, 0, {n: g for n, g in got.grads.items() if n not in along},
                         {n: g for n, g in expected.grads.items() if n not in along},
-                        values=values)
+                        values=values, tolerance=_allowed(tolerance, expected, along,
+                                                          self.case))
         if sample.obtained and self.kept[w].admits(sample.elements,
                                                    agreed=tally.mismatched == before):
             self.samples[w].append(sample)
@@ -301,6 +302,20 @@ class _FormulaCheck:
                     unkept=self.kept[w].unkept, unseen=self.kept[w].unseen))
             out.append(r)
         return grad_fn_parity(out)
+
+
+def _allowed(tolerance: dict, expected, along: set, case: Case) -> dict:
+    """Each gradient's per-element tolerance as the comparison allowed it (the
+    witness's, plus the case's atol + rtol·|exact|): a diagnosis calls wrong what the
+    verdict did, so that its counts agree with the message's."""
+    out = {}
+    for n, e in expected.grads.items():
+        t = tolerance.get(f"{n}.grad")
+        if n in along or t is None or e is None:
+            continue
+        out[n] = np.asarray(t, dtype=float) + (case.atol or 0.0) + \
+            (case.rtol or 0.0) * np.abs(np.asarray(e, dtype=float))
+    return out
 
 
 def _pointwise(case: Case, dtype: str, ref):

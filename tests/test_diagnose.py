@@ -578,3 +578,36 @@ def test_the_package_keeps_its_names_and_splits_its_two_jobs():
     s = [Sample(0, 0, {"x": np.array([1.00005, 2.0001])}, {"x": np.array([1.0, 2.0])})]
     assert summarize(s, "float32") == ""
     assert summarize(s, "float64") != ""
+
+
+def test_the_diagnosis_calls_wrong_what_the_verdict_did(monkeypatch):
+    """A backward 1e-6 off where x > 1: the verdict's tolerance (rounding, 1e-14) calls
+    those elements wrong, the patterns' looser one would not; the diagnosis reads the
+    verdict's, so it names the branch and its counts are the message's."""
+    import dataclasses
+    import re
+
+    import torch
+
+    from gradcheck import check
+    from gradcheck.rules import RULES
+
+    class Sin(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.sin(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * torch.cos(x) * torch.where(x > 1, 1 + 1e-6, 1.0)
+
+    monkeypatch.setitem(RULES, "sin", dataclasses.replace(RULES["sin"], torch=Sin.apply))
+    torch_w = check("sum(sin(x) * y)", {"x": [40], "y": [40]}).witness("torch")
+    assert torch_w.status == "failed"
+    wrong = int(re.match(r"(\d+) / ", torch_w.message).group(1))
+    assert "wrong where x > 1" in torch_w.diagnosis
+    right, total = map(int, re.search(r"\((\d+) of (\d+) elements right\)",
+                                      torch_w.diagnosis).groups())
+    assert total - right == wrong

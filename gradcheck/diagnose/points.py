@@ -43,6 +43,9 @@ class Sample:
     values: dict | None = None                  # the point: input name -> value
     repeat: bool = False                        # an earlier backward went through the
     #                                             same graph (same forward call)
+    # input name -> the per-element tolerance the verdict allowed (a witness's); absent:
+    # the patterns' own (gradcheck.tolerance.PATTERN_TOLERANCES)
+    tolerance: dict | None = None
 
     @property
     def elements(self) -> int:
@@ -181,14 +184,24 @@ class _Evidence:
         #: every obtained gradient present, of its exact gradient's shape
         self.aligned = all(o is not None and o.shape == e.shape
                            for o, e in zip(self.obtained, self.expected))
-        self.ok = [matches(o, e, rtol, atol) if o is not None and o.shape == e.shape
-                   else None for o, e in zip(self.obtained, self.expected)]
+        self.ok = [self._matches(s, o, e) if o is not None and o.shape == e.shape
+                   else None for s, o, e in zip(self.samples, self.obtained, self.expected)]
         self.strong = [strong(e, atol) for e in self.expected]
+
+    def _matches(self, s: Sample, o: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """Elementwise: right as the verdict judged it (the sample's tolerance), or by
+        the patterns' tolerance where the sample has none."""
+        allowed = (s.tolerance or {}).get(self.name)
+        if allowed is None or np.shape(allowed) != e.shape:
+            return matches(o, e, self.rtol, self.atol)
+        with np.errstate(all="ignore"):
+            ok = np.abs(o - e) <= allowed
+        return ok | (o == e) | (np.isnan(o) & np.isnan(e))
 
     def right(self, s: Sample) -> bool:
         o, e = array(s.obtained.get(self.name)), array(s.expected[self.name])
         return (o is not None and o.shape == e.shape
-                and bool(np.all(matches(o, e, self.rtol, self.atol))))
+                and bool(np.all(self._matches(s, o, e))))
 
     def by_point(self, masks: list[np.ndarray]) -> dict[int, np.ndarray]:
         """Point -> the union of ``masks`` (one per sample) over its cotangents."""
