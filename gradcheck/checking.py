@@ -25,7 +25,9 @@ from .diagnose import Kept, Sample
 from .dtypes import round_to
 from .errors import CaseFileError, GradcheckError, describe_exception, exception_text
 from .heap import for_formula
-from .result import ERROR, FAILED, PASSED, SKIPPED, CaseResult, WitnessResult
+from .approximate import JUDGED, LOOSE
+from .result import (APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED, CaseResult,
+                     WitnessResult)
 from .sampling import case_points, case_rng
 from .timelimit import DEFAULT_TIMEOUT, CaseTimeout, time_limit
 from .witnesses import REFERENCE, entry, skip_reason, witness
@@ -123,6 +125,7 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
         return _raised(base, exc, start)
     results = check.results()
     status, message, kind = _verdict(case, results)
+    results = strictly(case, results)
     shown = formulas or status != PASSED
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
                       seconds=time.perf_counter() - start, mode=ref.mode,
@@ -223,13 +226,17 @@ class _FormulaCheck:
         if got.directions:   # the bounds of the projections it measured
             bounds = _projected(bounds, got)
         tolerance = entry(w).tolerance(self.dtype, bounds, got.error)
+        # in float64, the same rule with float32's bounds: asked only where an element
+        # fails (an approximation within float32's tolerance is no failure)
+        loose = (None if self.dtype != JUDGED else
+                 lambda: entry(w).tolerance(LOOSE, bounds, got.error))
         tally = self.tallies[w]
         before = tally.mismatched
         if point.near and entry(w).perturbs:
-            if not _add_near_kink(tally, got, expected, i, tolerance, point.near):
+            if not _add_near_kink(tally, got, expected, i, tolerance, point.near, loose):
                 self.waived.add(w)
         else:
-            tally.add(got, expected, i, tolerance)
+            tally.add(got, expected, i, tolerance, loose=loose, values=values)
         self.notes.extend(got.notes)
         # a diagnosis reads gradients element by element: projections are left out, and
         # a sample of projections alone is not kept (it would hold the point for nothing)
@@ -289,14 +296,15 @@ NEAR_KINKS = ("every point stays near a kink, where finite differences measure n
               "derivative (see the notes)")
 
 
-def _add_near_kink(tally: Tally, got, expected, i: int, tolerance, near) -> bool:
+def _add_near_kink(tally: Tally, got, expected, i: int, tolerance, near,
+                   loose=None) -> bool:
     """Compare a witness that perturbs the point (finite differences) at point ``i``,
     which stays within the sampling margin of the kinks of ``near``: its differences may
     cross them, so a disagreement there is a note, not a mismatch; an agreement counts
     (True). The exact witnesses (engine, torch) are compared at the point itself, as
     anywhere."""
     trial = Tally(tally.witness, tally.dtype, tally.atol, tally.rtol)
-    trial.add(got, expected, i, tolerance)
+    trial.add(got, expected, i, tolerance, loose=loose)
     if not trial.mismatched:
         tally.merge(trial)
         return True
@@ -337,6 +345,7 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
         return op_failure(case, base, f"the op raised {describe_exception(exc)}\n{tb}",
                           OP_RAISED, seconds=time.perf_counter() - start)
     status, message, kind = _verdict(case, results)
+    results = strictly(case, results)
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
                       seconds=time.perf_counter() - start, mode="op", error_kind=kind,
                       notes=tuple(dict.fromkeys(n for r in results for n in r.notes)))
@@ -385,7 +394,7 @@ def grad_fn_parity(results: list) -> list:
     is compared: a skipped one (float16, bfloat16) recorded no graph."""
     by = {r.witness: r for r in results}
     engine, torch = by.get("engine"), by.get("torch")
-    if (engine is None or torch is None or engine.status != PASSED
+    if (engine is None or torch is None or engine.status not in (PASSED, APPROXIMATE)
             or None in (engine.grad_fn, torch.grad_fn) or engine.grad_fn == torch.grad_fn):
         return results
     message = ("grad_fn graph differs from torch's: engine " + " <- ".join(engine.grad_fn)
@@ -394,13 +403,24 @@ def grad_fn_parity(results: list) -> list:
     return [failed if r is engine else r for r in results]
 
 
+#: what an approximate result's message begins with
+APPROXIMATE_HEAD = "approximate: "
+#: and what a strict case adds where that makes it a failure
+STRICT_TAIL = " (strict: an approximation is a failure)"
+
+
 def _verdict(case: Case, results) -> tuple[str, str, str]:
+    """The case's (status, message, error_kind) from its witnesses' (or op checks')
+    results. A check within float32's tolerance in a float64 run (``approximate``)
+    passes with that said, fails a strict case, and counts as caught for ``expect =
+    "fail"`` (the message says it is approximate)."""
     # A skipped witness (one that does not run in the dtype) counts for nothing; a run in
     # which every witness was skipped checked nothing, so it is skipped, not passed.
     if results and all(r.status == SKIPPED for r in results):
         return SKIPPED, "; ".join(f"{r.witness}: {r.message}" for r in results), ""
     errored = [r for r in results if r.status == ERROR]
     failed = [r for r in results if r.status == FAILED]
+    near = [r for r in results if r.status == APPROXIMATE]
     if errored:
         return ERROR, "; ".join(f"{r.witness}: {r.message}" for r in errored), "internal"
 
@@ -408,12 +428,28 @@ def _verdict(case: Case, results) -> tuple[str, str, str]:
         return f"{r.witness}: {r.message}" + (f" ({r.diagnosis})" if r.diagnosis else "")
 
     if case.expect == "fail":
-        if failed:
-            return PASSED, "caught as expected: " + "; ".join(map(explain, failed)), ""
+        if failed or near:
+            caught = ("caught as expected: " if failed else
+                      "caught as expected (approximate: within float32's tolerance): ")
+            return PASSED, caught + "; ".join(map(explain, failed + near)), ""
         return FAILED, "expected a mismatch (expect = \"fail\"), but every witness agreed", ""
     if failed:
-        return FAILED, "; ".join(map(explain, failed)), ""
+        return FAILED, "; ".join(map(explain, failed + near)), ""
+    if near:
+        message = APPROXIMATE_HEAD + "; ".join(map(explain, near))
+        if case.strict:
+            return FAILED, message + STRICT_TAIL, ""
+        return APPROXIMATE, message, ""
     return PASSED, "", ""
+
+
+def strictly(case: Case, results: list) -> list:
+    """``results`` as a strict case reports them: an approximate witness failed (its
+    message kept); as they are otherwise."""
+    if not case.strict or case.expect == "fail":
+        return results
+    return [dataclasses.replace(r, status=FAILED) if r.status == APPROXIMATE else r
+            for r in results]
 
 
 def file_error(exc: CaseFileError) -> CaseResult:
