@@ -33,7 +33,7 @@ import numpy as np
 
 from .dtypes import unit_roundoff
 
-__all__ = ["JUDGED", "LOOSE", "Near", "within_text"]
+__all__ = ["JUDGED", "LOOSE", "Near", "Rejudge", "within_text"]
 
 #: the dtype whose runs can be approximate, and the dtype whose tolerance they get
 JUDGED, LOOSE = "float64", "float32"
@@ -213,3 +213,47 @@ class Near:
         """What the result says: within float32's tolerance, and the likely cause."""
         cause = self.cause()
         return within_text(self.worst) + (f": {cause}" if cause else "")
+
+
+class Rejudge:
+    """One quantity's mismatches in a float64 run judged against float32's tolerance
+    (asked at the first of them: ``loose() -> {quantity: allowed}``, None: none), slab by
+    slab (:class:`gradcheck.compare.Tally`'s), into ``near``; the right elements of each
+    slab are evidence of where the errors are not, with the inputs (``values``) that
+    line up with the quantity (its shape). ``atol``, ``rtol``: the user's, added to
+    float32's tolerance as to float64's."""
+
+    def __init__(self, near: Near, quantity: str, expected: np.ndarray, loose, values,
+                 atol: float = 0.0, rtol: float = 0.0):
+        self.near, self.quantity, self.expected = near, quantity, expected
+        self.loose, self.allowed = loose, None
+        self.atol, self.rtol = atol, rtol
+        self.inputs = {n: x for n, x in (values or {}).items()
+                       if np.shape(x) == expected.shape
+                       and np.asarray(x).dtype.kind == "f"}
+
+    def slab(self, where, value: np.ndarray, diff: np.ndarray, ratio) -> int:
+        """Slab ``where`` of the quantity (``value`` the whole obtained one, ``diff``
+        the slab's |value - expected|, ``ratio`` its ratio to float64's tolerance, None
+        where no element is outside it): how many elements lie beyond float32's
+        tolerance too."""
+        near, inputs = self.near, {n: np.asarray(x)[where] for n, x in self.inputs.items()}
+        if ratio is None:
+            near.right(self.expected[where], None, inputs)
+            return 0
+        bad = ratio > 1
+        if not near.lost and self.allowed is None and self.loose is not None:
+            self.allowed = self._float32()
+        loose = None if self.allowed is None else self.allowed[where]
+        return near.judge(value[where], self.expected[where], diff, bad, loose, inputs)
+
+    def _float32(self) -> np.ndarray | None:
+        """float32's tolerance of the whole quantity, with the user's atol and rtol."""
+        expected = self.expected
+        allowed = self.loose().get(self.quantity)
+        if allowed is None:
+            return None
+        allowed = np.broadcast_to(np.asarray(allowed, dtype=float), expected.shape)
+        if self.atol or self.rtol:
+            allowed = allowed + self.atol + self.rtol * np.abs(expected)
+        return allowed

@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Union
 
 import numpy as np
 
-from .approximate import JUDGED, Near
+from .approximate import JUDGED, Near, Rejudge
 from .arrays import slabs
 from .dtypes import max_finite
 from .errormap import MAPS_KEPT, MapAccumulator, jacobian_key, view
@@ -273,7 +273,8 @@ class Tally:
         cuts = slabs(expected.shape, COMPARED)
         candidates = []     # (ratio, flat index) of each slab's worst elements
         floor = self._floor()
-        near = _Rejudge(self, quantity, expected, loose, values) if exact else None
+        near = (Rejudge(self.near, quantity, expected, loose, values, self.atol, self.rtol)
+                if exact and self.near is not None else None)
         for j, (axis, part, where) in enumerate(cuts):
             diff, rel, ratio, worst_diff = self._errors(value[where], expected[where],
                                                         allowed[where], largest)
@@ -281,10 +282,10 @@ class Tally:
             most = float(local.max())   # (NaN where any ratio is)
             bad = 0 if most <= 1 else int(np.count_nonzero(ratio > 1))
             self.mismatched += bad
-            if near is None or near.near is None:
+            if near is None:
                 self.beyond += bad
             else:
-                near.slab(where, value, diff, ratio if bad else None)
+                self.beyond += near.slab(where, value, diff, ratio if bad else None)
             if self.maps is not None:
                 self._map(quantity, value, expected, allowed, largest, cuts, j, ratio, bad,
                           point)
@@ -454,46 +455,6 @@ def _once(fn: Callable[[], dict]) -> Callable[[], dict]:
         return memo[0]
 
     return get
-
-
-class _Rejudge:
-    """One quantity's mismatches in a float64 run judged against float32's tolerance
-    (asked at the first of them), slab by slab, into the tally's :class:`~gradcheck.
-    approximate.Near`; the right elements of each slab, evidence of where the errors are
-    not, with the inputs that line up with the quantity (its shape)."""
-
-    def __init__(self, tally: Tally, quantity: str, expected: np.ndarray, loose, values):
-        self.tally, self.quantity, self.expected = tally, quantity, expected
-        self.near = tally.near
-        self.loose, self.allowed = loose, None
-        self.inputs = {n: x for n, x in (values or {}).items()
-                       if np.shape(x) == expected.shape
-                       and np.asarray(x).dtype.kind == "f"} if self.near else {}
-
-    def slab(self, where, value, diff, ratio) -> None:
-        """Slab ``where`` (``ratio``: to float64's tolerance, None where no element is
-        outside it)."""
-        near, inputs = self.near, {n: np.asarray(x)[where] for n, x in self.inputs.items()}
-        if ratio is None:
-            near.right(self.expected[where], None, inputs)
-            return
-        bad = ratio > 1
-        if not near.lost and self.allowed is None and self.loose is not None:
-            self.allowed = self._float32()
-        loose = None if self.allowed is None else self.allowed[where]
-        self.tally.beyond += near.judge(value[where], self.expected[where], diff, bad,
-                                        loose, inputs)
-
-    def _float32(self) -> np.ndarray | None:
-        """float32's tolerance of the whole quantity, with the user's atol and rtol."""
-        tally, expected = self.tally, self.expected
-        allowed = self.loose().get(self.quantity)
-        if allowed is None:
-            return None
-        allowed = np.broadcast_to(np.asarray(allowed, dtype=float), expected.shape)
-        if tally.atol or tally.rtol:
-            allowed = allowed + tally.atol + tally.rtol * np.abs(expected)
-        return allowed
 
 
 def _unravel(k: int, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -85,9 +85,8 @@ def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None =
 def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str | None = None,
         seed: int | None = None, points: int | None = None,
         witnesses: Iterable[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT,
-        device: str | None = None,
         progress: Callable[[int, int, CaseResult], None] | None = None,
-        jobs: int = 1, scheduler: str | None = None,
+        device: str | None = None, jobs: int = 1, scheduler: str | None = None,
         extreme_points: int | None = None, strict_shapes: bool | None = None,
         allow_op_modules: Iterable[str] = (), isolate: bool = False,
         formulas: bool = True, strict: bool | None = None) -> RunResult:
@@ -101,9 +100,8 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
 
     ``allow_op_modules``: patterns (``torch``, ``mypkg.*``) of installed modules an
     ``op`` may come from (see :mod:`gradcheck.backends.op`). ``strict_shapes`` makes
-    every op case's op.shapes fail what autograd accepts but changes, as the case-file
-    key does; ``strict`` makes every approximate result (a float64 check within
-    float32's tolerance only) a failure, as ``strict = true`` does; ``formulas`` is :func:`~gradcheck.checking.run_case`'s (False: none for
+    every op case's op.shapes fail what autograd accepts but changes, and ``strict``
+    every approximate result a failure, as the case-file keys do; ``formulas`` is :func:`~gradcheck.checking.run_case`'s (False: none for
     a case that passes).
 
     ``points`` and ``extreme_points`` (0: none) replace every case's counts of bulk and
