@@ -16,12 +16,13 @@ evidence for the likely cause, named only where it fits every wrong element:
   evidence); at least 3 of each;
 - a rounded constant: one relative error (o - e) / e across the wrong elements (each
   within a quarter of their median), or errors everywhere far below float32's own
-  rounding (at most 1/64 of its tolerance, relative errors far below 2^-24): a constant
-  written to 10 digits errs by about 1e-11;
+  rounding (at most 1/64 of its tolerance, relative errors far below 2^-24) and well
+  beyond float64's (16 times its tolerance somewhere): a constant written to 10 digits
+  errs by about 1e-11;
 - float32 arithmetic inside: relative errors of about float32's unit roundoff (their
   median at least 2^-24 / 16), as a computation rounded to 24 bits leaves them.
 
-Only float64 runs are judged so (:data:`JUDGED`): in float32 and below a run's own
+Every cause needs at least 3 wrong elements. Only float64 runs are judged so (:data:`JUDGED`): in float32 and below a run's own
 tolerance is float32's or wider, and a failure stays a failure.
 """
 
@@ -39,21 +40,24 @@ __all__ = ["JUDGED", "LOOSE", "Near", "Rejudge", "within_text"]
 JUDGED, LOOSE = "float64", "float32"
 U32 = unit_roundoff(LOOSE)
 
-THRESHOLD_MIN = 3             # wrong elements a threshold needs (a few line up by chance)
+CAUSE_MIN = 3                 # wrong elements any cause needs (fewer show no pattern)
+THRESHOLD_MIN = 3             # right elements a threshold needs (a few line up by chance)
 CONSTANT_SPREAD = 0.25        # a constant relative error: each within this of the median
 FLOAT32_MEDIAN = U32 / 16     # float32 arithmetic: the median |relative error| at least
 SMALL = 1 / 64                # a rounded constant's errors: at most this of float32's tol
+WELL_BEYOND = 16              # and at least this of float64's (an error just past
+#                               float64's tolerance is no constant's: the bound is close)
 RELATIVE_KEPT = 4096          # relative errors kept for their median
 
 # the forms a threshold on an input takes: (text, f) with "f(x) > T"
 _FORMS = (("|{}| >", np.abs), ("{} >", lambda a: a), ("{} <", np.negative))
 
 
-def within_text(worst: float) -> str:
+def within_text(worst: float, worst64: float) -> str:
     """How a result says it is approximate: ``worst`` is the largest |diff| over
-    float32's tolerance among the wrong elements."""
-    return (f"within float32's tolerance (the worst error {worst:.2g} of it), not "
-            "float64's")
+    float32's tolerance among the wrong elements, ``worst64`` over float64's."""
+    return (f"beyond float64's tolerance (up to {worst64:.3g} times it), within "
+            f"float32's (up to {worst:.2g} of it)")
 
 
 def _extremes(x: np.ndarray) -> tuple[float, float]:
@@ -69,6 +73,7 @@ class Near:
         self.within = 0
         self.lost = False
         self.worst = 0.0                    # largest |diff| / float32 tolerance, within
+        self.worst64 = 0.0                  # and over float64's
         self.rel_lo, self.rel_hi = math.inf, -math.inf   # signed (o - e) / e, e != 0
         self.rel_n = 0
         self.rels: list[np.ndarray] = []    # the first RELATIVE_KEPT of them
@@ -81,11 +86,13 @@ class Near:
 
     # ------------------------------------------------------------------ evidence
     def judge(self, value: np.ndarray, expected: np.ndarray, diff: np.ndarray,
-              bad: np.ndarray, loose: np.ndarray | None, inputs: dict) -> int:
-        """Re-judge one slab's mismatched elements (the mask ``bad``) against
-        ``loose``, float32's tolerance there (None: the check has none, so each is
-        beyond it); returns how many lie beyond. The right elements of the slab (its
-        others) are evidence too. ``inputs``: the slab of each input it lines up with."""
+              ratio: np.ndarray, loose: np.ndarray | None, inputs: dict) -> int:
+        """Re-judge one slab's mismatched elements (``ratio``, |diff| over float64's
+        tolerance, above 1) against ``loose``, float32's tolerance there (None: the
+        check has none, so each is beyond it); returns how many lie beyond. The right
+        elements of the slab (its others) are evidence too. ``inputs``: the slab of
+        each input it lines up with."""
+        bad = ratio > 1
         if self.lost:
             return int(np.count_nonzero(bad))
         d = diff[bad]
@@ -98,6 +105,7 @@ class Near:
             return beyond
         self.within += d.size
         self.worst = max(self.worst, float(np.max(r, initial=0.0)))
+        self.worst64 = max(self.worst64, float(np.max(ratio[bad], initial=0.0)))
         e, o = expected[bad], value[bad]
         nonzero = e != 0
         with np.errstate(all="ignore"):
@@ -148,6 +156,7 @@ class Near:
             return
         self.within += other.within
         self.worst = max(self.worst, other.worst)
+        self.worst64 = max(self.worst64, other.worst64)
         self.rel_lo, self.rel_hi = (min(self.rel_lo, other.rel_lo),
                                     max(self.rel_hi, other.rel_hi))
         self.rel_n += other.rel_n
@@ -189,22 +198,25 @@ class Near:
         return None
 
     def cause(self) -> str:
-        """The likely cause, where one fits every wrong element; else ""."""
+        """The likely cause, where one fits every wrong element; else "" (also where
+        fewer than :data:`CAUSE_MIN` elements are wrong: no pattern)."""
+        if self.within < CAUSE_MIN:
+            return ""
         beyond = self.threshold()
         if beyond:
             return f"a threshold (errors only where {beyond})?"
-        if self.rel_n == 0:
+        if self.rel_n < CAUSE_MIN:
             return ""
         rels = np.concatenate(self.rels)
         mid = float(np.median(rels))
         spread = max(abs(self.rel_hi - mid), abs(self.rel_lo - mid))
-        if self.rel_n >= 2 and mid != 0 and spread <= CONSTANT_SPREAD * abs(mid):
+        if mid != 0 and spread <= CONSTANT_SPREAD * abs(mid):
             return f"a rounded constant? (a constant relative error of {mid:.2g})"
         typical = float(np.median(np.abs(rels)))
         if typical >= FLOAT32_MEDIAN:
             return ("float32 arithmetic inside? (relative errors of about float32's unit "
                     f"roundoff, 2^-24 ≈ 6e-08: {typical:.2g} typically)")
-        if self.worst <= SMALL:
+        if self.worst <= SMALL and self.worst64 >= WELL_BEYOND:
             return (f"a rounded constant? (relative errors of {typical:.2g} typically, "
                     "far below float32's unit roundoff)")
         return ""
@@ -212,7 +224,7 @@ class Near:
     def text(self) -> str:
         """What the result says: within float32's tolerance, and the likely cause."""
         cause = self.cause()
-        return within_text(self.worst) + (f": {cause}" if cause else "")
+        return within_text(self.worst, self.worst64) + (f": {cause}" if cause else "")
 
 
 class Rejudge:
@@ -241,11 +253,10 @@ class Rejudge:
         if ratio is None:
             near.right(self.expected[where], None, inputs)
             return 0
-        bad = ratio > 1
         if not near.lost and self.allowed is None and self.loose is not None:
             self.allowed = self._float32()
         loose = None if self.allowed is None else self.allowed[where]
-        return near.judge(value[where], self.expected[where], diff, bad, loose, inputs)
+        return near.judge(value[where], self.expected[where], diff, ratio, loose, inputs)
 
     def _float32(self) -> np.ndarray | None:
         """float32's tolerance of the whole quantity, with the user's atol and rtol."""
