@@ -22,8 +22,9 @@ evidence for the likely cause, named only where it fits every wrong element:
 - float32 arithmetic inside: relative errors of about float32's unit roundoff (their
   median at least 2^-24 / 16), as a computation rounded to 24 bits leaves them.
 
-Every cause needs at least 3 wrong elements. Only float64 runs are judged so (:data:`JUDGED`): in float32 and below a run's own
-tolerance is float32's or wider, and a failure stays a failure.
+Every cause needs at least 3 wrong elements. Only float64 runs are judged so
+(:data:`JUDGED`): in float32 and below a run's own tolerance is float32's or wider, and
+a failure stays a failure.
 """
 
 from __future__ import annotations
