@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import CaseFileError, GradcheckError, GradientMismatch, UnsupportedOpError
+from .errors import (ApproximateGradient, CaseFileError, GradcheckError, GradientMismatch,
+                     UnsupportedOpError)
 
 __version__ = "0.1.0"
 
@@ -41,8 +42,8 @@ _LAZY = {
 
 __all__ = ["__version__", "check", "assert_gradients", "check_op", "assert_op", "run",
            "load_cases", "explain", "engine", "strategies", "GradcheckError", "CaseFileError",
-           "UnsupportedOpError", "GradientMismatch", "doctor", "assert_healthy",
-           "DoctorReport"]
+           "UnsupportedOpError", "GradientMismatch", "ApproximateGradient", "doctor",
+           "assert_healthy", "DoctorReport"]
 
 
 def __getattr__(name: str):

@@ -5,6 +5,12 @@ What each element may err by comes with it (the tolerances of
 :mod:`gradcheck.tolerance`, the one table); a user's ``atol``/``rtol`` add ``atol +
 rtol·|expected|`` on top, which only loosens.
 
+In a float64 run an element outside its tolerance is judged again against the
+tolerance the same check has in float32 (``loose``, a function asked only then): a check
+whose every mismatch lies within it is ``approximate`` (:mod:`gradcheck.approximate`,
+which also names the likely cause), one with a mismatch beyond it, or a problem that is
+no element's (a :class:`Finding`), failed.
+
 A tally takes two kinds of outcome (:meth:`Tally.record`): a :class:`Comparison` of
 quantities element by element, and a :class:`Finding`, a verdict that is no element
 comparison (an input modified in place, what a Function's backward returned).
@@ -21,10 +27,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Union
+from typing import Callable, Iterable, Union
 
 import numpy as np
 
+from .approximate import JUDGED, Near, Rejudge
 from .arrays import slabs
 from .dtypes import max_finite
 from .errormap import MAPS_KEPT, MapAccumulator, jacobian_key, view
@@ -32,7 +39,7 @@ from .errors import GradcheckError
 from .evaluation import Evaluation
 from .report.mismatch import witness_message
 from .tolerance import with_projection_rounding
-from .result import FAILED, PASSED, Worst, WitnessResult
+from .result import APPROXIMATE, FAILED, PASSED, Worst, WitnessResult
 
 WORST_KEPT = 5       # worst elements a result keeps for its report
 COMPARED = 1 << 16   # elements compared at a time (see Tally._compare)
@@ -71,6 +78,13 @@ class Comparison:
     #: ``expected`` is the exact reference (False: the op's own earlier result, which
     #: may be NaN where the op repeats it)
     exact: bool = True
+    #: ``() -> {quantity: allowed error}``: the tolerance the same check has in float32,
+    #: asked only where an element of a float64 run is outside ``tolerance`` (None: the
+    #: check has none, and such an element fails)
+    loose: Callable[[], dict] | None = None
+    #: the point's inputs (name -> value): where a mismatch lies, for naming the cause
+    #: of an approximation ("errors only where x > 20")
+    values: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,11 @@ class Tally:
         self._max_finite = max_finite(dtype)
         self.max_abs = self.max_rel = 0.0
         self.checked = self.mismatched = 0
+        # mismatches beyond float32's tolerance too (or that no tolerance judges: a
+        # shape, a None), and, in a float64 run, what the others were (None elsewhere:
+        # a run in float32 or below judges by float32's tolerance or a wider one)
+        self.beyond = 0
+        self.near = Near() if dtype == JUDGED else None
         self.top: list[tuple[float, Worst]] = []   # (|diff| / tol, element), worst first
         self.problems: list[str] = []
         self.notes: list[str] = []
@@ -137,25 +156,32 @@ class Tally:
         self._pending: dict[str, tuple[int, list]] = {}
 
     def add(self, got: Evaluation, ref: Evaluation, point: int,
-            tolerance: dict[str, np.ndarray]) -> None:
+            tolerance: dict[str, np.ndarray], *, loose: Callable[[], dict] | None = None,
+            values: dict | None = None) -> None:
         """Compare ``got`` with the exact ``ref``: element by element, or for a quantity
         ``got`` measured along directions (:attr:`Evaluation.directions`), the
         projections of ``ref``'s on them (``W.grad·u``, one element per direction), each
         allowed the rounding of that projection on top of ``tolerance`` (whose entries
-        are already the projections' own). ``got``'s notes become the tally's."""
+        are already the projections' own). ``got``'s notes become the tally's.
+        ``loose`` and ``values``: as :class:`Comparison`'s (``loose`` gets the same
+        projection rounding)."""
         if got.grad_fn is not None and self.grad_fn is None:
             self.grad_fn = got.grad_fn
         self.notes.extend(got.notes)
         exact = ref.quantities()
+        if loose is not None and got.directions:
+            unprojected = loose
+            loose = lambda: with_projection_rounding(unprojected(), got, exact)  # noqa: E731
         self.add_quantities(got.quantities(), got.project(exact), point,
-                            with_projection_rounding(tolerance, got, exact))
+                            with_projection_rounding(tolerance, got, exact), loose=loose,
+                            values=values)
 
     def record(self, outcomes: Iterable[Outcome]) -> None:
         """Take each :class:`Comparison` and :class:`Finding`, in order."""
         for o in outcomes:
             if isinstance(o, Comparison):
                 self.add_quantities(o.obtained, o.expected, o.point, o.tolerance,
-                                    exact=o.exact)
+                                    exact=o.exact, loose=o.loose, values=o.values)
                 if o.hint and self.mismatched and not self.problems:
                     self.problems.append(o.hint)
                 continue
@@ -171,6 +197,9 @@ class Tally:
         """Take ``other``'s outcomes (a tally of the same witness) as this one's own."""
         self.checked += other.checked
         self.mismatched += other.mismatched
+        self.beyond += other.beyond
+        if self.near is not None and other.near is not None:
+            self.near.merge(other.near)
         self.max_abs, self.max_rel = (max(self.max_abs, other.max_abs),
                                       max(self.max_rel, other.max_rel))
         self.top = sorted(self.top + other.top, key=lambda pair: -pair[0])[:WORST_KEPT]
@@ -187,18 +216,26 @@ class Tally:
 
     def _problem(self, message: str) -> None:
         self.mismatched += 1
+        self.beyond += 1   # (no tolerance makes it right)
+        if self.near is not None:
+            self.near.lost = True
         self.problems.append(message)
 
     def add_quantities(self, obtained: dict, expected_all: dict, point: int,
-                       tolerance: dict | None = None, *, exact: bool = True) -> None:
+                       tolerance: dict | None = None, *, exact: bool = True,
+                       loose: Callable[[], dict] | None = None,
+                       values: dict | None = None) -> None:
         """Compare ``obtained`` with ``expected_all`` quantity by quantity (by name),
         each element allowed ``tolerance[quantity]`` (absolute, per element; 0 where
-        absent) plus the user's ``atol + rtol·|expected|``.
+        absent) plus the user's ``atol + rtol·|expected|``; ``loose`` and ``values`` as
+        :class:`Comparison`'s (``loose`` asked at most once).
 
         Raises:
             NotFiniteReference: ``exact`` and an expected element is NaN or infinite.
         """
         tolerance = tolerance or {}
+        if loose is not None:
+            loose = _once(loose)
         for quantity, expected in expected_all.items():
             value = obtained.get(quantity)
             if expected is None:  # no differentiable path: .grad must stay None
@@ -212,9 +249,10 @@ class Tally:
                 continue
             self._compare(quantity, np.asarray(value, dtype=float),
                           np.asarray(expected, dtype=float), tolerance.get(quantity, 0.0),
-                          point, exact)
+                          point, exact, loose, values)
 
-    def _compare(self, quantity, value, expected, allowed, point, exact=True) -> None:
+    def _compare(self, quantity, value, expected, allowed, point, exact=True, loose=None,
+                 values=None) -> None:
         if value.shape != expected.shape:
             self._problem(f"{quantity} has shape {list(value.shape)}, expected "
                           f"{list(expected.shape)}")
@@ -235,6 +273,8 @@ class Tally:
         cuts = slabs(expected.shape, COMPARED)
         candidates = []     # (ratio, flat index) of each slab's worst elements
         floor = self._floor()
+        near = (Rejudge(self.near, quantity, expected, loose, values, self.atol, self.rtol)
+                if exact and self.near is not None else None)
         for j, (axis, part, where) in enumerate(cuts):
             diff, rel, ratio, worst_diff = self._errors(value[where], expected[where],
                                                         allowed[where], largest)
@@ -242,6 +282,10 @@ class Tally:
             most = float(local.max())   # (NaN where any ratio is)
             bad = 0 if most <= 1 else int(np.count_nonzero(ratio > 1))
             self.mismatched += bad
+            if near is None:
+                self.beyond += bad
+            else:
+                self.beyond += near.slab(where, value, diff, ratio if bad else None)
             if self.maps is not None:
                 self._map(quantity, value, expected, allowed, largest, cuts, j, ratio, bad,
                           point)
@@ -378,18 +422,39 @@ class Tally:
         maps = [a.result() for a in (self.maps or {}).values() if a.mismatched]
         return tuple(maps[:MAPS_KEPT])
 
+    @property
+    def approximate(self) -> bool:
+        """Every mismatch lies within the tolerance the check has in float32."""
+        return (bool(self.mismatched) and not self.beyond and self.near is not None
+                and not self.near.lost)
+
     def result(self) -> WitnessResult:
-        status = FAILED if self.mismatched else PASSED
+        status = (APPROXIMATE if self.approximate else FAILED if self.mismatched
+                  else PASSED)
         message = "; ".join(dict.fromkeys(self.problems))
         if self.mismatched and not message:
             message = witness_message(self.worst, self.mismatched, self.checked)
         diagnosis = "; ".join(dict.fromkeys(self.diagnoses)) if self.mismatched else ""
+        if status == APPROXIMATE:   # what it is within, and the likely cause
+            diagnosis = self.near.text()
         return WitnessResult(self.witness, status, self.max_abs, self.max_rel, self.worst,
                              self.checked, self.mismatched, self.grad_fn, message,
                              diagnosis=diagnosis,
                              worst_elements=tuple(w for _, w in self.top),
                              notes=tuple(dict.fromkeys(self.notes)),
                              error_maps=self.error_maps() if self.mismatched else ())
+
+
+def _once(fn: Callable[[], dict]) -> Callable[[], dict]:
+    """``fn``, called at most once (its result kept)."""
+    memo: list = []
+
+    def get() -> dict:
+        if not memo:
+            memo.append(fn())
+        return memo[0]
+
+    return get
 
 
 def _unravel(k: int, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -47,6 +47,12 @@ class GradientMismatch(GradcheckError, AssertionError):
     """A witness's gradient disagrees with the symbolic reference."""
 
 
+class ApproximateGradient(UserWarning):
+    """A float64 check that is approximate: beyond float64's tolerance, within
+    float32's (no failure unless strict). ``assert_gradients``, ``assert_op`` and the
+    pytest plugin's case items pass with this warning."""
+
+
 def exception_text(exc: BaseException) -> str:
     """``str(exc)``, whatever the exception: one an op raised may have a ``__str__`` that
     raises or returns no str, and saying so is the op's error, not an internal one of

@@ -9,7 +9,8 @@ __all__ = ["ExitCode", "exit_code"]
 
 
 class ExitCode(IntEnum):
-    OK = 0          # every case passed (or failed as expect = "fail" said)
+    OK = 0          # every case passed (or failed as expect = "fail" said), approximate
+    #                 ones included (a strict case's approximation is status failed)
     MISMATCH = 1    # a gradient mismatch, an op that raised, or a case past its time limit
     USAGE = 2       # a usage or case-file error (an op that cannot be imported included)
     INTERNAL = 3    # an internal error

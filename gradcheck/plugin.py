@@ -198,8 +198,21 @@ def _fail_unless_passed(result) -> None:
     __tracebackhide__ = True
     if result.status == "skipped":
         pytest.skip(result.message or "skipped")
-    if result.status not in ("passed", "skipped"):
+    if result.status not in ("passed", "skipped", "approximate"):
         pytest.fail(failure_text(result), pytrace=False)
+    _warn_if_approximate(result)
+
+
+def _warn_if_approximate(result) -> None:
+    """An approximate case (within float32's tolerance only, in float64) passes with a
+    warning in pytest's summary: its text and how to re-run it (``strict = true`` in
+    the case makes it a failure)."""
+    if result.status == "approximate":
+        import warnings
+
+        from .errors import ApproximateGradient
+
+        warnings.warn(ApproximateGradient(failure_text(result)), stacklevel=2)
 
 
 def _runs_for(marker, base: Path) -> tuple[list[_Run], list[str]]:
@@ -444,8 +457,9 @@ class CaseItem(pytest.Item):
         _record(self, result)
         if result.status == "skipped":
             pytest.skip(result.message or "skipped")
-        if result.status != "passed":
+        if result.status not in ("passed", "approximate"):
             raise _CaseFailed(result)
+        _warn_if_approximate(result)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, _CaseFailed):

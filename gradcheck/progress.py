@@ -31,7 +31,7 @@ from collections import deque
 from typing import Iterator
 
 from .report.scrub import one_line
-from .result import ERROR, FAILED, PASSED, SKIPPED
+from .result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
 
 __all__ = ["display", "MODES", "STILL_RUNNING_AFTER", "STILL_RUNNING_EVERY", "REFRESH"]
 
@@ -40,8 +40,10 @@ STILL_RUNNING_AFTER = 10.0   # seconds a run is old when "lines" first says it s
 STILL_RUNNING_EVERY = 30.0   # and how often it says so again (CI kills a silent job)
 REFRESH = 0.25               # seconds between redraws of the live line
 
-_LABEL = {PASSED: "PASS", FAILED: "FAIL", ERROR: "ERROR", SKIPPED: "SKIP"}
-_STYLE = {PASSED: "green", FAILED: "bold red", ERROR: "bold magenta", SKIPPED: "yellow"}
+_LABEL = {PASSED: "PASS", APPROXIMATE: "APPROX", FAILED: "FAIL", ERROR: "ERROR",
+          SKIPPED: "SKIP"}
+_STYLE = {PASSED: "green", APPROXIMATE: "bold yellow", FAILED: "bold red",
+          ERROR: "bold magenta", SKIPPED: "yellow"}
 
 
 @contextlib.contextmanager
@@ -250,7 +252,7 @@ class _Live(_Shown):
         self._draw(time.monotonic())
 
     def _finished(self, result) -> None:
-        if result.status in (FAILED, ERROR):   # what stays: the runs to look at
+        if result.status in (FAILED, ERROR, APPROXIMATE):   # what stays: runs to look at
             self._erase()
             self._print(self._line(result))
         self._draw(time.monotonic())

@@ -11,6 +11,12 @@ from typing import Any
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 # a witness that measured but could not settle (finite differences): fails no case
 INCONCLUSIVE = "inconclusive"
+#: a float64 check whose deviations exceed float64's tolerance but all lie within the
+#: tolerance the same check has in float32 (:mod:`gradcheck.approximate`): no failure
+#: (exit 0) unless the case is strict, where it is one
+APPROXIMATE = "approximate"
+#: every status, in the order summaries count them
+STATUSES = (PASSED, APPROXIMATE, FAILED, ERROR, SKIPPED)
 
 
 def _plain(x: Any) -> Any:
@@ -233,9 +239,9 @@ class RunResult:
 
     @property
     def summary(self) -> dict[str, Any]:
-        count = {s: sum(c.status == s for c in self.cases)
-                 for s in (PASSED, FAILED, ERROR, SKIPPED)}
-        out = {"passed": count[PASSED], "failed": count[FAILED], "errored": count[ERROR],
+        count = {s: sum(c.status == s for c in self.cases) for s in STATUSES}
+        out = {"passed": count[PASSED], "approximate": count[APPROXIMATE],
+               "failed": count[FAILED], "errored": count[ERROR],
                "skipped": count[SKIPPED], "seconds": round(self.seconds, 3)}
         if self.incomplete:   # only then: a complete run's summary keeps its keys
             out.update(incomplete=True, interrupted=self.interrupted, not_run=self.not_run)

@@ -15,16 +15,18 @@ __all__ = ["add_parser", "command", "IN_PROCESS"]
 
 DESCRIPTION = (
     "Run case files (or folders of them) and report, for every case, whether each "
-    "witness agrees with the symbolic reference. Exit codes: 0 all passed, 1 a gradient "
-    "mismatch, an op that raised or a case past its time limit, 2 a usage or case-file "
+    "witness agrees with the symbolic reference. Exit codes: 0 all passed (approximate "
+    "ones included: a float64 run within float32's tolerance only, which --strict fails), "
+    "1 a gradient mismatch, an op that raised or a case past its time limit, 2 a usage "
+    "or case-file "
     "error, 3 an internal error, 5 no case selected, 130 or 143 interrupted by SIGINT or "
     "SIGTERM (the report holds the cases that finished, marked incomplete).")
 
 EPILOG = (
     "Settings: the [tool.gradcheck] table of the nearest pyproject.toml (from the current "
     "folder) may set paths, dtype, seed, points, extreme-points, timeout, jobs, "
-    "witnesses, reports, strict-shapes, allow-op-modules, max-memory, step-summary and "
-    "color; the command line overrides it. Its paths and reports are relative to the "
+    "witnesses, reports, strict, strict-shapes, allow-op-modules, max-memory, "
+    "step-summary and color; the command line overrides it. Its paths and reports are relative to the "
     "pyproject.toml's folder. Without PATH, the configured paths are run. Under GitHub "
     "Actions the Markdown report is also appended to $GITHUB_STEP_SUMMARY.")
 
@@ -78,6 +80,10 @@ def _selection(run: argparse.ArgumentParser, dtypes) -> None:
                           "op's backward returns (a gradient it sums back to its input's "
                           "shape, trailing Nones, a gradient for an input that needs "
                           "none), as strict_shapes = true in a case does")
+    run.add_argument("--strict", action=argparse.BooleanOptionalAction,
+                     help="an approximate result (a float64 run whose mismatches all lie "
+                          "within float32's tolerance) fails, as strict = true in a case "
+                          "does; without it, it passes with a warning (--no-strict)")
     run.add_argument("--allow-op-module", action="append", default=[], metavar="PATTERN",
                      help="let a case's op come from the installed modules PATTERN names "
                           "(fnmatch on the dotted name: torch, mypkg.*; repeatable; added "
@@ -256,7 +262,7 @@ def _results(args):
                      color=use_color(args.color, sys.stderr)) as progress:
             return run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
                        points=args.points, extreme_points=args.extreme_points,
-                       strict_shapes=args.strict_shapes,
+                       strict_shapes=args.strict_shapes, strict=args.strict,
                        allow_op_modules=args.allow_op_module,
                        witnesses=args.witness, timeout=args.timeout,
                        device=args.device, jobs=args.jobs, scheduler=args.scheduler,

@@ -26,7 +26,7 @@ __all__ = ["Report", "KEYS", "merge", "parse_report", "DEFAULTS"]
 
 # What an option left to neither the command line nor the table is.
 DEFAULTS = {"timeout": 300.0, "jobs": 1, "color": "auto", "step_summary": True,
-            "format": "text", "strict_shapes": False}
+            "format": "text", "strict_shapes": False, "strict": False}
 
 COLORS = ("auto", "always", "never")
 
@@ -140,6 +140,7 @@ KEYS: dict[str, Key] = {
     "reports": Key("reports", 'a list of "FMT:PATH" strings, FMT a report format',
                    _reports, _formats),
     "strict-shapes": Key("strict_shapes", "true or false", lambda v: isinstance(v, bool)),
+    "strict": Key("strict", "true or false", lambda v: isinstance(v, bool)),
     # read by the op loader (gradcheck.backends.op) from the case file's pyproject
     "allow-op-modules": Key(None, "a list of module name patterns (strings)", _strings),
     "max-memory": Key("max_memory", 'a size such as "4G" or "512M", or a number of bytes',

@@ -34,16 +34,19 @@ __all__ = ["run", "select", "override", "run_case", "cotangent", "file_error",
 def override(case: Case, *, seed: int | None = None, points: int | None = None,
              witnesses: Iterable[str] | None = None, device: str | None = None,
              extreme_points: int | None = None, strict_shapes: bool | None = None,
-             allow_op_modules: Iterable[str] = ()) -> Case:
+             allow_op_modules: Iterable[str] = (), strict: bool | None = None) -> Case:
     """``case`` with the command line's overrides applied (itself when there are none).
     ``allow_op_modules`` adds to the patterns of installed modules its op may come from
-    (a single string is one pattern)."""
+    (a single string is one pattern); ``strict`` (as ``strict_shapes``) turns the
+    case's own on, never off."""
     changes = {}
     if allow_op_modules:
         given = [allow_op_modules] if isinstance(allow_op_modules, str) else allow_op_modules
         changes["allow_op_modules"] = tuple(dict.fromkeys((*case.allow_op_modules, *given)))
     if strict_shapes:   # --strict-shapes turns it on; without the flag each case says
         changes["strict_shapes"] = True
+    if strict:   # --strict likewise: an approximate result fails
+        changes["strict"] = True
     if seed is not None:
         changes["seed"] = seed
     if points is not None:
@@ -64,7 +67,8 @@ def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None =
            device: str | None = None,
            extreme_points: int | None = None,
            strict_shapes: bool | None = None,
-           allow_op_modules: Iterable[str] = ()) -> list[tuple[Case, str]]:
+           allow_op_modules: Iterable[str] = (),
+           strict: bool | None = None) -> list[tuple[Case, str]]:
     """Apply command-line overrides: the (case, dtype) runs to do, in order."""
     runs = []
     for case in cases:
@@ -72,7 +76,7 @@ def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None =
             continue
         case = override(case, seed=seed, points=points, witnesses=witnesses, device=device,
                         extreme_points=extreme_points, strict_shapes=strict_shapes,
-                        allow_op_modules=allow_op_modules)
+                        allow_op_modules=allow_op_modules, strict=strict)
         for d in ([dtype] if dtype else case.dtypes):
             runs.append((case, d))
     return runs
@@ -81,12 +85,11 @@ def select(cases: list[Case], *, keyword: str | None = None, dtype: str | None =
 def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str | None = None,
         seed: int | None = None, points: int | None = None,
         witnesses: Iterable[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT,
-        device: str | None = None,
         progress: Callable[[int, int, CaseResult], None] | None = None,
-        jobs: int = 1, scheduler: str | None = None,
+        device: str | None = None, jobs: int = 1, scheduler: str | None = None,
         extreme_points: int | None = None, strict_shapes: bool | None = None,
         allow_op_modules: Iterable[str] = (), isolate: bool = False,
-        formulas: bool = True) -> RunResult:
+        formulas: bool = True, strict: bool | None = None) -> RunResult:
     """Run every case under ``paths`` (one path, or several).
 
     ``isolate`` runs the cases in a worker process even with ``jobs=1``, as ``gradcheck
@@ -97,8 +100,8 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
 
     ``allow_op_modules``: patterns (``torch``, ``mypkg.*``) of installed modules an
     ``op`` may come from (see :mod:`gradcheck.backends.op`). ``strict_shapes`` makes
-    every op case's op.shapes fail what autograd accepts but changes, as the case-file
-    key does; ``formulas`` is :func:`~gradcheck.checking.run_case`'s (False: none for
+    every op case's op.shapes fail what autograd accepts but changes, and ``strict``
+    every approximate result a failure, as the case-file keys do; ``formulas`` is :func:`~gradcheck.checking.run_case`'s (False: none for
     a case that passes).
 
     ``points`` and ``extreme_points`` (0: none) replace every case's counts of bulk and
@@ -128,7 +131,8 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
             runs_of = functools.partial(
                 select, keyword=keyword, dtype=dtype, seed=seed, points=points,
                 witnesses=witnesses, device=device, extreme_points=extreme_points,
-                strict_shapes=strict_shapes or None, allow_op_modules=allow_op_modules)
+                strict_shapes=strict_shapes or None, allow_op_modules=allow_op_modules,
+                strict=strict or None)
             runs, places = _lay_out(read_entries(paths), runs_of, keyword, done)
             _execute(executor(jobs, scheduler, isolate=isolate), runs, places, timeout,
                      progress, done, formulas)

@@ -1,15 +1,20 @@
 """Library calls for a project's own unit tests: check a custom op (or a formula) and
-get a result, or assert and get a ``GradientMismatch`` that explains the failure."""
+get a result, or assert and get a ``GradientMismatch`` that explains the failure.
+
+An approximate result (a float64 check within float32's tolerance only) passes an
+assertion with an :class:`~gradcheck.errors.ApproximateGradient` warning, unless the
+call says ``strict=True`` (the case-file key), which makes it a failure."""
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import GradientMismatch
-from .result import PASSED, CaseResult
+from .errors import ApproximateGradient, GradientMismatch
+from .result import APPROXIMATE, PASSED, CaseResult
 
 
 def _input_table(inputs: Mapping[str, Any]) -> dict:
@@ -42,7 +47,7 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
         dtype: "float64", "float32", "float16" or "bfloat16" (in the last two the
             engine and numeric witnesses are skipped, with the reason in the result).
         options: any other case-file key (points, extreme_points, seed, atol, rtol,
-            gradient, args, order, device, nondet_tol, strict_shapes), and
+            gradient, args, order, device, nondet_tol, strict_shapes, strict), and
             ``allow_op_modules``: patterns of installed modules a ``"module:Name"`` op
             may come from (see :func:`gradcheck.run`).
 
@@ -75,7 +80,7 @@ def check(expr: str, inputs: Mapping[str, Any], *, dtype: str = "float64",
         dtype: "float64", "float32", "float16" or "bfloat16" (in the last two the
             engine and numeric witnesses are skipped, with the reason in the result).
         options: any other case-file key (let, gradient, retain_grad, points,
-            extreme_points, seed, atol, rtol, witnesses, expect).
+            extreme_points, seed, atol, rtol, witnesses, expect, strict).
 
     Raises:
         CaseFileError: the formula or an option is invalid.
@@ -97,10 +102,11 @@ def assert_gradients(expr: str, inputs: Mapping[str, Any], **options) -> CaseRes
     """
     __tracebackhide__ = True
     result = check(expr, inputs, **options)
-    if result.status != PASSED:
+    if result.status not in (PASSED, APPROXIMATE):
         call = _call("check", repr(expr), inputs, options, result)
         raise GradientMismatch(mismatch_message(
             f"gradients of {expr!r} disagree with the exact derivative", result, call))
+    _warn_if_approximate(result, f"gradients of {expr!r}")
     return result
 
 
@@ -114,12 +120,22 @@ def assert_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any],
     """
     __tracebackhide__ = True  # pytest: show the caller's line, not this helper
     result = check_op(op, reference, inputs, **options)
-    if result.status != PASSED:
-        label = op if isinstance(op, str) else getattr(op, "__name__", repr(op))
+    label = op if isinstance(op, str) else getattr(op, "__name__", repr(op))
+    if result.status not in (PASSED, APPROXIMATE):
         call = _call("check_op", f"{label}, {reference!r}", inputs, options, result)
         raise GradientMismatch(mismatch_message(
             f"op {label} does not match {reference!r}", result, call))
+    _warn_if_approximate(result, f"op {label}")
     return result
+
+
+def _warn_if_approximate(result: CaseResult, what: str) -> None:
+    """An :class:`ApproximateGradient` warning for an approximate ``result`` (at the
+    caller of the assertion)."""
+    if result.status == APPROXIMATE:
+        warnings.warn(ApproximateGradient(
+            f"{what} ({result.dtype}, seed {result.seed}) is {result.message} (pass "
+            "strict=True to make this a failure)"), stacklevel=3)
 
 
 def _call(fn: str, first: str, inputs, options, result: CaseResult) -> str:

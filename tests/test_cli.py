@@ -90,7 +90,7 @@ points = 1
 ESC = "\x1b"
 SCHEMA_CASE = {"name", "file", "dtype", "status", "witnesses", "message"}
 SCHEMA_WITNESS = {"status", "max_abs_err", "max_rel_err", "worst_index", "grad_fn"}
-SCHEMA_SUMMARY = {"passed", "failed", "errored", "skipped", "seconds"}
+SCHEMA_SUMMARY = {"passed", "approximate", "failed", "errored", "skipped", "seconds"}
 
 
 def write(folder: Path, name: str, text: str) -> Path:

@@ -113,27 +113,28 @@ def test_every_run_key_reaches_the_runner(capsys, project, calls):
     configure(project, 'paths = ["cases", "more"]\ndtype = "float16"\nseed = 1\n'
                        'points = 4\nextreme-points = 3\ntimeout = 12.5\njobs = 2\n'
                        'witnesses = ["engine", "torch"]\nstrict-shapes = true\n'
+                       'strict = true\n'
                        'allow-op-modules = ["mypkg.*"]\nmax-memory = "64M"\n')
     assert gc(capsys, "run")[0] == ExitCode.OK
     (got,) = calls
     assert got["paths"] == ["cases", "more"]
     assert {k: got[k] for k in ("dtype", "seed", "points", "extreme_points", "timeout",
-                                "jobs", "witnesses", "strict_shapes")} == {
+                                "jobs", "witnesses", "strict_shapes", "strict")} == {
         "dtype": "float16", "seed": 1, "points": 4, "extreme_points": 3, "timeout": 12.5,
-        "jobs": 2, "witnesses": ["engine", "torch"], "strict_shapes": True}
+        "jobs": 2, "witnesses": ["engine", "torch"], "strict_shapes": True, "strict": True}
     assert got["budget"] == str(64 * 2**20)
     assert gc(capsys, "run", "-j", "1", "--timeout", "3", "--max-memory", "1G",
-              "--no-strict-shapes", "--witness", "numeric")[0] == ExitCode.OK
+              "--no-strict-shapes", "--no-strict", "--witness", "numeric")[0] == ExitCode.OK
     assert (calls[1]["jobs"], calls[1]["timeout"], calls[1]["budget"],
-            calls[1]["strict_shapes"], calls[1]["witnesses"]) == (
-        1, 3.0, str(2**30), False, ["numeric"])
+            calls[1]["strict_shapes"], calls[1]["strict"], calls[1]["witnesses"]) == (
+        1, 3.0, str(2**30), False, False, ["numeric"])
 
 
 def test_the_defaults_without_a_table(capsys, project, calls):
     assert gc(capsys, "run", "cases")[0] == ExitCode.OK
     (got,) = calls
-    assert (got["jobs"], got["timeout"], got["strict_shapes"], got["budget"]) == (
-        1, 300.0, False, None)
+    assert (got["jobs"], got["timeout"], got["strict_shapes"], got["strict"],
+            got["budget"]) == (1, 300.0, False, False, None)
 
 
 def test_a_configured_jobs_meets_the_command_lines_exclusions(capsys, project):

@@ -35,7 +35,8 @@ from gradcheck.report.annotations import github_annotations
 from gradcheck.result import (FAILED, PASSED, SKIPPED, CaseResult, RunResult,
                               WitnessResult, Worst)
 from gradcheck.rules import COMPARISON, LINALG, REDUCTION, RULES
-from gradcheck.checking import cotangent, grad_fn_parity
+from gradcheck.checking import cotangent
+from gradcheck.verdicts import grad_fn_parity
 from gradcheck.sampling import sample
 from gradcheck.strategies import points
 

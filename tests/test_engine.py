@@ -399,7 +399,7 @@ def test_attention_scores_record_torchs_chain():
     ("sum(tanh(x @ W))", {"x": [2, 3, 2], "W": [2, 3]}),
 ])
 def test_batched_matmul_formulas_pass_the_engine_witness(expr, inputs):
-    # checking.grad_fn_parity fails the engine witness when its graph is not torch's
+    # verdicts.grad_fn_parity fails the engine witness when its graph is not torch's
     import gradcheck
 
     result = gradcheck.check(expr, inputs, witnesses=["symbolic", "engine", "torch"],

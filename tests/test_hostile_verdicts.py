@@ -24,7 +24,7 @@ from gradcheck.checking import run_case
 from gradcheck.compare import NotFiniteReference, Tally
 from gradcheck.reference import ExpandedReference, Reference
 from gradcheck.reference.second import others_adjoint
-from gradcheck.result import ERROR, FAILED, PASSED, SKIPPED
+from gradcheck.result import ERROR, FAILED, PASSED, SKIPPED, STATUSES
 from gradcheck.sampling import MARGIN, case_points
 from gradcheck.strategies import formulas
 from gradcheck.witnesses import REGISTRY, Witness, entry
@@ -226,5 +226,5 @@ def test_running_drawn_cases_is_never_an_internal_error(table, dtype):
     case's own error, never gradcheck's."""
     case = case_from_dict(dict(table, points=1, extreme_points=1))
     result = run_case(case, dtype, timeout=120)
-    assert result.status in (PASSED, FAILED, ERROR, SKIPPED)
+    assert result.status in STATUSES   # approximate too (float64 within float32's)
     assert result.error_kind != "internal", (table["expr"], result.message)

@@ -291,7 +291,8 @@ def test_report_holds_every_case_of_the_session(project):
     report = _report(project.path / "out" / "report.json")
     extra = [("tests/cases/a.toml", "square", d, "passed") for d in ("float64", "float32")]
     assert _runs(report) == REPORT_RUNS + extra
-    assert report["summary"] | {"seconds": 0} == {"passed": 5, "failed": 1, "errored": 1,
+    assert report["summary"] | {"seconds": 0} == {"passed": 5, "approximate": 0,
+                                                  "failed": 1, "errored": 1,
                                                   "skipped": 0, "seconds": 0}
     flip = report["cases"][2]
     assert "sign flipped" in flip["witnesses"]["op.backward"]["diagnosis"]
@@ -350,6 +351,58 @@ def test_collector_runs_case_files_with_gradcheck_collect(project):
     assert _runs(_report(project.path / "report.json")) == REPORT_RUNS
     # without the option, case files are not tests
     project.runpytest("-p", "no:cacheprovider", "tests/cases").assert_outcomes()
+
+
+APPROXIMATE_OPS = '''
+import torch
+
+
+class Float32Inside(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        y = x.float()
+        return (y * torch.sigmoid(y)).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        y, h = x.float(), g.float()
+        s = torch.sigmoid(y)
+        return (h * (s + y * s * (1 - s))).to(x.dtype)
+'''
+
+APPROXIMATE_CASES = """
+[defaults]
+points = 1
+extreme_points = 0
+
+[[case]]
+name = "inside"
+op = "approx_ops:Float32Inside"
+reference = "x * sigmoid(x)"
+inputs.x = { shape = [4] }
+
+[[case]]
+name = "inside-strict"
+op = "approx_ops:Float32Inside"
+reference = "x * sigmoid(x)"
+inputs.x = { shape = [4] }
+strict = true
+"""
+
+
+def test_an_approximate_case_item_passes_with_a_warning_and_fails_when_strict(pytester):
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "approx_ops.py").write_text(APPROXIMATE_OPS)
+    (pytester.path / "approx.toml").write_text(APPROXIMATE_CASES)
+    result = pytester.runpytest("-v", "-p", "no:cacheprovider", "--gradcheck-collect",
+                                "approx.toml")
+    result.assert_outcomes(passed=1, failed=1, warnings=1)
+    out = result.stdout.str()
+    assert "approx.toml::inside[float64] PASSED" in out
+    assert "approx.toml::inside-strict[float64] FAILED" in out
+    assert "ApproximateGradient" in out and "float32 arithmetic inside?" in out
 
 
 # --------------------------------------------------------------------------- packaging

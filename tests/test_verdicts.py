@@ -123,10 +123,12 @@ def test_counts_per_dtype_keep_false_alarms_misses_and_skips_apart(saved):
     assert data["seeds"] == [0] and data["dtypes"] == DTYPES
     by = {c["dtype"]: c for c in data["counts"]}
     assert by["float64"] == {"dtype": "float64", "runs": 6, "passed": 4,
-                             "false_alarms": 1, "missed": 1, "skipped": 0, "errored": 0}
+                             "false_alarms": 1, "missed": 1, "skipped": 0, "errored": 0,
+                             "approximate": 0}
     # the engine-only case checked nothing in bfloat16: skipped, not passed
     assert by["bfloat16"] == {"dtype": "bfloat16", "runs": 6, "passed": 3,
-                              "false_alarms": 1, "missed": 1, "skipped": 1, "errored": 0}
+                              "false_alarms": 1, "missed": 1, "skipped": 1, "errored": 0,
+                              "approximate": 0}
     assert data["total"]["runs"] == 12 and data["total"]["false_alarms"] == 2
 
 
@@ -167,8 +169,8 @@ def test_op_table_sets_gradcheck_per_dtype_beside_torch_gradcheck(saved):
 def test_markdown_is_printed_and_progress_is_one_stderr_line_per_seed_and_dtype(saved):
     _, table, stdout, stderr = saved
     assert table in stdout
-    assert "| float64 | 6 | 4 | 1 | 1 | 0 | 0 |" in table
-    assert "| all | 12 | 7 | 2 | 2 | 1 | 0 |" in table
+    assert "| float64 | 6 | 4 | 0 | 1 | 1 | 0 | 0 |" in table
+    assert "| all | 12 | 7 | 0 | 2 | 2 | 1 | 0 |" in table
     lines = [line for line in stderr.splitlines() if line.startswith("verdicts: [")]
     assert [line.split(":")[1].strip() for line in lines] == [
         "[1/2] seed 0 float64", "[2/2] seed 0 bfloat16"]

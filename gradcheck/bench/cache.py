@@ -54,7 +54,8 @@ def cache_rows(cfg: Config, state: dict) -> list[Row]:
         s = r.report["summary"]
         rows.append(Row("tensor", f"gradcheck run {shown}: {when}", sizes, r.seconds,
                         f"the cases as they come (their dtypes, points, witnesses): "
-                        f"{s['passed']} passed, {s['failed']} failed, {s['errored']} "
+                        f"{s['passed']} passed, {s.get('approximate', 0)} approximate, "
+                        f"{s['failed']} failed, {s['errored']} "
                         f"errored, {s['skipped']} skipped; {CLI_WALL}", 1,
                         extra={"summary": s, "returncode": r.returncode,
                                "cache_files": files[k]}))

@@ -59,7 +59,9 @@ class Count:
     """One dtype's tally over every seed. ``false_alarms``: right cases that failed or
     errored; ``missed``: wrong cases not caught; ``errored``: every run with status
     error, whatever the case meant (a right case's error is a false alarm as well), so
-    runs = passed + skipped + false_alarms + missed + the wrong cases' errors."""
+    runs = passed + skipped + false_alarms + missed + the wrong cases' errors;
+    ``approximate``: the passed runs that were approximate (a float64 run within
+    float32's tolerance only: exit 0, no false alarm)."""
 
     dtype: str
     runs: int = 0
@@ -68,6 +70,7 @@ class Count:
     missed: int = 0
     skipped: int = 0
     errored: int = 0
+    approximate: int = 0
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,7 @@ def outcome(result, listed: frozenset | None = None) -> str:
         if result.status == "failed":
             return MISSED
         return ERRORED if result.status == "error" else PASSED
+    # (approximate: within float32's tolerance in float64, which exits 0: a pass)
     return FALSE_ALARM if result.status in ("failed", "error") else PASSED
 
 
@@ -173,7 +177,8 @@ def tally(dtype: str, results: Iterable, listed: dict | None = None) -> Count:
                  false_alarms=sum(k == FALSE_ALARM for k, _ in kinds),
                  missed=sum(k == MISSED for k, _ in kinds),
                  skipped=sum(k == SKIPPED for k, _ in kinds),
-                 errored=sum(s == "error" for _, s in kinds))
+                 errored=sum(s == "error" for _, s in kinds),
+                 approximate=sum(k == PASSED and s == "approximate" for k, s in kinds))
 
 
 def findings(seed: int, results: Iterable, listed: dict | None = None) -> list[Finding]:
@@ -198,6 +203,8 @@ def gradcheck_cell(meant: str, result) -> str:
         return f"FALSE ALARM ({why})" if meant == "right" else why
     if meant == "wrong":
         return "caught" if result.status == "passed" else "missed"
+    if result.status == "approximate":
+        return "pass (approximate)"
     return "pass" if result.status == "passed" else "FALSE ALARM"
 
 
@@ -324,8 +331,8 @@ def run_verdicts(paths: Iterable[str | Path] | None = None, *, seeds: int = DEFA
             if seed == 0:
                 first.update({(r.file, r.name, dtype): r for r in results})
             c = tally(dtype, results, listed)
-            say(f"[{k}/{total}] seed {seed} {dtype}: {c.runs} runs, {c.passed} passed, "
-                f"{c.false_alarms} false alarms, {c.missed} missed, {c.skipped} skipped, "
+            say(f"[{k}/{total}] seed {seed} {dtype}: {c.runs} runs, {c.passed} passed "
+                f"({c.approximate} approximate), {c.false_alarms} false alarms, {c.missed} missed, {c.skipped} skipped, "
                 f"{c.errored} errored ({per_sweep[f'{seed}/{dtype}']:.1f} s)")
     t0 = time.perf_counter()
     table = op_table(cases, first, dtypes)
@@ -354,7 +361,7 @@ def to_json(v: Verdicts) -> dict:
 def _total(counts: list[Count]) -> Count:
     return Count("all", *(sum(getattr(c, f) for c in counts) for f in
                           ("runs", "passed", "false_alarms", "missed", "skipped",
-                           "errored")))
+                           "errored", "approximate")))
 
 
 def _seeds(seeds: list[int]) -> str:
@@ -386,12 +393,15 @@ def _counts(v: Verdicts) -> list[str]:
            "dtype's resolution or beyond its range: a miss there counts as skipped). "
            "Skipped (every witness skipped in the dtype, an engine op in half precision, "
            "an absent device): counted apart, never as a pass. Errored: every run with "
-           "status error; a right case's error is a false alarm too.", "",
-           "| dtype | runs | passed | false alarms | missed | skipped | errored |",
-           "|---|---|---|---|---|---|---|"]
+           "status error; a right case's error is a false alarm too. Approximate: the "
+           "passed runs of right cases that were approximate (float64 beyond its "
+           "tolerance, within float32's: exit 0).", "",
+           "| dtype | runs | passed | approximate | false alarms | missed | skipped | "
+           "errored |",
+           "|---|---|---|---|---|---|---|---|"]
     for c in v.counts + [_total(v.counts)]:
-        out.append(f"| {c.dtype} | {c.runs} | {c.passed} | {c.false_alarms} | {c.missed} "
-                   f"| {c.skipped} | {c.errored} |")
+        out.append(f"| {c.dtype} | {c.runs} | {c.passed} | {c.approximate} | "
+                   f"{c.false_alarms} | {c.missed} | {c.skipped} | {c.errored} |")
     return out
 
 
@@ -424,7 +434,8 @@ def _op_table(v: Verdicts) -> list[str]:
            f"{_settings('float64')}, float32 with {_settings('float32')}; for an order-2 "
            "case gradgradcheck as well (marked ²). n/a: a gradcheck.engine Function, "
            "which torch cannot call.",
-           "- A cell says caught or missed for an op meant to be wrong, pass or FALSE "
+           "- A cell says caught or missed for an op meant to be wrong, pass (pass "
+           "(approximate): within float32's tolerance only, in float64) or FALSE "
            "ALARM for a right one. Meant wrong (strict_shapes): wrong by the case's "
            "strict_shapes rules only; autograd accepts what its backward returns.", ""]
     heads = [f"gradcheck {d}" if i == 0 else d for i, d in enumerate(v.dtypes)]

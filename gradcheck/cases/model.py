@@ -105,6 +105,8 @@ class Case:
     # op.shapes fails what autograd accepts but changes (an expandable gradient it sums
     # back, trailing Nones, a gradient for an input that needs none, a cast dtype)
     strict_shapes: bool = False
+    # an approximate result (a float64 check within float32's tolerance only) fails
+    strict: bool = False
     # patterns of installed modules the op may be imported from (--allow-op-module); no
     # case-file key: a case file may not allow itself code (gradcheck.backends.op)
     allow_op_modules: tuple[str, ...] = ()

@@ -19,7 +19,8 @@ from .files import Lines
 from .inputs import INPUT_KEYS, numbers, read_input
 from .model import DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, MAX_POINTS, Case, InputSpec
 
-DEFAULT_KEYS = {"dtype", "points", "extreme_points", "seed", "atol", "rtol", "witnesses"}
+DEFAULT_KEYS = {"dtype", "points", "extreme_points", "seed", "atol", "rtol", "witnesses",
+                "strict"}
 _OP_KEYS = {"op", "reference", "args", "order", "device", "nondet_tol", "strict_shapes",
             "forward", "call"}
 _CASE_KEYS = DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
@@ -78,6 +79,7 @@ class CaseReader:
             order=self.read_int("order", 1, 1, 2), device=self.read_device(),
             nondet_tol=self.read_tol("nondet_tol") or 0.0,
             strict_shapes=self.read_bool("strict_shapes", False),
+            strict=self.read_bool("strict", False),
         )
 
     def read_name(self) -> str:

@@ -43,6 +43,19 @@ def strong(e: np.ndarray, atol: float) -> np.ndarray:
     return np.abs(e) > 1e3 * atol * scale if atol > 0 else e != 0
 
 
+def round_between(lo: float, hi: float) -> float:
+    """The shortest decimal t with lo <= t < hi (a threshold as a person would write it)."""
+    top = max(abs(lo), abs(hi))
+    if top == 0:
+        return lo
+    for digits in range(16):
+        step = 10.0 ** (np.floor(np.log10(top)) - digits)
+        t = float(np.ceil(lo / step) * step)
+        if lo <= t < hi:
+            return t
+    return lo
+
+
 def at(label: str, index: tuple) -> str:
     return label + (f"[{','.join(map(str, index))}]" if index else "")
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..rules import COMPARISON, RULES
 from .elements import (PATTERN_ATOL, PATTERN_RTOL, SYSTEMATIC, array, at, label, listing,
-                       matches, strong)
+                       matches, round_between, strong)
 
 
 #: elements (its gradients and the point's values) a sample of a point where every
@@ -225,17 +225,6 @@ class _Evidence:
 
 
 
-def _round_between(lo: float, hi: float) -> float:
-    """The shortest decimal t with lo <= t < hi (a threshold as a person would write it)."""
-    top = max(abs(lo), abs(hi))
-    for digits in range(16):
-        step = 10.0 ** (np.floor(np.log10(top)) - digits)
-        t = float(np.ceil(lo / step) * step)
-        if lo <= t < hi:
-            return t
-    return lo
-
-
 def _threshold(ev: _Evidence, wrong: list[np.ndarray], right: list[np.ndarray]) -> str | None:
     """``"|x| > 20"`` when the ``wrong`` elements are exactly those beyond a threshold on
     an input aligned with the gradient (tried as |x|, x and -x): every wrong element
@@ -253,7 +242,7 @@ def _threshold(ev: _Evidence, wrong: list[np.ndarray], right: list[np.ndarray]) 
             bad = np.concatenate([f(v)[w] for v, w in zip(per, wrong)])
             good = np.concatenate([f(v)[r] for v, r in zip(per, right)])
             if good.size and bad.min() > good.max():
-                t = _round_between(float(good.max()), float(bad.min()))
+                t = round_between(float(good.max()), float(bad.min()))
                 t = -t + 0.0 if how.endswith("<") else t  # -x > t is x < -t (no "-0")
                 return f"{how} {t:.12g}"
     return None

@@ -18,14 +18,18 @@ SECOND_FORWARD = ("a second forward after a backward returns other values: state
                   "between calls?")
 
 
-def forward(obtained: dict, exact_values: dict, i: int, tolerance: dict) -> list[Outcome]:
-    """op.forward: the op's outputs (``out{k}``) against the reference's values."""
-    return [Comparison(obtained, exact_values, i, tolerance)]
+def forward(obtained: dict, exact_values: dict, i: int, tolerance: dict, loose=None,
+            values: dict | None = None) -> list[Outcome]:
+    """op.forward: the op's outputs (``out{k}``) against the reference's values
+    (``loose``, ``values``: as a :class:`~gradcheck.compare.Comparison`'s)."""
+    return [Comparison(obtained, exact_values, i, tolerance, loose=loose, values=values)]
 
 
-def backward(got: dict, exact_grads: dict, i: int, tolerance: dict) -> list[Outcome]:
+def backward(got: dict, exact_grads: dict, i: int, tolerance: dict, loose=None,
+             values: dict | None = None) -> list[Outcome]:
     """op.backward: vᵀJ through autograd (by input name) against the exact one."""
-    return [Comparison(grad_quantities(got), exact_grads, i, tolerance)]
+    return [Comparison(grad_quantities(got), exact_grads, i, tolerance, loose=loose,
+                       values=values)]
 
 
 def determinism(first: dict, second: dict, i: int) -> list[Outcome]:
@@ -49,7 +53,8 @@ def jacobian_checked(outputs) -> bool:
 
 
 def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
-             tolerances: Callable[[dict, list, list], list], keep=None) -> list[Outcome]:
+             tolerances: Callable[[dict, list, list], list], keep=None,
+             loose: Callable[[dict, list, list], list] | None = None) -> list[Outcome]:
     """op.jacobian: vᵀJ for every one-hot v (the whole Jacobian), each entry named
     ``d out{k}[idx] / d x``; nothing for outputs of more than JACOBIAN_LIMIT elements.
 
@@ -60,6 +65,9 @@ def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
             OpTolerance.many`).
         keep: the inputs whose gradients are checked (None: every one; an input the
             op is not given is not).
+        loose: as ``tolerances``, each row's float32 tolerance as a function asked
+            where the row fails in float64 (:meth:`gradcheck.opcheck.driver.OpCheck.
+            looser`); None: none.
     """
     if not jacobian_checked(outputs):
         return []
@@ -69,14 +77,28 @@ def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
     expected = [grad_quantities(e.grads) for e in
                 exact_rows(refs, point, [vs for _, _, vs in hots], keep)]
     allowed = tolerances(point, [vs for _, _, vs in hots], expected)
+    looser = (loose(point, [vs for _, _, vs in hots], expected) if loose is not None
+              else [None] * len(hots))
     out: list[Outcome] = []
-    for (k, idx, vs), want, tolerance in zip(hots, expected, allowed):
+    for (k, idx, vs), want, tolerance, row in zip(hots, expected, allowed, looser):
         got = {n: to_numpy(g) for n, g in vjp(vs).items()}
         rename = {f"{n}.grad": f"d out{k}[{idx}] / d {n}" for n in got}
         out.append(Comparison({rename[q]: g for q, g in grad_quantities(got).items()},
                               {rename[q]: g for q, g in want.items()}, i,
-                              {rename[q]: b for q, b in tolerance.items() if q in rename}))
+                              _renamed(tolerance, rename),
+                              loose=None if row is None else _renaming(row, rename),
+                              values=point))
     return out
+
+
+def _renamed(tolerance: dict, rename: dict) -> dict:
+    """``tolerance``'s quantities under their Jacobian names (the others left out)."""
+    return {rename[q]: b for q, b in tolerance.items() if q in rename}
+
+
+def _renaming(loose: Callable[[], dict], rename: dict) -> Callable[[], dict]:
+    """``loose`` with :func:`_renamed` applied to what it gives."""
+    return lambda: _renamed(loose(), rename)
 
 
 def inplace(runner, point: dict, vs: list, outputs: dict, i: int) -> list[Outcome]:

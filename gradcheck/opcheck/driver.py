@@ -7,10 +7,11 @@ outcomes in one :class:`~gradcheck.compare.Tally` per check."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
+from ..approximate import JUDGED, LOOSE
 from ..backends.op import Runner, kind_of, load
 from ..compare import Finding, Outcome, Tally
 from ..diagnose import Kept, Sample, summarize
@@ -48,6 +49,9 @@ class OpCheck:
         # the inputs whose gradients the op is checked for (not the reference-only ones)
         self.keep = set(self.runner.wanted)
         self.tolerance = OpTolerance(case, dtype)
+        # in float64, the same rules in float32, asked only where a check fails: an
+        # approximation within float32's tolerance is no failure (gradcheck.approximate)
+        self.loose = OpTolerance(case, LOOSE) if dtype == JUDGED else None
         self.tallies = {
             c: Tally(f"op.{c}", dtype, *((case.nondet_tol, 0.0) if c in _SELF_CONSISTENCY
                                          else (case.atol, case.rtol)))
@@ -86,6 +90,8 @@ class OpCheck:
     def point(self, i: int, point: dict) -> None:
         runner = self.runner
         self.tolerance.start_point()   # its forward passes are reused for every v here
+        if self.loose is not None:
+            self.loose.start_point()
         leaves = runner.leaves(point)
         outs = runner.forward(leaves)
         if len(outs) != len(self.refs):
@@ -103,16 +109,18 @@ class OpCheck:
                   else exact_ones.retained)
         # their forward passes are kept for the Jacobian's one-hot rows, where it is
         # checked; a larger op's are freed as the bounds' backward passes them
-        tolerances = self.tolerance.many(point, draws, [
-            dict(wanted, **grad_quantities(ex.grads)) for ex in exacts],
-            keep=jacobian_checked(self.case.outputs))
+        quantities = [dict(wanted, **grad_quantities(ex.grads)) for ex in exacts]
+        tolerances = self.tolerance.many(point, draws, quantities,
+                                         keep=jacobian_checked(self.case.outputs))
+        looser = self.looser(point, draws, quantities)
         values = {f"out{k}": to_numpy(y) for k, y in enumerate(outs)}
-        for draw, drawn in enumerate(zip(draws, exacts, tolerances)):
+        for draw, drawn in enumerate(zip(draws, exacts, tolerances, looser)):
             self.cotangent(i, draw, point, leaves, outs, values, exact_ones,
                            (*drawn, wanted))
         self.record("jacobian", jacobian(
             lambda vs: runner.vjp(leaves, outs, vs), self.refs, self.case.outputs, point,
-            i, self.tolerance.many, self.keep))
+            i, self.tolerance.many, self.keep,
+            loose=self.looser if self.loose is not None else None))
         zeros = [np.zeros(n.shape) for n in self.case.outputs]
         got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, zeros).items()}
         self.record("zero", zero(got, exact_ones.grads, self.case.input, i))
@@ -122,12 +130,12 @@ class OpCheck:
         """The checks at point ``i`` for its ``draw``-th random cotangent (``drawn``: the
         cotangents, their exact evaluation and tolerances); the first draw also runs the
         checks that need one v per point."""
-        runner, (vs, ex, tolerance, wanted) = self.runner, drawn
+        runner, (vs, ex, tolerance, loose, wanted) = self.runner, drawn
         expected = grad_quantities(ex.grads)
         if draw == 0:
-            self.record("forward", forward(values, wanted, i, tolerance))
+            self.record("forward", forward(values, wanted, i, tolerance, loose, point))
         got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, vs).items()}
-        self.record("backward", backward(got, expected, i, tolerance))
+        self.record("backward", backward(got, expected, i, tolerance, loose, point))
         # Every call after the point's first goes through a graph that has been
         # backpropagated before: a repeat, which shows state a backward modifies.
         self.samples.append(Sample(i, draw, got, ex.grads, exact_ones.grads, point,
@@ -143,6 +151,23 @@ class OpCheck:
         if self.case.order == 2:
             self.record("double", double(runner, self.refs, self.case, self.dtype, leaves,
                                          point, vs, i))
+
+    def looser(self, point: dict, rows: list, exacts: list) -> list:
+        """For each cotangent of ``rows`` (with its exact quantities), a function giving
+        its tolerances in float32 (:attr:`loose`: the model and the peer in float32 at
+        this point), all of them computed together at the first call; Nones outside
+        float64, where a run has no looser tolerance to be judged by."""
+        if self.loose is None:
+            return [None] * len(rows)
+        found: list = []
+
+        def every() -> list[dict]:
+            if not found:
+                found.append(self.loose.many(point, rows, exacts,
+                                             keep=jacobian_checked(self.case.outputs)))
+            return found[0]
+
+        return [_row(every, j) for j in range(len(rows))]
 
     def shapes(self, leaves, outs, vs, exact_grads: dict) -> None:
         """op.shapes at one point and v (:func:`gradcheck.opcheck.shapes.shapes`)."""
@@ -167,6 +192,11 @@ class OpCheck:
                 result = dataclasses.replace(result, diagnosis=self.diagnosis())
             out.append(result)
         return out
+
+
+def _row(every: Callable[[], list], j: int) -> Callable[[], dict]:
+    """The ``j``-th of what ``every()`` gives, when asked."""
+    return lambda: every()[j]
 
 
 def _case_notes(case) -> list[str]:

@@ -1,5 +1,7 @@
-"""GitHub Actions error annotations: one ``::error`` workflow command per case that
-failed or errored, so the check shows up on the case file's line in the pull request.
+"""GitHub Actions annotations: one ``::error`` workflow command per case that failed or
+errored, and one ``::warning`` per case that is approximate (within float32's tolerance,
+not float64's: no failure), so the check shows up on the case file's line in the pull
+request.
 
 Escaping follows the runner's rules: in the message ``%`` ``\\r`` ``\\n`` become ``%25``
 ``%0D`` ``%0A``; in a property value ``:`` and ``,`` also become ``%3A`` and ``%2C``.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from ..result import ERROR, FAILED
+from ..result import APPROXIMATE, ERROR, FAILED
 from .details import title
 from .mismatch import failing
 from .scrub import one_line, printable
@@ -58,16 +60,18 @@ def workspace_path(file: str, environ=None) -> str:
 
 
 def github_annotations(result) -> list[str]:
-    """The ``::error`` lines for ``result`` (without newlines), in report order."""
+    """The ``::error`` (and ``::warning``) lines for ``result`` (without newlines), in
+    report order."""
     out = []
     for case in result.cases:
-        if case.status not in (FAILED, ERROR):
+        if case.status not in (FAILED, ERROR, APPROXIMATE):
             continue
+        command = "warning" if case.status == APPROXIMATE else "error"
         props = []
         if case.file:
             props.append(f"file={escape_property(one_line(workspace_path(case.file)))}")
         if case.line:
             props.append(f"line={int(case.line)}")
         props.append(f"title={escape_property(one_line('gradcheck ' + title(case)))}")
-        out.append(f"::error {','.join(props)}::{escape_data(_message(case))}")
+        out.append(f"::{command} {','.join(props)}::{escape_data(_message(case))}")
     return out

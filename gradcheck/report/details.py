@@ -102,6 +102,16 @@ def full_text(case) -> str:
     return "\n".join(out)
 
 
+def counts(summary: dict) -> str:
+    """``3 passed, 1 approximate, 0 failed, 0 errored, 0 skipped``: the summary's counts
+    (approximate only where there are some), as every report's summary line says them."""
+    approximate = summary.get("approximate", 0)
+    return (f"{summary['passed']} passed, "
+            + (f"{approximate} approximate, " if approximate else "")
+            + f"{summary['failed']} failed, {summary['errored']} errored, "
+              f"{summary['skipped']} skipped")
+
+
 def incomplete_line(result) -> str:
     """The line every report gives a run stopped by a signal ("" for a complete one)."""
     if not result.incomplete:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import html
 
-from ..result import INCONCLUSIVE, PASSED, SKIPPED
+from ..result import APPROXIMATE, INCONCLUSIVE, PASSED, SKIPPED
 from .details import failing_witnesses, full_text, incomplete_line, title, where
 from .html_assets import CSS, JS
 from .mismatch import describe, shown_error, tolerances_off
 from .scrub import neutral, one_line, printable
 
-_STATUS = {"passed": "passed", "failed": "failed", "error": "error", "skipped": "skipped"}
+_STATUS = {"passed": "passed", APPROXIMATE: "approximate", "failed": "failed",
+           "error": "error", "skipped": "skipped"}
 _NUM = ' class="num"'
 #: error maps drawn in one page at most (two pictures each, ~0.2 s and ~30 kB a map):
 #: the first, in report order; the JSON report holds every map's numbers
@@ -55,13 +56,23 @@ def _status(status: str) -> str:
 def _summary(result) -> list[str]:
     s = result.summary
     ok = not (s["failed"] or s["errored"] or result.incomplete)
-    out = [f'<h1 id="summary">gradcheck: {"all passed" if ok else "NOT passed"}</h1>',
+    near = s.get("approximate", 0)
+    verdict = ("NOT passed" if not ok else "passed, some approximately" if near
+               else "all passed")
+    out = [f'<h1 id="summary">gradcheck: {verdict}</h1>',
            '<p class="counts">'
            f'<span class="passed">{s["passed"]} passed</span>, '
-           f'<span class="failed">{s["failed"]} failed</span>, '
+           + (f'<span class="approximate">{near} approximate</span>, ' if near else "")
+           + f'<span class="failed">{s["failed"]} failed</span>, '
            f'<span class="error">{s["errored"]} errored</span>, '
            f'<span class="skipped">{s["skipped"]} skipped</span> '
            f'in {s["seconds"]:.2f}s</p>']
+    if near:   # what the word means, once (gradcheck's own words)
+        out.append('<p class="legend" id="legend"><span class="approximate">approximate'
+                   '</span>: a float64 run whose every mismatch lies within the tolerance '
+                   'the same check has in float32 (an approximation: a threshold, a '
+                   'rounded constant, float32 arithmetic inside); not a failure unless '
+                   'the case is strict.</p>')
     if result.incomplete:   # gradcheck's own words, escaped all the same
         out.append(f'<p class="incomplete" id="incomplete"><strong>'
                    f'{text(incomplete_line(result))}</strong></p>')

@@ -24,6 +24,7 @@ th { background: #f0f0f0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td[data-key="err"] { white-space: nowrap; }
 .passed { color: #1a7f37; } .failed { color: #cf222e; font-weight: bold; }
+.approximate { color: #bc4c00; font-weight: bold; }
 .error { color: #9a6700; font-weight: bold; } .skipped { color: #777; }
 .incomplete { background: #fff3cd; border: 1px solid #e0b000; padding: 0.5em; }
 pre { background: #f6f8fa; padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }

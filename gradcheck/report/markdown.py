@@ -17,12 +17,13 @@ from __future__ import annotations
 import html
 import re
 
-from ..result import ERROR, FAILED, PASSED, SKIPPED
-from .details import incomplete_line, skipped, where
+from ..result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
+from .details import counts, incomplete_line, skipped, where
 from .mismatch import FAILED_MARK, failing, shown_error
 from .scrub import neutral, printable
 
-_ICON = {PASSED: "✅ passed", FAILED: "❌ failed", ERROR: "💥 error", SKIPPED: "⏭️ skipped"}
+_ICON = {PASSED: "✅ passed", APPROXIMATE: "⚠️ approximate", FAILED: "❌ failed",
+         ERROR: "💥 error", SKIPPED: "⏭️ skipped"}
 # Inline Markdown that user text must not trigger: emphasis, code, links and images,
 # strikethrough, math and table pipes, and escapes themselves (raw HTML and entities are
 # escaped by html.escape).
@@ -57,8 +58,7 @@ def _table(header, rows) -> list[str]:
 def _title(result) -> str:
     s = result.summary
     ok = s["failed"] == 0 and s["errored"] == 0 and not result.incomplete
-    return (f"## {'✅' if ok else '❌'} gradcheck: {s['passed']} passed, {s['failed']} failed, "
-            f"{s['errored']} errored, {s['skipped']} skipped in {s['seconds']:.2f}s")
+    return f"## {'✅' if ok else '❌'} gradcheck: {counts(s)} in {s['seconds']:.2f}s"
 
 
 def _problem_rows(case) -> list[list[str]]:

@@ -18,11 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..result import ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
+from ..result import APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
 from .scrub import split_lines
 
 #: what follows the error/tolerance of a witness that failed, in every report
 FAILED_MARK = "✗"
+#: and of one that is approximate (within float32's tolerance, not float64's)
+APPROX_MARK = "≈"
 
 
 def element_error(obtained: float, expected: float) -> float:
@@ -46,16 +48,19 @@ def shown_error(w) -> str:
     worst element's error against that element's tolerance, ``3.6e-07/1.0e-06`` (the
     element furthest outside, or closest to, its tolerance: the verdict's element, not
     the largest relative error, which a tolerance of its own may allow), with
-    :data:`FAILED_MARK` after it when the witness failed (``3.1e-05/1.2e-07 ✗``).
-    Otherwise ``error``, ``skip`` (did not run in this dtype), ``✗`` (failed on no
-    element: a shape, a None gradient) or ``-`` (nothing compared)."""
+    :data:`FAILED_MARK` after it when the witness failed (``3.1e-05/1.2e-07 ✗``),
+    :data:`APPROX_MARK` when it is approximate (``7.2e-12/4.6e-14 ≈``: float64's
+    tolerance exceeded, float32's not). Otherwise ``error``, ``skip`` (did not run in
+    this dtype), ``✗`` (failed on no element: a shape, a None gradient) or ``-``
+    (nothing compared)."""
     if w.status == ERROR:
         return "error"
     if w.status == SKIPPED:
         return "skip"
     if w.status == INCONCLUSIVE:   # measured, but could not settle: fails nothing
         return "inconclusive"
-    mark = f" {FAILED_MARK}" if w.status == FAILED else ""
+    mark = (f" {FAILED_MARK}" if w.status == FAILED else
+            f" {APPROX_MARK}" if w.status == APPROXIMATE else "")
     if w.worst is None:
         return FAILED_MARK if w.status == FAILED else "-"
     err = element_error(w.worst.obtained, w.worst.expected)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from ..result import ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
-from .details import chain, full_text, gradient_lines, incomplete_line, skip_line, where
-from .mismatch import FAILED_MARK, describe, shown_error
+from ..result import APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
+from .details import (chain, counts, full_text, gradient_lines, incomplete_line, skip_line,
+                      where)
+from .mismatch import APPROX_MARK, FAILED_MARK, describe, shown_error
 # (the CLI imports these from here: the one scrubber is report.scrub)
 from .scrub import neutral, one_line, printable, split_lines
 
-_LABEL = {PASSED: "PASS", FAILED: "FAIL", ERROR: "ERROR", SKIPPED: "SKIP"}
-_COLOR = {PASSED: "32", FAILED: "31", ERROR: "35", SKIPPED: "33"}
+_LABEL = {PASSED: "PASS", APPROXIMATE: "APPROX", FAILED: "FAIL", ERROR: "ERROR",
+          SKIPPED: "SKIP"}
+# approximate: bright yellow, apart from a skip's plain yellow
+_COLOR = {PASSED: "32", APPROXIMATE: "93", FAILED: "31", ERROR: "35", SKIPPED: "33"}
 
 
 def _paint(text: str, status: str, color: bool) -> str:
@@ -43,8 +46,9 @@ def _errs(cases, color: bool) -> list[str]:
         for n, width in widths[_family(c)].items():
             text = row.get(n, "")
             pad = " " * (width - len(text))
-            failed = text.endswith(FAILED_MARK)
-            cells.append((_paint(text, FAILED, color) if failed else text) + pad)
+            status = (FAILED if text.endswith(FAILED_MARK) else
+                      APPROXIMATE if text.endswith(APPROX_MARK) else None)
+            cells.append((_paint(text, status, color) if status else text) + pad)
         rows.append("  ".join(cells))
     return rows
 
@@ -58,8 +62,10 @@ def render_text(result, *, color: bool = False, verbose: bool = False,
         dtype_w = max(7, *(len(one_line(c.dtype)) for c in cases))   # bfloat16: 8
         shown = [c for c in cases if not (quiet and c.status in (PASSED, SKIPPED))]
         errs = _errs(shown, color)
+        # (APPROX is a letter wider than the rest: the column widens only where it shows)
+        label_w = max([5, *(len(_LABEL.get(c.status, c.status)) for c in shown)])
         for c, err in zip(shown, errs):
-            label = _paint(f"{_LABEL[c.status]:<5}", c.status, color)
+            label = _paint(f"{_LABEL[c.status]:<{label_w}}", c.status, color)
             expect = " (expect fail)" if c.expect == "fail" else ""
             lines.append(f"{label} {one_line(c.name):<{name_w}}  {one_line(c.dtype):<{dtype_w}}  "
                          f"{one_line(c.mode or '-'):<11}"
@@ -68,10 +74,10 @@ def render_text(result, *, color: bool = False, verbose: bool = False,
                 lines += _details(c, verbose)
     s = result.summary
     lines.append("")
-    lines.append(f"{s['passed']} passed, {s['failed']} failed, {s['errored']} errored, "
-                 f"{s['skipped']} skipped in {s['seconds']:.2f}s "
+    near = f", {APPROX_MARK} where approximate" if s.get("approximate") else ""
+    lines.append(f"{counts(s)} in {s['seconds']:.2f}s "
                  f"(per witness: its worst element's error/tolerance against the symbolic "
-                 f"reference, {FAILED_MARK} where it failed)")
+                 f"reference, {FAILED_MARK} where it failed{near})")
     if result.incomplete:
         lines.append(incomplete_line(result))
     # the net under the fields' own scrubbing: no two fields side by side form a command
