@@ -132,8 +132,10 @@ def _read(rule, k: int, j: int | None) -> bool:
 class _Bounds:
     """One evaluation of the bounds of one formula at one point."""
 
-    def __init__(self, dtype: str, device: str = "cpu"):
+    def __init__(self, dtype: str, device: str = "cpu", watch=None):
         self.dtype, self.device = dtype, device   # (the device: torch's kernels differ)
+        # a gradcheck.overflow.Watch: sees every cotangent and VJP of the backward
+        self.watch = watch
         self.u, self.u_acc, self.eta = _units(dtype)   # (η: underflow, see _units)
         self.lead: tuple[int, ...] = ()   # (n,): the backward carries n cotangents
         self.val: dict[int, Any] = {}
@@ -249,6 +251,8 @@ class _Bounds:
                                        else _arr(v_bound)}
         for node in reversed(order):
             g = grad.get(id(node))
+            if g is not None and self.watch is not None:
+                self.watch.see(node, g)
             if g is None or node.op in ("input", "const"):
                 continue
             ge = gerr[id(node)]
@@ -262,6 +266,8 @@ class _Bounds:
                 if rule.engine_vjp(k) is None or arg.op == "const":
                     continue
                 c, ce = self._vjp(node, rule, k, g, ge)
+                if self.watch is not None:
+                    self.watch.see(node, c, "backward")
                 self._accumulate(grad, gerr, arg, c, ce)
                 self._give(c, grad, gerr), self._give(ce, grad, gerr)
             del grad[id(node)], gerr[id(node)]
@@ -426,7 +432,8 @@ def forget() -> None:
 
 
 def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
-                 forward: dict | None = None, batch: bool = False) -> dict[str, np.ndarray]:
+                 forward: dict | None = None, batch: bool = False, watch=None
+                 ) -> dict[str, np.ndarray]:
     """Per-element bounds on the rounding error of a correct computation in ``dtype`` of
     the value and of vᵀJ (``"value"``, ``"x.grad"`` for every input, ``"h.grad"`` for
     every retained ``let``), absolute, at ``point``. Non-finite bounds (an overflow in
@@ -435,14 +442,16 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     ``forward``: a dict the caller keeps for one point, where the forward pass is kept
     and reused for every v (the Jacobian's one-hot cotangents). ``batch``: ``v`` holds
     many cotangents along its first axis (the Jacobian's one-hots), bounded in one
-    backward pass; each gradient's bound then has that axis in front, the value's not."""
+    backward pass; each gradient's bound then has that axis in front, the value's not.
+    ``watch`` (a :class:`gradcheck.overflow.Watch`) sees every cotangent and VJP of the
+    backward, which is autograd's as written: what passes the dtype's range."""
     root = case.output
     split = None if forward is not None or batch else slabbed(root)
     if split is not None:   # a large elementwise formula: by slabs, the same numbers
         device = getattr(case, "device", "cpu")
         with np.errstate(all="ignore"):
-            out, value = slab_error_bounds(lambda: _Bounds(dtype, device), case, split,
-                                           point, v)
+            out, value = slab_error_bounds(lambda: _Bounds(dtype, device, watch), case,
+                                           split, point, v)
         out = {k: _finite(_arr(e)) for k, e in out.items()}   # (fresh arrays already)
         return _keep_last(out, root, point, dtype, value)
     key = (id(root), dtype)
@@ -454,6 +463,7 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
             b.forward(root, point)
             if forward is not None:
                 forward[key] = b
+        b.watch = watch
         grad, gerr = b.backward(root, v, batch, release=forward is None)
     out = {"value": b.err[id(root)]}
     nodes = {n.name: n for n in walk(root) if n.op in ("input", "let")}
