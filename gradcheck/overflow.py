@@ -124,38 +124,67 @@ class Overflow:
         if self.where == "value":
             return f"{op} reaches {self.peak:.3g} ({what})"
         if self.where == "cotangent":
-            name = f"the gradient of {self.node.name}" if op == "input" else (
-                f"the cotangent of {op}")
-            return f"{name} reaches {self.peak:.3g} ({what})"
+            return f"the cotangent of {op} reaches {self.peak:.3g} ({what})"
         return f"{op}'s backward reaches {self.peak:.3g} ({what})"
 
 
-def out_of_range(limit_: float, out: list):
+def _written(roots, limit_: float) -> np.ndarray:
+    """The magnitudes of the constants of the formulas ``roots`` (computations of
+    constants included) that reach ``limit_``: written beyond the dtype's range (a
+    mask's -1e9), they are ±inf in it as their author meant, and a value that passes
+    one on unchanged (``where(mask, s, -1e9)``) is not counted."""
+    from .tree import walk
+
+    return np.asarray(sorted({abs(float(n.const)) for r in roots for n in walk(r)
+                              if n.const is not None and abs(float(n.const)) >= limit_}),
+                      dtype=float)
+
+
+def _passing(value: np.ndarray, limit_: float, written: np.ndarray) -> np.ndarray:
+    """Where ``value`` is finite in float64 and reaches ``limit_``, but for the elements
+    that are a constant written beyond the range."""
+    size = np.abs(value)
+    mask = np.isfinite(size) & (size >= limit_)
+    if written.size:
+        mask &= ~np.isin(size, written)
+    return mask
+
+
+def out_of_range(limit_: float, out: list, outputs=()):
     """The visitor of a forward pass that appends (node, mask, peak) to ``out`` for every
     value finite in float64 whose magnitude reaches ``limit_`` somewhere (a value not
-    finite in float64 is a hazard of its own, :func:`gradcheck.forward.hazard_distances`).
+    finite in float64 is a hazard of its own, :func:`gradcheck.forward.hazard_distances`),
+    but the values of the nodes ``outputs``, the formulas' roots: what a witness is
+    compared on may pass the range, as inf of its sign is the right answer there
+    (:mod:`gradcheck.compare`); nor a constant written beyond it (:func:`_written`).
     Each value is read with two reductions; a mask is made only where one passes."""
+    exempt, written = {id(n) for n in outputs}, []
+
     def on_node(node, args, value) -> None:
-        if value.dtype.kind != "f":
+        if value.dtype.kind != "f" or id(node) in exempt:
             return
         if not _peak(value) >= limit_:   # (NaN: no verdict here)
             return
-        size = np.abs(value)
-        mask = np.isfinite(size) & (size >= limit_)
+        if not written:
+            written.append(_written(outputs, limit_))
+        mask = _passing(value, limit_, written[0])
         if mask.any():
-            out.append((node, mask, float(np.max(size[mask]))))
+            out.append((node, mask, float(np.max(np.abs(value)[mask]))))
 
     return on_node
 
 
 def fits_range(roots, values: dict, limit_: float) -> bool:
-    """Whether every value of the formulas ``roots`` at ``values`` stays below ``limit_``
-    in magnitude (a value not finite in float64 does not)."""
-    ok = [True]
+    """Whether every value of the formulas ``roots`` at ``values`` but their own (and
+    constants written beyond the range) stays below ``limit_`` in magnitude and is
+    finite in float64."""
+    ok, exempt, written = [True], {id(r) for r in roots}, _written(roots, limit_)
 
     def on_node(node, args, value) -> None:
-        if ok[0] and value.dtype.kind == "f" and not _peak(value) < limit_:
-            ok[0] = False
+        if (ok[0] and value.dtype.kind == "f" and id(node) not in exempt
+                and not _peak(value) < limit_):
+            ok[0] = bool(np.all(np.isfinite(value))) and not _passing(
+                value, limit_, written).any()
 
     for root in roots:
         evaluate(root, values, on_node=on_node)
@@ -175,10 +204,13 @@ def first(found: list) -> Overflow | None:
 
 class Watch:
     """What the rounding model's backward (:meth:`gradcheck.rounding._Bounds.backward`)
-    forms beyond the range of ``dtype``: every node's cotangent (an input's is its
-    gradient) and every VJP's result before it is summed back to its argument's shape,
-    where finite in float64 (a value not finite there is the reference's problem, as at
-    sampling). :attr:`found` is the largest, or None (always None in float64)."""
+    forms beyond the range of ``dtype``: every node's cotangent and every VJP's result
+    before it is summed back to its argument's shape, where finite in float64 (a value
+    not finite there is the reference's problem, as at sampling); but the gradients
+    themselves, compared as the outputs' values are (inf of its sign is right beyond
+    the range): an input's cotangent, and a VJP's into an input of its own shape. The
+    rounding model calls :meth:`see` with what counts. :attr:`found` is the largest, or
+    None (always None in float64)."""
 
     def __init__(self, dtype: str):
         self.dtype, self.limit = dtype, limit(dtype)

@@ -251,8 +251,8 @@ class _Bounds:
                                        else _arr(v_bound)}
         for node in reversed(order):
             g = grad.get(id(node))
-            if g is not None and self.watch is not None:
-                self.watch.see(node, g)
+            if g is not None and self.watch is not None and node.op != "input":
+                self.watch.see(node, g)   # (a gradient is compared: it may pass)
             if g is None or node.op in ("input", "const"):
                 continue
             ge = gerr[id(node)]
@@ -266,7 +266,8 @@ class _Bounds:
                 if rule.engine_vjp(k) is None or arg.op == "const":
                     continue
                 c, ce = self._vjp(node, rule, k, g, ge)
-                if self.watch is not None:
+                if self.watch is not None and not (
+                        arg.op == "input" and np.shape(c) == self.lead + tuple(arg.shape)):
                     self.watch.see(node, c, "backward")
                 self._accumulate(grad, gerr, arg, c, ce)
                 self._give(c, grad, gerr), self._give(ce, grad, gerr)

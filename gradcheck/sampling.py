@@ -103,7 +103,7 @@ def sample(case, dtype: str, index: int) -> Point:
         else:
             values[spec.name] = _round(_draw(spec, rng, spec.shape), dtype, spec)
             free.append(spec)
-    within, passing = range_limit(dtype), []
+    within, passing = _within(case, dtype), []
     bad = settle(case, values, free, rng, dtype, within=within, overflow=passing)
     notes = set()
     if passing:   # redrawing did not bring it within range: the whole point is pulled in
@@ -127,15 +127,15 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
     ``draw(spec, round)`` makes the fresh values (default: the bulk draw); with ``limit``,
     a value of the formula beyond it (or not finite) is a hazard too (extreme points).
     With ``within`` (the dtype's range, :func:`gradcheck.overflow.limit`), so is a value
-    of the formula as written (every output's) that reaches it; those left at the end go
-    to ``overflow`` as (node, mask, peak), not to the result. A formula that mixes
+    of the formula as written that reaches it (but the output's own, and a constant
+    written beyond it: :func:`gradcheck.overflow.out_of_range`); those left at the end
+    go to ``overflow`` as (node, mask, peak), not to the result. A formula that mixes
     elements stops redrawing for them after :data:`RANGE_ROUNDS` (the caller pulls the
     point in)."""
     from .cases import in_domain
 
     bodies, elementwise = _bodies(case)
-    # the outputs of an op beyond its first, whose range is read in passes of their own
-    others = () if within is None else tuple(getattr(case, "outputs", ())[1:])
+    roots = _roots(case)   # (whose own values are compared, and may pass the range)
 
     def hazards() -> tuple[list, list]:   # (kinks, the ceiling and the range: one pass)
         found, ranged = [], []
@@ -143,13 +143,9 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
             beyond, passing = [], []
             close = _too_close(b, values, _both(
                 None if limit is None else _over(limit, beyond),
-                None if within is None else out_of_range(within, passing)))
+                None if within is None else out_of_range(within, passing, roots)))
             found += [(b, node, near) for node, near in close + beyond]
             ranged += [(b, node, near, peak) for node, near, peak in passing]
-        for r in others:   # (blamed on whole inputs: b None)
-            passing = []
-            evaluate(r, values, on_node=out_of_range(within, passing))
-            ranged += [(None, node, near, peak) for node, near, peak in passing]
         return found, ranged
 
     bad, ranged = hazards()
@@ -163,8 +159,7 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
         for spec in free:
             mask = np.zeros(spec.shape, dtype=bool)
             for b, node, near, *_ in bad + ranged:
-                mask |= (np.full(spec.shape, bool(near.any())) if b is None
-                         else _culprits(spec.shape, b.shape, near) if elementwise
+                mask |= (_culprits(spec.shape, b.shape, near) if elementwise
                          else _blamed(spec, node, near))
             mask = mask | outside[spec.name]
             if mask.any():
@@ -175,6 +170,15 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
     if overflow is not None:
         overflow[:] = [(node, near, peak) for _b, node, near, peak in ranged]
     return [(node, near) for _b, node, near in bad]
+
+
+def _within(case, dtype: str) -> float | None:
+    """The range a point keeps the formula as written within (:mod:`gradcheck.overflow`):
+    the dtype's, for a formula case in float32, float16 or bfloat16; None for float64
+    and for an op case, whose reference is what the op must equal, not what it runs:
+    an op gets no inf where the exact value is finite (a stable log-cosh op, checked at
+    |x| up to 40 in float16 where cosh as written overflows)."""
+    return None if getattr(case, "op", None) is not None else range_limit(dtype)
 
 
 def _both(one: Callable | None, other: Callable | None) -> Callable | None:
@@ -377,10 +381,11 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
     settle(case, values, free, rng, dtype, draw=redraw, limit=limit)
     # what settle could not fix, told apart: kinks (in settle's body), the ceiling and
     # the dtype's range (in every output; beyond the range, the point is pulled in)
-    within, found, passing, notes = range_limit(dtype), [], [], set()
+    within, found, passing, notes = _within(case, dtype), [], [], set()
     for r in _roots(case):
         evaluate(r, values, on_node=_both(_over(limit, found), None if within is None
-                                          else out_of_range(within, passing)))
+                                          else out_of_range(within, passing,
+                                                            _roots(case))))
     if passing:
         _, passing, pulled = _pull_to_range(case, values, free, rng, dtype, within, index,
                                           passing)

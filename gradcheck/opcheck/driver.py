@@ -15,8 +15,7 @@ from ..backends.op import Runner, kind_of, load
 from ..compare import Finding, Outcome, Tally
 from ..diagnose import Kept, Sample, summarize
 from ..dtypes import round_to, to_numpy
-from ..overflow import every_point, skipped_note
-from ..result import FAILED, SKIPPED, WitnessResult
+from ..result import FAILED, WitnessResult
 from ..sampling import case_points, case_rng
 from .checks import (backward, determinism, forward, inplace, jacobian,
                      jacobian_checked, zero)
@@ -57,8 +56,6 @@ class OpCheck:
         # point, as Kept admits)
         self.samples: list[Sample] = []
         self.kept = Kept()
-        self.beyond: dict[int, str] = {}   # points beyond the dtype's range: why
-        self.checked_points = 0
         self.record("forward", [Finding(note=n) for n in _case_notes(case)])
 
     @property
@@ -75,9 +72,6 @@ class OpCheck:
 
     def run(self) -> list[WitnessResult]:
         for i, point in enumerate(case_points(self.case, self.dtype)):
-            if point.overflow:   # the reference as written passes the dtype's range
-                self.out_of_range(i, point.overflow)
-                continue
             kept, mismatched = len(self.samples), self._mismatched()
             self.point(i, point.values)
             # (each of the point's samples holds about as much as its first)
@@ -85,12 +79,6 @@ class OpCheck:
                     self.samples[kept].elements, agreed=self._mismatched() == mismatched):
                 del self.samples[kept:]
         return self.results()
-
-    def out_of_range(self, i: int, why: str) -> None:
-        """Point ``i`` is checked by no check: the reference formula as written passes
-        the dtype's range there (``why``: what does; :mod:`gradcheck.overflow`)."""
-        self.beyond[i] = why
-        self.record("forward", [Finding(note=skipped_note(i, self.dtype, why))])
 
     def _mismatched(self) -> int:
         return sum(t.mismatched for t in self.tallies.values())
@@ -118,22 +106,13 @@ class OpCheck:
         tolerances = self.tolerance.many(point, draws, [
             dict(wanted, **grad_quantities(ex.grads)) for ex in exacts],
             keep=jacobian_checked(self.case.outputs))
-        if self.tolerance.watch.found is not None:   # its backward passes the range
-            return self.out_of_range(i, self.tolerance.watch.found.text())
-        self.checked_points += 1
         values = {f"out{k}": to_numpy(y) for k, y in enumerate(outs)}
         for draw, drawn in enumerate(zip(draws, exacts, tolerances)):
             self.cotangent(i, draw, point, leaves, outs, values, exact_ones,
                            (*drawn, wanted))
-        found = jacobian(lambda vs: runner.vjp(leaves, outs, vs), self.refs,
-                         self.case.outputs, point, i, self.tolerance.many, self.keep)
-        if self.tolerance.watch.found is None:
-            self.record("jacobian", found)
-        else:   # a one-hot cotangent's backward passes the range: not compared
-            self.record("forward", [Finding(note=(
-                f"point {i}: op.jacobian is not checked in {self.dtype}: as written, the "
-                f"backward of a one-hot cotangent overflows {self.dtype} there "
-                f"({self.tolerance.watch.found.text()})"))])
+        self.record("jacobian", jacobian(
+            lambda vs: runner.vjp(leaves, outs, vs), self.refs, self.case.outputs, point,
+            i, self.tolerance.many, self.keep))
         zeros = [np.zeros(n.shape) for n in self.case.outputs]
         got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, zeros).items()}
         self.record("zero", zero(got, exact_ones.grads, self.case.input, i))
@@ -178,11 +157,6 @@ class OpCheck:
                          unkept=self.kept.unkept, unseen=self.kept.unseen)
 
     def results(self) -> list[WitnessResult]:
-        if self.beyond and not self.checked_points:   # nothing checked: each skipped
-            why = every_point(self.dtype, self.beyond)
-            return [WitnessResult(f"op.{c}", SKIPPED, message=why,
-                                  notes=tuple(self.tallies[c].notes)) for c in CHECKS
-                    if _runs(self.case, c)]
         out = []
         for check in CHECKS:
             tally = self.tallies[check]
@@ -193,13 +167,6 @@ class OpCheck:
                 result = dataclasses.replace(result, diagnosis=self.diagnosis())
             out.append(result)
         return out
-
-
-def _runs(case, check: str) -> bool:
-    """Whether ``check`` is made of an op ``case`` at all (the Jacobian of small outputs,
-    double backward where ``order = 2``)."""
-    return (check != "jacobian" or jacobian_checked(case.outputs)) and (
-        check != "double" or case.order == 2)
 
 
 def _case_notes(case) -> list[str]:

@@ -10,7 +10,6 @@ import dataclasses
 import numpy as np
 
 from ..dtypes import to_numpy
-from ..overflow import Watch
 from ..tolerance import model_tolerance, peer_tolerance, with_nondeterminism
 from .exact import sum_outputs
 
@@ -35,12 +34,9 @@ class OpTolerance:
                                              outputs=(node,), gradient="random")
                          for node in case.outputs]
         self.at_point: dict = {}
-        self.watch = Watch(dtype)
 
     def start_point(self) -> None:
         self.at_point = {}
-        # what the model's backward at this point forms beyond the dtype's range
-        self.watch = Watch(self.dtype)
 
     def __call__(self, point: dict, vs: list, exact: dict | None = None, *,
                  keep: bool = True) -> dict:
@@ -98,8 +94,8 @@ class OpTolerance:
         from ..rounding import error_bounds
 
         forward = self.at_point if keep else None
-        bounds = [error_bounds(self.subcases[k], point, v, self.dtype, forward, batch,
-                               watch=self.watch) for k, v in enumerate(vs)]
+        bounds = [error_bounds(self.subcases[k], point, v, self.dtype, forward, batch)
+                  for k, v in enumerate(vs)]
         if self.case.forward:   # a surrogate's values are its forward formulas'
             bounds = [dict(b, value=f) for b, f in zip(bounds, self._forward_bounds(point))]
         # (both elementwise: a row of batched bounds gives that row's tolerances)
