@@ -18,6 +18,13 @@ A case's points (:func:`case_points`, what the runner and the op checks iterate)
 kept where every value of the formula stays below √max of the dtype (see the rules
 above :func:`extreme`). Each extreme point's note says what it sampled. The bulk points
 do not depend on the extreme ones: ``extreme_points = 0`` gives exactly the bulk.
+
+In float32, float16 and bfloat16 a formula case's points keep the formula as written
+within the dtype's range (:mod:`gradcheck.overflow`): a value that would be inf there is
+a hazard too, redrawn, and a point redrawing does not bring within range is pulled in
+toward its domains' centres (:func:`_pull_to_range`); one that stays beyond it carries
+what passes it (:attr:`Point.overflow`) and is checked by no witness of the dtype. The
+points of a formula that never passes the range are drawn exactly as without the rule.
 """
 
 from __future__ import annotations
@@ -108,8 +115,8 @@ def sample(case, dtype: str, index: int) -> Point:
     notes = set()
     if passing:   # redrawing did not bring it within range: the whole point is pulled in
         bad, passing, pulled = _pull_to_range(case, values, free, rng, dtype, within, index,
-                                            passing)
-        notes.add(pulled)
+                                              passing)
+        notes |= {pulled} - {""}
     notes |= {f"point {index} stays within {MARGIN} of a kink or singularity of {node.op} "
               f"({node!r})" for node, _ in bad}
     return Point(values, tuple(sorted(notes)), tuple(sorted({node.op for node, _ in bad})),
@@ -200,8 +207,8 @@ def _pull_to_range(case, values: dict, free: list, rng, dtype: str, within: floa
     centres (in place in ``values``) by the largest λ that keeps the extreme points'
     ceiling (√max, room for the gradient), else the range alone, then settled again with
     its fresh draws pulled in as much. Returns settle's hazards, what is still beyond
-    the range and the point's note. A point beyond the range even at the centres stays
-    as it was."""
+    the range and the point's note ("" for a point beyond the range even at the
+    centres, which stays as it was)."""
     roots, start = _roots(case), {s.name: values[s.name] for s in free}
     why, cap = first(passing).text(), ceiling(dtype)
 
@@ -215,9 +222,8 @@ def _pull_to_range(case, values: dict, free: list, rng, dtype: str, within: floa
     def fits(pull: float) -> bool:
         return fits_range(roots, at(pull), within)
 
-    if not fits(0.0):
-        return [], passing, (f"point {index}: as written, the formula overflows {dtype} "
-                           f"even at the centre of its inputs' domains ({why})")
+    if not fits(0.0):   # (the point's note that it is not checked says it all)
+        return [], passing, ""
     pull = largest(kept) if kept(0.0) else largest(fits)
     values.update(at(pull))
     bad = settle(case, values, free, rng, dtype, within=within, overflow=passing,
@@ -321,6 +327,9 @@ def _too_close(body, values, also=None) -> list:
 #   elements (matmul, softmax) is first pulled in as a whole: every distance d from the
 #   anchor becomes home·(d/home)^λ with the largest λ in [0, 1] that keeps the ceiling
 #   (bisection), home being the bulk's scale (an interval's half width).
+# - range: a point whose ceiling could not be kept, and which passes the dtype's range
+#   as written (gradcheck.overflow), is pulled in toward its domains' centres as a bulk
+#   point is (:func:`_pull_to_range`).
 # - pinned ``value`` inputs stay as they are; a case whose inputs are all pinned has no
 #   extreme points. The generator depends on (seed, case, dtype, j), not on ``points``.
 
@@ -388,8 +397,8 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
                                                             _roots(case))))
     if passing:
         _, passing, pulled = _pull_to_range(case, values, free, rng, dtype, within, index,
-                                          passing)
-        notes.add(pulled)
+                                            passing)
+        notes |= {pulled} - {""}
         found = [f for r in _roots(case) for f in _beyond(r, values, limit)]
     kinks = [k for b in bodies for k in _too_close(b, values)]
     over = [n for n, _ in found]
