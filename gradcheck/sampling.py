@@ -39,12 +39,14 @@ import numpy as np
 from .arrays import unbroadcast
 from .forward import counted_hazards, evaluate
 from .heap import for_formula
+# (REACH, STRATIFIED, EXPONENTIAL, PERIODIC, PERIODIC_REACH: named here as well, where
+# they were defined before domains.py and overflow.py held them)
 from .domains import (LARGE, RANGES, REACH, SMALL, STRATIFIED, place as _place,  # noqa: F401
                       rays as _rays, reach, spread as _spread, top, toward as _toward)
-from .overflow import (EXPONENTIAL, PERIODIC, PERIODIC_REACH, beyond as _beyond, ceiling,
-                       first, fits_range, largest, limit as range_limit, out_of_range,
-                       over as _over)
-from .rules import COMPARISON, ELEMENTWISE, RULES
+from .overflow import (EXPONENTIAL, PERIODIC, PERIODIC_REACH, beyond as _beyond,  # noqa: F401
+                       ceiling, first, fits_range, largest, limit as range_limit,
+                       out_of_range, over as _over)
+from .rules import COMPARISON, ELEMENTWISE
 from .tree import elementwise_split, walk
 
 MARGIN = 0.05      # distance kept from every kink and singularity
@@ -183,8 +185,8 @@ def _within(case, dtype: str) -> float | None:
     """The range a point keeps the formula as written within (:mod:`gradcheck.overflow`):
     the dtype's, for a formula case in float32, float16 or bfloat16; None for float64
     and for an op case, whose reference is what the op must equal, not what it runs:
-    an op gets no inf where the exact value is finite (a stable log-cosh op, checked at
-    |x| up to 40 in float16 where cosh as written overflows)."""
+    an op gets no inf where the exact value is finite (softplus in float16 is right at
+    x = 30, where log(1 + exp(x)) as written overflows; an op computing it so is not)."""
     return None if getattr(case, "op", None) is not None else range_limit(dtype)
 
 
