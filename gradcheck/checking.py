@@ -67,17 +67,19 @@ def _forget_forward() -> None:
     forget()
 
 
-def _bounds_at(case: Case, point: dict, v: np.ndarray, heap):
+def _bounds_at(case: Case, point: dict, v: np.ndarray, heap, watch=None):
     """``dtype -> rounding-error bounds`` at one point, each computed once (inside
-    ``heap``, a context of :func:`_heap`)."""
+    ``heap``, a context of :func:`_heap`); ``watch`` (a :class:`gradcheck.overflow.
+    Watch`) sees the backward of its own dtype's."""
     from .rounding import error_bounds
 
     found: dict = {}
 
     def bounds(dtype: str) -> dict:
         if dtype not in found:
+            seen = watch if watch is not None and watch.dtype == dtype else None
             with heap():
-                found[dtype] = error_bounds(case, point, v, dtype)
+                found[dtype] = error_bounds(case, point, v, dtype, watch=seen)
         return found[dtype]
 
     return bounds
@@ -192,24 +194,47 @@ class _FormulaCheck:
         self.waived: set[str] = set()
         # witnesses whose finite differences did not settle at some point (inconclusive)
         self.unsettled: set[str] = set()
+        # the points the formula as written passes the dtype's range at (what passes
+        # it), which no witness is checked at, and how many points were checked
+        self.beyond: dict[int, str] = {}
+        self.checked_points = 0
 
     def run(self, ref) -> None:
         """Every point (the bulk's, then the extremes), every witness that still runs."""
+        from .overflow import Watch
+
         case, dtype = self.case, self.dtype
         for i, (point, v, exact) in enumerate(_pointwise(case, dtype, ref)):
             self.notes.extend(point.notes)
-            bounds = _bounds_at(case, point.values, v, self.heap)
+            if point.overflow:
+                self._out_of_range(i, point.overflow)
+                continue
+            watch = Watch(dtype)
+            bounds = _bounds_at(case, point.values, v, self.heap, watch)
             if any(w not in self.errors and w not in self.skipped for w in self.names):
                 # computed before the point's exact gradients and any witness, so that
                 # no other arrays of the point are alive beside the bounds' (at a
                 # layer's size, the peak of the check)
                 bounds(dtype)
+            if watch.found is not None:   # its backward as written passes the range
+                self._out_of_range(i, watch.found.text())
+                _forget_forward()
+                continue
+            self.checked_points += 1
             expected = exact()
             for w in self.names:
                 if w not in self.errors and w not in self.skipped:
                     self._compare(w, i, point, v, expected, bounds, ref)
             _forget_forward()
             del point, v, expected, bounds   # before the next point is drawn
+
+    def _out_of_range(self, i: int, why: str) -> None:
+        """Point ``i`` is checked in no witness: the formula as written passes the
+        dtype's range there (``why``: what does)."""
+        from .overflow import skipped_note
+
+        self.beyond[i] = why
+        self.notes.append(skipped_note(i, self.dtype, why))
 
     def _compare(self, w: str, i: int, point, v, expected, bounds, ref) -> None:
         values = point.values
@@ -297,6 +322,11 @@ class _FormulaCheck:
                 r = dataclasses.replace(r, status=SKIPPED, message=self.skipped[w])
             elif w in self.errors:
                 r = dataclasses.replace(r, status=ERROR, message=self.errors[w])
+            elif self.beyond and not self.checked_points:
+                from .overflow import every_point
+
+                r = dataclasses.replace(r, status=SKIPPED,
+                                        message=every_point(self.dtype, self.beyond))
             elif r.checked == 0 and w in self.waived:
                 # every point stayed near a kink: it checked nothing, which is no pass
                 r = dataclasses.replace(r, status=SKIPPED, message=NEAR_KINKS)
@@ -345,8 +375,17 @@ def _pointwise(case: Case, dtype: str, ref):
     points = list(case_points(case, dtype))
     vs = [cotangent(case, dtype, i) for i in range(len(points))]
     exact = ref.evaluations([p.values for p in points], vs)
-    for point, v in zip(points, vs):
-        yield point, v, exact.__next__
+    taken = [0]   # (a point not checked leaves its evaluation untaken: skipped here)
+
+    def upto(i: int):
+        while taken[0] < i:
+            next(exact)
+            taken[0] += 1
+        taken[0] += 1
+        return next(exact)
+
+    for i, (point, v) in enumerate(zip(points, vs)):
+        yield point, v, lambda i=i: upto(i)
 
 
 UNSETTLED = ("finite differences did not settle at any point (see the notes): "

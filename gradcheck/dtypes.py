@@ -92,6 +92,16 @@ def max_finite(dtype: str) -> float:
     return info(dtype).max
 
 
+def overflow_threshold(dtype: str) -> float:
+    """The smallest magnitude that rounds to inf in ``dtype``: max plus half its last
+    place, (2 - 2^-p)·2^emax (a tie there rounds to the even inf); inf for float64,
+    whose values are float64's own."""
+    f = info(dtype)
+    if dtype == "float64":
+        return math.inf
+    return math.ldexp(2.0 - math.ldexp(1.0, -f.precision), f.emax)
+
+
 def smallest_normal(dtype: str) -> float:
     """The smallest positive normal value (below it precision is lost: subnormals)."""
     return info(dtype).smallest_normal

@@ -132,8 +132,10 @@ def _read(rule, k: int, j: int | None) -> bool:
 class _Bounds:
     """One evaluation of the bounds of one formula at one point."""
 
-    def __init__(self, dtype: str, device: str = "cpu"):
+    def __init__(self, dtype: str, device: str = "cpu", watch=None):
         self.dtype, self.device = dtype, device   # (the device: torch's kernels differ)
+        # a gradcheck.overflow.Watch: sees every cotangent and VJP of the backward
+        self.watch = watch
         self.u, self.u_acc, self.eta = _units(dtype)   # (η: underflow, see _units)
         self.lead: tuple[int, ...] = ()   # (n,): the backward carries n cotangents
         self.val: dict[int, Any] = {}
@@ -142,17 +144,15 @@ class _Bounds:
         # the probes' largest relative moves over a whole formula this evaluates one
         # slab of, by node id (gradcheck.slab_bounds); None: taken from the arrays here
         self.tops: dict[int, Any] | None = None
-        # node id -> its arguments' values as a witness held them: the branch that
-        # witness took (gradcheck.decisions); the row decides, and its VJP reads, these
+        # node id -> its arguments as a witness held them (the branch it took, decisions)
         self.pins: dict[int, list] = {}
 
     def arg(self, node: Node, j: int) -> Any:
-        """The value of ``node``'s argument ``j`` as the row reads it (pinned, or the
-        argument's own; None where dropped)."""
+        """``node``'s argument ``j`` as the row reads it (pinned, or its own; None where
+        dropped)."""
         pinned = self.pins.get(id(node))
-        if pinned is not None and isinstance(pinned[j], np.ndarray):
-            return pinned[j]
-        return self.val.get(id(node.args[j]))
+        return pinned[j] if pinned is not None and isinstance(pinned[j], np.ndarray) \
+            else self.val.get(id(node.args[j]))
 
     # ------------------------------------------------------------------ forward
     def forward(self, root: Node, point: dict[str, np.ndarray],
@@ -260,6 +260,8 @@ class _Bounds:
                                        else _arr(v_bound)}
         for node in reversed(order):
             g = grad.get(id(node))
+            if g is not None and self.watch is not None and node.op != "input":
+                self.watch.see(node, g)   # (a gradient is compared: it may pass)
             if g is None or node.op in ("input", "const"):
                 continue
             ge = gerr[id(node)]
@@ -273,6 +275,9 @@ class _Bounds:
                 if rule.engine_vjp(k) is None or arg.op == "const":
                     continue
                 c, ce = self._vjp(node, rule, k, g, ge)
+                if self.watch is not None and not (
+                        arg.op == "input" and np.shape(c) == self.lead + tuple(arg.shape)):
+                    self.watch.see(node, c, "backward")
                 self._accumulate(grad, gerr, arg, c, ce)
                 self._give(c, grad, gerr), self._give(ce, grad, gerr)
             del grad[id(node)], gerr[id(node)]
@@ -437,7 +442,7 @@ def forget() -> None:
 
 
 def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
-                 forward: dict | None = None, batch: bool = False,
+                 forward: dict | None = None, batch: bool = False, watch=None,
                  pins: dict | None = None) -> dict[str, np.ndarray]:
     """Per-element bounds on the rounding error of a correct computation in ``dtype`` of
     the value and of vᵀJ (``"value"``, ``"x.grad"`` for every input, ``"h.grad"`` for
@@ -448,20 +453,20 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     and reused for every v (the Jacobian's one-hot cotangents). ``batch``: ``v`` holds
     many cotangents along its first axis (the Jacobian's one-hots), bounded in one
     backward pass; each gradient's bound then has that axis in front, the value's not.
-
-    ``pins``: node id -> arguments as a witness held them: the bounds of the branch it
-    took (:mod:`gradcheck.decisions`); nothing of it is kept for the numeric witness."""
+    ``watch`` (a :class:`gradcheck.overflow.Watch`) sees every cotangent and VJP of the
+    backward, which is autograd's as written: what passes the dtype's range. ``pins``:
+    node id -> arguments as a witness held them: the bounds of the branch it took
+    (:mod:`gradcheck.decisions`); nothing of it is kept for the numeric witness."""
     root = case.output
     split = None if forward is not None or batch or pins else slabbed(root)
     if split is not None:   # a large elementwise formula: by slabs, the same numbers
         device = getattr(case, "device", "cpu")
         with np.errstate(all="ignore"):
-            out, value = slab_error_bounds(lambda: _Bounds(dtype, device), case, split,
-                                           point, v)
+            out, value = slab_error_bounds(lambda: _Bounds(dtype, device, watch), case,
+                                           split, point, v)
         out = {k: _finite(_arr(e)) for k, e in out.items()}   # (fresh arrays already)
         return _keep_last(out, root, point, dtype, value)
-    key = (id(root), dtype)
-    b = None if forward is None else forward.get(key)
+    b = None if forward is None else forward.get(key := (id(root), dtype))
     fresh = b is None
     with np.errstate(all="ignore"):
         if fresh:
@@ -470,6 +475,7 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
             b.forward(root, point)
             if forward is not None:
                 forward[key] = b
+        b.watch = watch
         grad, gerr = b.backward(root, v, batch, release=forward is None)
     out = {"value": b.err[id(root)]}
     nodes = {n.name: n for n in walk(root) if n.op in ("input", "let")}
@@ -477,10 +483,8 @@ def error_bounds(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
         node = nodes.get(spec.name)
         out[f"{spec.name}.grad"] = (np.zeros(b.lead + tuple(spec.shape)) if node is None
                                     or id(node) not in gerr else gerr[id(node)])
-    for name in getattr(case, "retain_grad", ()):
-        node = nodes.get(name)
-        if node is not None and id(node) in gerr:
-            out[f"{name}.grad"] = gerr[id(node)]
+    out.update({f"{n}.grad": gerr[id(nodes[n])] for n in getattr(case, "retain_grad", ())
+                if n in nodes and id(nodes[n]) in gerr})
     # fresh arrays, as the caller may keep them (the value's bound is kept per point)
     out = {k: _finite(np.array(e, dtype=float)) for k, e in out.items()}
     if fresh and not pins:   # (after the backward: not alive beside its peak)

@@ -18,6 +18,13 @@ A case's points (:func:`case_points`, what the runner and the op checks iterate)
 kept where every value of the formula stays below √max of the dtype (see the rules
 above :func:`extreme`). Each extreme point's note says what it sampled. The bulk points
 do not depend on the extreme ones: ``extreme_points = 0`` gives exactly the bulk.
+
+In float32, float16 and bfloat16 a formula case's points keep the formula as written
+within the dtype's range (:mod:`gradcheck.overflow`): a value that would be inf there is
+a hazard too, redrawn, and a point redrawing does not bring within range is pulled in
+toward its domains' centres (:func:`_pull_to_range`); one that stays beyond it carries
+what passes it (:attr:`Point.overflow`) and is checked by no witness of the dtype. The
+points of a formula that never passes the range are drawn exactly as without the rule.
 """
 
 from __future__ import annotations
@@ -32,14 +39,19 @@ import numpy as np
 from .arrays import unbroadcast
 from .forward import counted_hazards, evaluate
 from .heap import for_formula
-from .rules import COMPARISON, ELEMENTWISE, RULES
+# (REACH, STRATIFIED, EXPONENTIAL, PERIODIC, PERIODIC_REACH: named here as well, where
+# they were defined before domains.py and overflow.py held them)
+from .domains import (LARGE, RANGES, REACH, SMALL, STRATIFIED, place as _place,  # noqa: F401
+                      rays as _rays, reach, spread as _spread, top, toward as _toward)
+from .overflow import (EXPONENTIAL, PERIODIC, PERIODIC_REACH, beyond as _beyond,  # noqa: F401
+                       ceiling, first, fits_range, largest, limit as range_limit,
+                       out_of_range, over as _over)
+from .rules import COMPARISON, ELEMENTWISE
 from .tree import elementwise_split, walk
 
 MARGIN = 0.05      # distance kept from every kink and singularity
 MAX_ROUNDS = 60    # redraws before giving up (the result then says so)
-
-RANGES = {"real": (-2.0, 2.0), "positive": (0.05, 3.0), "nonnegative": (0.0, 3.0),
-           "unit": (-0.95, 0.95)}
+RANGE_ROUNDS = 8   # redraws of a whole point beyond the dtype's range before pulling in
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,10 @@ class Point:
     #: the ops whose kinks or singularities the point stays within MARGIN of (sampling
     #: could not keep away: a sort of a thousand elements has neighbours 0.004 apart)
     near: tuple[str, ...] = ()
+    #: what of the formula as written passes the dtype's range at the point, after its
+    #: redraws and pulling in ("" where nothing does): no witness of the dtype is
+    #: checked there (gradcheck.overflow)
+    overflow: str = ""
 
 
 def case_rng(case, dtype: str, index: int, salt: str = "point") -> np.random.Generator:
@@ -96,40 +112,62 @@ def sample(case, dtype: str, index: int) -> Point:
         else:
             values[spec.name] = _round(_draw(spec, rng, spec.shape), dtype, spec)
             free.append(spec)
-    bad = settle(case, values, free, rng, dtype)
-    notes = tuple(sorted({f"point {index} stays within {MARGIN} of a kink or singularity "
-                          f"of {node.op} ({node!r})" for node, _ in bad}))
-    return Point(values, notes, tuple(sorted({node.op for node, _ in bad})))
+    within, passing = _within(case, dtype), []
+    bad = settle(case, values, free, rng, dtype, within=within, overflow=passing)
+    notes = set()
+    if passing:   # redrawing did not bring it within range: the whole point is pulled in
+        bad, passing, pulled = _pull_to_range(case, values, free, rng, dtype, within, index,
+                                              passing)
+        notes |= {pulled} - {""}
+    notes |= {f"point {index} stays within {MARGIN} of a kink or singularity of {node.op} "
+              f"({node!r})" for node, _ in bad}
+    return Point(values, tuple(sorted(notes)), tuple(sorted({node.op for node, _ in bad})),
+                 overflow=first(passing).text() if passing else "")
 
 
+# long: one loop of redraws, its hazards (kinks, the ceiling, the range) read in one pass
 def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str, *,
-           draw: Callable | None = None, limit: float | None = None) -> list:
+           draw: Callable | None = None, limit: float | None = None,
+           within: float | None = None, overflow: list | None = None) -> list:
     """Redraw the elements of the ``free`` inputs (in place in ``values``) that sit within
     MARGIN of a kink or singularity, or outside their domain after rounding; returns the
     hazards still too close after MAX_ROUNDS as (node, mask) pairs.
 
     ``draw(spec, round)`` makes the fresh values (default: the bulk draw); with ``limit``,
-    a value of the formula beyond it (or not finite) is a hazard too (extreme points)."""
+    a value of the formula beyond it (or not finite) is a hazard too (extreme points).
+    With ``within`` (the dtype's range, :func:`gradcheck.overflow.limit`), so is a value
+    of the formula as written that reaches it (but the output's own, and a constant
+    written beyond it: :func:`gradcheck.overflow.out_of_range`); those left at the end
+    go to ``overflow`` as (node, mask, peak), not to the result. A formula that mixes
+    elements stops redrawing for them after :data:`RANGE_ROUNDS` (the caller pulls the
+    point in)."""
     from .cases import in_domain
 
     bodies, elementwise = _bodies(case)
+    roots = _roots(case)   # (whose own values are compared, and may pass the range)
 
-    def hazards() -> list:   # (kinks and the ceiling in one forward pass of each body)
-        found = []
+    def hazards() -> tuple[list, list]:   # (kinks, the ceiling and the range: one pass)
+        found, ranged = [], []
         for b in bodies:
-            beyond: list = []
-            close = _too_close(b, values, None if limit is None else _over(limit, beyond))
+            beyond, passing = [], []
+            close = _too_close(b, values, _both(
+                None if limit is None else _over(limit, beyond),
+                None if within is None else out_of_range(within, passing, roots)))
             found += [(b, node, near) for node, near in close + beyond]
-        return found
+            ranged += [(b, node, near, peak) for node, near, peak in passing]
+        return found, ranged
 
-    bad = hazards()
+    bad, ranged = hazards()
     for round_ in range(MAX_ROUNDS):
         outside = {s.name: ~in_domain(values[s.name], s.domain, s.integer) for s in free}
-        if not free or (not bad and not any(m.any() for m in outside.values())):
+        if not free or (not bad and not ranged and not any(m.any() for m in
+                                                            outside.values())):
+            break
+        if ranged and not elementwise and round_ >= RANGE_ROUNDS:
             break
         for spec in free:
             mask = np.zeros(spec.shape, dtype=bool)
-            for b, node, near in bad:
+            for b, node, near, *_ in bad + ranged:
                 mask |= (_culprits(spec.shape, b.shape, near) if elementwise
                          else _blamed(spec, node, near))
             mask = mask | outside[spec.name]
@@ -137,8 +175,65 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
                 fresh = _draw(spec, rng, spec.shape) if draw is None else draw(spec, round_)
                 values[spec.name] = np.where(mask, _round(fresh, dtype, spec),
                                              values[spec.name])
-        bad = hazards()
+        bad, ranged = hazards()
+    if overflow is not None:
+        overflow[:] = [(node, near, peak) for _b, node, near, peak in ranged]
     return [(node, near) for _b, node, near in bad]
+
+
+def _within(case, dtype: str) -> float | None:
+    """The range a point keeps the formula as written within (:mod:`gradcheck.overflow`):
+    the dtype's, for a formula case in float32, float16 or bfloat16; None for float64
+    and for an op case, whose reference is what the op must equal, not what it runs:
+    an op gets no inf where the exact value is finite (softplus in float16 is right at
+    x = 30, where log(1 + exp(x)) as written overflows; an op computing it so is not)."""
+    return None if getattr(case, "op", None) is not None else range_limit(dtype)
+
+
+def _both(one: Callable | None, other: Callable | None) -> Callable | None:
+    """One visitor of a forward pass calling both (either may be None)."""
+    if one is None or other is None:
+        return one or other
+
+    def on_node(node, args, value) -> None:
+        one(node, args, value)
+        other(node, args, value)
+
+    return on_node
+
+
+def _pull_to_range(case, values: dict, free: list, rng, dtype: str, within: float,
+                   index: int, passing: list) -> tuple[list, list, str]:
+    """A point whose formula as written stays beyond ``dtype``'s range after its redraws
+    (``passing``: what passes it, as settle's ``overflow``), pulled in toward its domains'
+    centres (in place in ``values``) by the largest λ that keeps the extreme points'
+    ceiling (√max, room for the gradient), else the range alone, then settled again with
+    its fresh draws pulled in as much. Returns settle's hazards, what is still beyond
+    the range and the point's note ("" for a point beyond the range even at the
+    centres, which stays as it was)."""
+    roots, start = _roots(case), {s.name: values[s.name] for s in free}
+    why, cap = first(passing).text(), ceiling(dtype)
+
+    def at(pull: float) -> dict:
+        return {**values, **{s.name: _round(_toward(s, start[s.name], pull), dtype, s)
+                             for s in free}}
+
+    def kept(pull: float) -> bool:
+        return not any(_beyond(r, at(pull), cap) for r in roots)
+
+    def fits(pull: float) -> bool:
+        return fits_range(roots, at(pull), within)
+
+    if not fits(0.0):   # (the point's note that it is not checked says it all)
+        return [], passing, ""
+    pull = largest(kept) if kept(0.0) else largest(fits)
+    values.update(at(pull))
+    bad = settle(case, values, free, rng, dtype, within=within, overflow=passing,
+                 draw=lambda spec, _round_: _toward(spec, _draw(spec, rng, spec.shape),
+                                                    pull))
+    return bad, passing, (f"point {index} is pulled in toward the centre of its inputs' "
+                        f"domains (λ = {pull:.3g}): as drawn, the formula as written "
+                        f"overflows {dtype} ({why})")
 
 
 def _bodies(case) -> tuple[list, bool]:
@@ -192,51 +287,6 @@ def _too_close(body, values, also=None) -> list:
     return out
 
 
-#: Rows whose symbolic form goes through exp(±argument) (the row's ``exponential``;
-#: tests/test_sampling_extremes.py checks this against the SymPy column). sigmoid,
-#: softplus and logsumexp have bounded values where that exp overflows, so the value
-#: ceiling alone does not see it: their arguments are bounded by ln(limit) instead.
-EXPONENTIAL = frozenset(name for name, rule in RULES.items() if rule.exponential)
-#: Periodic rows (the row's ``periodic``), and how far from 0 their arguments go at
-#: extreme points: a periodic function has no hard region far out, only worse
-#: conditioning (float32's rounding of the argument alone errs by u·|arg|) and finite
-#: differences whose relative step (1e-3·|x|) moves an argument of degree k in the
-#: inputs by about 1e-3·k·|arg|: within 100, a fraction of a radian.
-PERIODIC = frozenset(name for name, rule in RULES.items() if rule.periodic)
-PERIODIC_REACH = 100.0
-
-
-def _beyond(root, values, limit: float | None) -> list:
-    """(node, mask) for every value of the formula under ``root`` that is not finite or
-    exceeds ``limit`` in magnitude somewhere, every argument of an :data:`EXPONENTIAL`
-    row beyond ln(limit) and of a :data:`PERIODIC` one beyond :data:`PERIODIC_REACH`
-    (nothing when ``limit`` is None)."""
-    if limit is None:
-        return []
-    out: list = []
-    evaluate(root, values, on_node=_over(limit, out))
-    return out
-
-
-def _over(limit: float, out: list):
-    """The visitor of a forward pass that appends :func:`_beyond`'s (node, mask) pairs
-    to ``out``."""
-    def on_node(node, args, value) -> None:
-        if value.dtype.kind == "f":
-            mask = ~(np.abs(value) <= limit)     # NaN and inf count as beyond
-            bound = (math.log(limit) if node.op in EXPONENTIAL  # exp(arg) <= limit
-                     else PERIODIC_REACH if node.op in PERIODIC else None)
-            if bound is not None:
-                far = ~(np.abs(np.asarray(args[0], dtype=float)) <= bound)
-                if node.op == "logsumexp":       # a reduction: over the reduced axes
-                    far = np.any(far, axis=node.axis, keepdims=node.keepdims)
-                mask = mask | far
-            if mask.any():
-                out.append((node, mask))
-
-    return on_node
-
-
 # --------------------------------------------------------------------------- extremes
 #
 # Besides its bulk points, a case gets ``extreme_points`` points at large and small
@@ -279,100 +329,13 @@ def _over(limit: float, out: list):
 #   elements (matmul, softmax) is first pulled in as a whole: every distance d from the
 #   anchor becomes home·(d/home)^λ with the largest λ in [0, 1] that keeps the ceiling
 #   (bisection), home being the bulk's scale (an interval's half width).
+# - range: a point whose ceiling could not be kept, and which passes the dtype's range
+#   as written (gradcheck.overflow), is pulled in toward its domains' centres as a bulk
+#   point is (:func:`_pull_to_range`).
 # - pinned ``value`` inputs stay as they are; a case whose inputs are all pinned has no
 #   extreme points. The generator depends on (seed, case, dtype, j), not on ``points``.
 
-REACH = 1e-4           # ρ is at most this: four decades below the bulk's scale
 EXTREME_ROUNDS = 8     # redraws inside the band before an element is drawn from the bulk
-PULL_STEPS = 12        # bisection steps for the pull-in exponent λ (2^-12 precision)
-STRATIFIED = 1 << 16   # elements of an input up to which its extreme elements are
-#                        dealt out to the rays and stratified along them (_spread)
-LARGE, SMALL = "large magnitudes", "small magnitudes"
-
-
-def reach(dtype: str) -> float:
-    """ρ: small extreme magnitudes go down to s·ρ, s the bulk's scale."""
-    from .dtypes import eps
-
-    return min(math.sqrt(eps(dtype)), REACH)
-
-
-def ceiling(dtype: str) -> float:
-    """The largest magnitude a value of the formula may take at an extreme point: √max."""
-    from .dtypes import max_finite
-
-    return math.sqrt(max_finite(dtype))
-
-
-def top(dtype: str) -> float:
-    """L: large extreme magnitudes go up to ln √max of the dtype, float32's at most
-    (44.4; float16: 5.5)."""
-    return math.log(min(ceiling(dtype), ceiling("float32")))
-
-
-@dataclass(frozen=True)
-class _Ray:
-    """Extreme elements ``anchor + direction·d``, d log-uniform in [near, far]; pulling
-    in by λ maps d to ``home·(d/home)^λ``."""
-
-    anchor: float
-    direction: float
-    near: float
-    far: float
-    home: float
-
-
-def _rays(domain, band: str, rho: float, largest: float) -> tuple[_Ray, ...]:
-    """Where the extreme elements of an input with ``domain`` go in ``band``; no
-    magnitude beyond ``largest``."""
-    if isinstance(domain, str) and domain != "unit":
-        s = 2.0 if domain == "nonzero" else max(map(abs, RANGES[domain]))
-        near, far = (s, largest) if band == LARGE else (s * rho, s / 10)
-        directions = (1.0,) if domain in ("positive", "nonnegative") else (-1.0, 1.0)
-        return tuple(_Ray(0.0, d, near, far, s) for d in directions)
-    lo, hi = (-1.0, 1.0) if domain == "unit" else domain
-    if band == SMALL and lo < 0 < hi:
-        m = min(-lo, hi)
-        return tuple(_Ray(0.0, d, rho * min(m, 2.0), m / 10, m / 2) for d in (-1.0, 1.0))
-    ends = ((lo, 1.0), (hi, -1.0))
-    pick = max if band == LARGE else min
-    target = pick(abs(lo), abs(hi))
-    w = hi - lo
-    return tuple(_Ray(a, d, w * rho, w / 10, w / 2) for a, d in ends if abs(a) == target)
-
-
-def _spread(rays: tuple[_Ray, ...], rng: np.random.Generator, shape) -> tuple:
-    """(ray index, position u in [0, 1) along the band's logarithm) per element. The
-    elements are dealt out to the rays in turn (so both signs of x get their share) and
-    each ray's positions stratified, one in each c-th of [0, 1) for c elements on it: an
-    input of 8 elements has an element in the top quarter of the band on either side.
-
-    An input of more than :data:`STRATIFIED` elements draws each element's ray and
-    position independently: its elements cover the band densely anyway, and the
-    permutation that deals them out cost 0.3 s a redraw at 2²² elements (a mixing
-    formula's extreme point may redraw its inputs a dozen times)."""
-    n, count = math.prod(shape), len(rays)
-    if n > STRATIFIED:
-        which = rng.integers(0, count, n)
-        return which.reshape(shape), rng.uniform(0.0, 1.0, n).reshape(shape)
-    rank = rng.permutation(n)
-    which = rank % count
-    on_ray = (n - which + count - 1) // count     # elements dealt to the same ray
-    u = (rank // count + rng.uniform(0.0, 1.0, n)) / on_ray
-    return which.reshape(shape), u.reshape(shape)
-
-
-def _place(rays: tuple[_Ray, ...], which: np.ndarray, u: np.ndarray,
-           pull: float) -> np.ndarray:
-    """The values at positions ``u`` on rays ``which``, pulled in by ``pull`` (λ)."""
-    def col(field):   # (per ray: the logarithms are taken once a ray, not an element)
-        return np.asarray([getattr(r, field) for r in rays])
-
-    near, far, home = np.log(col("near")), np.log(col("far")), np.log(col("home"))
-    log_d = near[which] + u * (far - near)[which]
-    home = home[which]
-    return col("anchor")[which] + col("direction")[which] * np.exp(
-        home + pull * (log_d - home))
 
 
 def _roots(case) -> tuple:
@@ -390,13 +353,7 @@ def _pulled_in(case, values: dict, placed: dict, limit: float) -> float:
         env = {**values, **{n: f(pull) for n, f in placed.items()}}
         return not any(_beyond(r, env, limit) for r in roots)
 
-    if fits(1.0):
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(PULL_STEPS):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return largest(fits)
 
 
 def extreme(case, dtype: str, number: int, index: int) -> Point:
@@ -433,18 +390,29 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
         return _place(rays[spec.name], which, u, pull)
 
     settle(case, values, free, rng, dtype, draw=redraw, limit=limit)
-    # what settle could not fix, told apart: kinks (in settle's body), the ceiling (in
-    # every output)
+    # what settle could not fix, told apart: kinks (in settle's body), the ceiling and
+    # the dtype's range (in every output; beyond the range, the point is pulled in)
+    within, found, passing, notes = _within(case, dtype), [], [], set()
+    for r in _roots(case):
+        evaluate(r, values, on_node=_both(_over(limit, found), None if within is None
+                                          else out_of_range(within, passing,
+                                                            _roots(case))))
+    if passing:
+        _, passing, pulled = _pull_to_range(case, values, free, rng, dtype, within, index,
+                                            passing)
+        notes |= {pulled} - {""}
+        found = [f for r in _roots(case) for f in _beyond(r, values, limit)]
     kinks = [k for b in bodies for k in _too_close(b, values)]
-    over = [n for r in _roots(case) for n, _ in _beyond(r, values, limit)]
-    notes = {f"point {index} stays within {MARGIN} of a kink or singularity of {node.op} "
-             f"({node!r})" for node, _ in kinks}
+    over = [n for n, _ in found]
+    notes |= {f"point {index} stays within {MARGIN} of a kink or singularity of {node.op} "
+              f"({node!r})" for node, _ in kinks}
     notes |= {f"point {index} keeps a value beyond {limit:.2g} (√ of {dtype}'s largest) "
               f"or an exponential's argument beyond {math.log(limit):.3g} at {node.op} "
               f"({node!r})" for node in over}
     summary = _extreme_note(index, band, dtype, limit, pull, values, free, rays)
     return Point(values, (summary, *sorted(notes)),
-                 tuple(sorted({node.op for node, _ in kinks})))
+                 tuple(sorted({node.op for node, _ in kinks})),
+                 overflow=first(passing).text() if passing else "")
 
 
 def _extreme_note(index, band, dtype, limit, pull, values, free, rays) -> str:
