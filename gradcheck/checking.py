@@ -286,14 +286,14 @@ class _FormulaCheck:
         not settle, the point inconclusive for them); a witness whose decisions lay
         within its rounding of a switch is judged by the branch it took
         (:mod:`gradcheck.decisions`). Each says so in a note."""
-        perturbs = entry(w).perturbs
-        if not perturbs and (got.decisions is None or not got.decisions.args):
+        refines = entry(w).refines
+        if not refines and (got.decisions is None or not got.decisions.args):
             tally.add(got, expected, i, tolerance, loose=loose, values=values)
             return
         trial = Tally(tally.witness, tally.dtype, tally.atol, tally.rtol)
         trial.add(got, expected, i, tolerance, loose=loose, values=values)
         note = None
-        if trial.mismatched and perturbs:
+        if trial.mismatched and refines:
             from .refinement import refined
 
             trial, note = refined(

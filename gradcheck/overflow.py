@@ -51,6 +51,26 @@ PERIODIC = frozenset(name for name, rule in RULES.items() if rule.periodic)
 PERIODIC_REACH = 100.0
 #: bisection steps for a pull-in exponent or factor λ (2^-12 precision)
 PULL_STEPS = 12
+#: where the exp inside an INSIDE row overflows as torch computes it outside
+#: float64: in float32, which it also computes float16 and bfloat16 in (silu(-100) is
+#: x / (1 + exp(100)) = -0 where the exact value is -3.7e-42)
+EXP_REACH = math.log(float(np.finfo(np.float32).max))
+
+
+#: rows whose torch kernel divides by an exp that overflows while the value stays
+#: finite (SiLU's x / (1 + exp(-x)): -0 for x < -88.7 in float32); sigmoid's 1 / (1 +
+#: exp(-x)) is 0 there, off by less than its rounding allows, and softmax, logsumexp,
+#: softplus and mish keep their exp in range (a max subtracted, a threshold)
+INSIDE = frozenset({"silu"})
+
+
+def _exp_far(node, args) -> np.ndarray | None:
+    """Where the exp inside an :data:`INSIDE` row overflows as written (its argument
+    beyond :data:`EXP_REACH`); None elsewhere."""
+    if node.op not in INSIDE or not args:
+        return None
+    far = np.abs(np.asarray(args[0], dtype=float)) >= EXP_REACH
+    return far if far.any() else None
 
 
 def ceiling(dtype: str) -> float:
@@ -114,13 +134,18 @@ class Overflow:
 
     node: object
     peak: float            # its largest magnitude, in float64
-    where: str = "value"   # "value", "cotangent" (the node's) or "backward" (a VJP's)
+    # "value", "argument" (of the exp inside a row), "cotangent" (the node's) or
+    # "backward" (a VJP's)
+    where: str = "value"
 
     def text(self) -> str:
         op, what = self.node.op, repr(self.node)
         what = what if len(what) <= 60 else what[:57] + "..."
         if self.where == "value" and op in ("exp", "expm1") and self.peak > 0:
             return f"{op}'s argument reaches {math.log(self.peak):.3g} ({what})"
+        if self.where == "argument":
+            return (f"the exp inside {op} overflows: its argument reaches "
+                    f"{self.peak:.3g} ({what})")
         if self.where == "value":
             return f"{op} reaches {self.peak:.3g} ({what})"
         if self.where == "cotangent":
@@ -161,9 +186,14 @@ def out_of_range(limit_: float, out: list, outputs=()):
     exempt, written = {id(n) for n in outputs}, []
 
     def on_node(node, args, value) -> None:
-        if value.dtype.kind != "f" or id(node) in exempt:
+        if value.dtype.kind != "f":
             return
-        if not _peak(value) >= limit_:   # (NaN: no verdict here)
+        # (an output's too: its value is then 0 where it should be tiny, not ±inf)
+        far = _exp_far(node, args)
+        if far is not None:
+            out.append((node, far, float(np.max(np.abs(np.asarray(args[0])))), "argument"))
+            return
+        if id(node) in exempt or not _peak(value) >= limit_:   # (NaN: no verdict)
             return
         if not written:
             written.append(_written(outputs, limit_))
@@ -181,6 +211,8 @@ def fits_range(roots, values: dict, limit_: float) -> bool:
     ok, exempt, written = [True], {id(r) for r in roots}, _written(roots, limit_)
 
     def on_node(node, args, value) -> None:
+        if ok[0] and value.dtype.kind == "f" and _exp_far(node, args) is not None:
+            ok[0] = False
         if (ok[0] and value.dtype.kind == "f" and id(node) not in exempt
                 and not _peak(value) < limit_):
             ok[0] = bool(np.all(np.isfinite(value))) and not _passing(
@@ -198,8 +230,8 @@ def first(found: list) -> Overflow | None:
     the overflow starts: exp, not the 1 + exp above it), as an :class:`Overflow`."""
     if not found:
         return None
-    node, _mask, peak = found[0]
-    return Overflow(node, peak)
+    node, _mask, peak, *where = found[0]   # (where: "argument", an exp's inside a row)
+    return Overflow(node, peak, *where)
 
 
 class Watch:

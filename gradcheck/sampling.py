@@ -154,7 +154,7 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
                 None if limit is None else _over(limit, beyond),
                 None if within is None else out_of_range(within, passing, roots)))
             found += [(b, node, near) for node, near in close + beyond]
-            ranged += [(b, node, near, peak) for node, near, peak in passing]
+            ranged += [(b, *found_) for found_ in passing]   # (node, mask, peak[, where])
         return found, ranged
 
     bad, ranged = hazards()
@@ -177,7 +177,7 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
                                              values[spec.name])
         bad, ranged = hazards()
     if overflow is not None:
-        overflow[:] = [(node, near, peak) for _b, node, near, peak in ranged]
+        overflow[:] = [found_ for _b, *found_ in ranged]
     return [(node, near) for _b, node, near in bad]
 
 

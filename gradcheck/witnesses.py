@@ -45,6 +45,9 @@ class Witness:
     #: stays near a kink its disagreement is a note, not a mismatch (a difference across
     #: a kink measures no derivative)
     perturbs: bool = False
+    #: its run takes ``step`` (a relative step): where it disagrees, it measures the
+    #: point again at finer steps (:mod:`gradcheck.refinement`)
+    refines: bool = False
 
 
 def _lazy_run(module: str) -> Callable:
@@ -84,7 +87,7 @@ REGISTRY: dict[str, Witness] = {w.name: w for w in (
     Witness("numeric", _lazy_run("gradcheck.backends.numeric"), _LOW_PRECISION_UNTESTED,
             formula_tolerance,
             "central finite differences in float64, with their own error estimate",
-            perturbs=True),
+            perturbs=True, refines=True),
 )}
 
 # The lists of names are read from the registry when asked for, so that an entry added

@@ -162,6 +162,19 @@ class Count:
     notes: int = 0
     inconclusive: int = 0
     skipped_witnesses: int = 0
+    # runs with a note of each kind issue 30 added (NOTE_KINDS)
+    branch_judged: int = 0
+    finer_step: int = 0
+    inconclusive_points: int = 0
+    points_beyond_range: int = 0
+    points_pulled_in: int = 0
+
+
+#: what a note of each kind says (the runs that have one are counted per kind)
+NOTE_KINDS = {"branch_judged": "decisions in", "finer_step": "at a finer step they agree",
+              "inconclusive_points": "is inconclusive for",
+              "points_beyond_range": "the formula overflows",
+              "points_pulled_in": "is pulled in toward the centre"}
 
 
 @dataclass(frozen=True)
@@ -209,6 +222,8 @@ def _tally(results, exprs: dict) -> tuple[list[Count], list[Finding]]:
             findings.append(Finding(r.dtype, r.name, exprs.get(r.name, ""), status,
                                     (r.message or "")[:MESSAGE_CHARS]))
         c["notes"] += bool(r.notes)
+        for kind, text in NOTE_KINDS.items():
+            c[kind] += any(text in n for n in r.notes)
         for w in r.witnesses:
             c["inconclusive"] += w.status == "inconclusive"
             c["skipped_witnesses"] += w.status == "skipped"
@@ -252,12 +267,21 @@ def markdown(result: SweepResult) -> str:
              f"{result.seconds:.0f} s with {result.jobs} workers. Every formula is right: "
              "a failed or errored run is a false alarm.", "",
              "| dtype | runs | passed | approximate | false alarms | skipped | runs with "
-             "notes | inconclusive witnesses | skipped witnesses |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "notes | inconclusive witnesses | skipped witnesses | branch judged | finer "
+             "step | inconclusive points | points beyond range | points pulled in |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in result.counts:
         lines.append(f"| {c.dtype} | {c.runs} | {c.passed} | {c.approximate} | "
                      f"{c.false_alarms} | {c.skipped} | {c.notes} | {c.inconclusive} | "
-                     f"{c.skipped_witnesses} |")
+                     f"{c.skipped_witnesses} | {c.branch_judged} | {c.finer_step} | "
+                     f"{c.inconclusive_points} | {c.points_beyond_range} | "
+                     f"{c.points_pulled_in} |")
+    lines += ["", "The last five columns count runs with a note of that kind: a witness "
+              "judged by the branch it took where rounding flipped a decision; finite "
+              "differences that agreed at a finer step; points inconclusive for finite "
+              "differences; points not checked as the formula as written overflows the "
+              "dtype there; points pulled in toward their domains' centres to keep "
+              "within it."]
     if result.findings:
         lines += ["", "## False alarms", ""]
         for f in result.findings:

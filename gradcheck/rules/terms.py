@@ -40,6 +40,12 @@ def value_rounding(rule, t, args, params, u: float, eta: float) -> np.ndarray:
     else:
         size = r * u * np.asarray(size(t, *args, *(v for _, v in params)), dtype=float)
     size += eta if r else 0.0
+    if r >= 2 and eta:
+        # a library function's result in the subnormals (below the smallest normal,
+        # η/u) keeps no digit it can vouch for: torch's silu(-100) in float32 divides by
+        # exp(100) = inf and returns -0 where the exact value is -3.7e-42
+        t = np.abs(np.asarray(t, dtype=float))
+        size = np.where(t < eta / u, np.maximum(size, t), size)
     return size
 
 
