@@ -11,6 +11,11 @@ all in one place (docs/design.md, "Budgets", explains each).
   process (:func:`limit_worker`). The budget travels to worker processes in the
   environment variable :data:`ENV`, as ``--no-cache`` does.
 
+- **SymPy's work on the element-expanded reference** where double backward (``order =
+  2``) is built from it (:func:`sympy_work`): Python calls, counted, not seconds, so a
+  formula whose expanded second derivatives would blow up (a threshold over a sort's
+  cumulative sum: minutes on 18 elements) is refused the same way on any machine.
+
 Python's own limits are turned into the case's error here too: a ``MemoryError`` (or
 torch's out-of-memory error) and a ``RecursionError`` are never an internal error.
 """
@@ -152,6 +157,60 @@ def check_case(case) -> None:
         f"{format_size(budget)}: use smaller shapes, fewer points (points = N in the "
         "case, or --points), or raise the budget with --max-memory SIZE (e.g. "
         f"--max-memory {max(1, math.ceil(need / 1024**3))}G)")
+
+
+# --------------------------------------------------------------------------- SymPy's work
+
+#: input elements up to which order = 2 falls back to the element-expanded reference
+#: where the tensor level has no second derivative (a case may ask for it at any size:
+#: ``second_order = "expanded"``)
+EXPANDED_SECOND_ELEMENTS = 48
+#: Python calls SymPy may make building the expanded reference's second derivatives and
+#: compiling them (measured: 0.2 to 2.5 million for the layers and rows of the tests,
+#: about a second per million; a sparsemax on [3, 6] runs past 100 million)
+EXPANDED_SECOND_CALLS = 20_000_000
+
+
+class _Exceeded(BaseException):
+    """Raised by the counter inside SymPy (a BaseException, so that no ``except
+    Exception`` on the way swallows it); :func:`sympy_work` turns it into BudgetError."""
+
+
+@contextlib.contextmanager
+def sympy_work(what: str, calls: int | None = None):
+    """Inside the block, at most ``calls`` Python calls (default
+    :data:`EXPANDED_SECOND_CALLS`), counted by a profile hook (a profiler already set
+    still sees every event); past them, the block stops with a :class:`BudgetError` that
+    says ``what`` was being built. Calls, not seconds: the same refusal on a busy
+    machine as on an idle one.
+
+    Raises:
+        BudgetError: the block made more calls than its budget.
+    """
+    import sys
+
+    limit = EXPANDED_SECOND_CALLS if calls is None else calls
+    previous = sys.getprofile()
+    count = [0]
+
+    def counter(frame, event, arg):
+        if previous is not None:
+            previous(frame, event, arg)
+        if event == "call":
+            count[0] += 1
+            if count[0] > limit:
+                raise _Exceeded()
+
+    sys.setprofile(counter)
+    try:
+        yield
+    except _Exceeded:
+        raise BudgetError(
+            f"{what} took more than {limit:,} steps of SymPy (Python calls) and was "
+            "stopped: its expanded formula is too large to differentiate twice element by "
+            "element") from None
+    finally:
+        sys.setprofile(previous)
 
 
 # --------------------------------------------------------------------------- exhausted

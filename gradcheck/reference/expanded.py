@@ -18,6 +18,8 @@ from .base import Reference
 from .derivatives import MODULES, clean, compile, magnitude
 
 EXPANSION_LIMIT = 4096  # input elements a formula that mixes elements may have
+#: the compiled second-order programs: H u, and the magnitudes of H u's and J u's terms
+SECOND_PROGRAMS = ("hvp", "hvp size", "jvp size")
 
 
 class ExpandedReference(Reference):
@@ -165,14 +167,30 @@ class ExpandedReference(Reference):
             start += size
         return result
 
+    def prepare_second(self) -> None:
+        """Build and compile the second-order programs (:meth:`_second_programs`) now,
+        within SymPy's budget (:func:`gradcheck.budgets.sympy_work`).
+
+        Raises:
+            BudgetError: SymPy's work on them ran past the budget.
+        """
+        from ..budgets import sympy_work
+
+        if self._second is not None and all(w in self._second for w in SECOND_PROGRAMS):
+            return
+        with sympy_work("the element-expanded reference's second derivatives "
+                        "(order = 2)"):
+            if self._second is None:
+                self._second = self._second_programs()
+            for which in SECOND_PROGRAMS:
+                if which not in self._second:
+                    args, exprs = self._second["args"], self._second["exprs"][which]
+                    self._second[which] = compile(args, exprs if "size" not in which
+                                                  else [magnitude(e) for e in exprs])
+
     def _second_values(self, point, v_flat, u, which: str) -> np.ndarray:
         """One of the second-order programs (:meth:`_second_programs`) at ``point``."""
-        if self._second is None:
-            self._second = self._second_programs()
-        if which not in self._second:
-            args, exprs = self._second["args"], self._second["exprs"][which]
-            self._second[which] = compile(args, exprs if "size" not in which
-                                          else [magnitude(e) for e in exprs])
+        self.prepare_second()
         flat_u = np.concatenate([np.asarray(u[n], dtype=float).reshape(-1) for n in self.wrt]
                                 ) if self.wrt else np.zeros(0)
         with np.errstate(all="ignore"):

@@ -50,7 +50,11 @@ class SecondKernel:
         for p, expr in enumerate(kernel.outputs):
             if p == 0:
                 continue
-            full = inline(program, sympy.sympify(expr))
+            # inlined unevaluated: SymPy's evaluation folds where(c, f(where(c, d, 1)),
+            # b) into where(c, f(d), b), and f's derivative at d outside c (1/sqrt(d) at
+            # d < 0) then is NaN times the zero of the condition's branch
+            with sympy.core.parameters.evaluate(False):
+                full = inline(program, sympy.sympify(expr))
             grads = program.gradient(full, kernel.symbols)
             for k, s in enumerate(kernel.symbols):
                 d = grads.get(s)
@@ -165,7 +169,7 @@ class Hessian:
         elif op == "row":
             yield from self._row(node, g)
         elif op == "apply":
-            yield from _applied(b, node, g)
+            yield from self._applied(node, g)
         elif op == "embed":                  # zeros with x at key: its adjoint takes key
             yield node.args[0], b.row("index", g, key=node.data)
         elif op == "others":                 # prod's: ∂(∏_{j≠i} x_j)/∂x_k
@@ -174,8 +178,26 @@ class Hessian:
         elif op in ("select", "const", "leaf", "kernel"):
             return                           # constant where the pick is; no operands
         else:
-            raise UnsupportedOpError(
-                f"double backward at tensor level has no adjoint for {op!r}")
+            raise self._unsupported(node, f"the operation {op!r}")
+
+    def _unsupported(self, node: T, what: str) -> UnsupportedOpError:
+        """The error for an operation without an adjoint here, naming the row whose
+        tensor column made it."""
+        row = self.b.origin.get(id(node))
+        where = f"the row {row} has" if row else "the formula's gradient program has"
+        return UnsupportedOpError(
+            f"{where} no tensor-level second derivative: {what} has no adjoint for double "
+            "backward")
+
+    def _applied(self, node: T, g: T):
+        """A named function's adjoints (its ``adjoint``: a convolution's input gradient
+        is bilinear in the cotangent and the weight, its adjoints a convolution and a
+        weight gradient)."""
+        fn, params = node.data
+        adjoint = getattr(fn, "adjoint", None)
+        if adjoint is None:
+            raise self._unsupported(node, f"its tensor column's function {fn.__name__}")
+        yield from adjoint(self.b, g, *node.args, shape=node.shape, **dict(params))
 
     def _part(self, node: T, g: T):
         """A kernel's output: its value through the partials, a partial through the
@@ -207,7 +229,7 @@ class Hessian:
         rule = RULES[name]
         if rule.kind == ELEMENTWISE or rule.tensor is None:
             if rule.kind != ELEMENTWISE:
-                raise UnsupportedOpError(f"{name} has no tensor column")
+                raise self._unsupported(node, f"the row {name}, without a tensor column,")
             yield from self._elementwise_row(node, g)
             return
         for k, arg in enumerate(node.args):   # (None: no derivative, an index)
@@ -226,18 +248,6 @@ class Hessian:
         kernel = self.b.make("kernel", node.args, node.shape, Kernel(root, cuts, node.shape))
         for j, (i, _, _) in enumerate(kernel.data.partials):
             yield node.args[i], self.b.mul(g, self.ref.forward.partial(kernel, j))
-
-
-def _applied(b, node: T, g: T):
-    """A named function's adjoints (its ``adjoint``: a convolution's input gradient is
-    bilinear in the cotangent and the weight, its adjoints a convolution and a weight
-    gradient)."""
-    fn, params = node.data
-    adjoint = getattr(fn, "adjoint", None)
-    if adjoint is None:
-        raise UnsupportedOpError(f"double backward at tensor level has no adjoint for "
-                                 f"{fn.__name__}")
-    yield from adjoint(b, g, *node.args, shape=node.shape, **dict(params))
 
 
 def others_adjoint(g, x, *, shape, axis):
@@ -288,6 +298,9 @@ def _size(node: T, args: list, sizes: list, env: dict):
         name, params = node.data
         if RULES[name].kind == ELEMENTWISE:   # a function's value: its own size
             return np.abs(_apply(node, args, env))
+        picked = _picked_sizes(node, args, sizes)
+        if picked is not None:
+            return picked
         # a structural row (sum, matmul, max, logsumexp...) on magnitudes bounds the
         # magnitude of its terms (indices, integers, as they are: x[idx], gather)
         sizes = [a if np.asarray(a).dtype.kind in "biu" else z for a, z in zip(args, sizes)]
@@ -306,6 +319,29 @@ def _size(node: T, args: list, sizes: list, env: dict):
             total = total + s
         return total
     return _apply(node, sizes, env)      # reshape, broadcast, sum_to: as the values
+
+
+def _picked_sizes(node: T, args: list, sizes: list):
+    """A selection row's magnitudes (max, min, sort, topk, norm with ord=inf): those of
+    the elements it picks at the values, by its ``selector`` (a one-hot over the reduced
+    axes, or sort's and topk's permutation P[.., i, j, ..]); None for a row that picks
+    nothing there (its forward on the magnitudes bounds its terms: max pooling's largest
+    magnitude of each window bounds its pick's)."""
+    name, params = node.data
+    rule = RULES[name]
+    if rule.selector is None:
+        return None
+    x = np.asarray(args[0], dtype=float)
+    mask = np.asarray(rule.call("selector", [x], params), dtype=float)
+    given = dict(params)
+    s = np.broadcast_to(np.asarray(sizes[0], dtype=float), x.shape)
+    if not mask.any() or "axis" not in given:
+        return None
+    if mask.ndim == x.ndim + 1:          # output position i takes input position j
+        d = given["axis"][0]
+        return np.sum(mask * np.expand_dims(s, d), axis=d + 1)
+    axes = given["axis"]
+    return np.sum(mask * s, axis=axes, keepdims=True).reshape(node.shape)
 
 
 def evaluate_sizes(outputs: list[T], env: dict[str, np.ndarray]) -> list[np.ndarray]:
