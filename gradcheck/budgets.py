@@ -26,6 +26,8 @@ import contextlib
 import math
 import os
 import re
+import sys
+import threading
 
 from .errors import GradcheckError
 
@@ -165,10 +167,15 @@ def check_case(case) -> None:
 #: where the tensor level has no second derivative (a case may ask for it at any size:
 #: ``second_order = "expanded"``)
 EXPANDED_SECOND_ELEMENTS = 48
-#: Python calls SymPy may make building the expanded reference's second derivatives and
-#: compiling them (measured: 0.2 to 2.5 million for the layers and rows of the tests,
-#: about a second per million; a sparsemax on [3, 6] runs past 100 million)
-EXPANDED_SECOND_CALLS = 20_000_000
+#: Python calls SymPy may make building the expanded reference's first and second
+#: derivatives and compiling them (measured: 0.3 to 6.7 million for the small layers of
+#: tests/test_second_order.py, 1 to 3 seconds per million while counted; a sparsemax
+#: over [3, 6] does not finish lowering in 10 minutes)
+EXPANDED_SECOND_CALLS = 10_000_000
+
+
+#: the count of the block running in this thread (a profile hook is per thread)
+_counting = threading.local()
 
 
 class _Exceeded(BaseException):
@@ -181,17 +188,22 @@ def sympy_work(what: str, calls: int | None = None):
     """Inside the block, at most ``calls`` Python calls (default
     :data:`EXPANDED_SECOND_CALLS`), counted by a profile hook (a profiler already set
     still sees every event); past them, the block stops with a :class:`BudgetError` that
-    says ``what`` was being built. Calls, not seconds: the same refusal on a busy
-    machine as on an idle one.
+    says ``what`` was being built. A block inside another counts against the outer's
+    budget. Calls, not seconds: the same refusal on a busy machine as on an idle one.
+    Under a profiler written in C (cProfile), whose hook Python cannot chain, nothing
+    is counted. Yields the count so far (a one-element list).
 
     Raises:
         BudgetError: the block made more calls than its budget.
     """
-    import sys
-
-    limit = EXPANDED_SECOND_CALLS if calls is None else calls
     previous = sys.getprofile()
-    count = [0]
+    if getattr(_counting, "count", None) is not None or not (previous is None
+                                                             or callable(previous)):
+        # counted already, against the outer block's budget; or not countable
+        yield getattr(_counting, "count", None) or [0]
+        return
+    limit = EXPANDED_SECOND_CALLS if calls is None else calls
+    count = _counting.count = [0]
 
     def counter(frame, event, arg):
         if previous is not None:
@@ -203,7 +215,7 @@ def sympy_work(what: str, calls: int | None = None):
 
     sys.setprofile(counter)
     try:
-        yield
+        yield count
     except _Exceeded:
         raise BudgetError(
             f"{what} took more than {limit:,} steps of SymPy (Python calls) and was "
@@ -211,6 +223,7 @@ def sympy_work(what: str, calls: int | None = None):
             "element") from None
     finally:
         sys.setprofile(previous)
+        _counting.count = None
 
 
 # --------------------------------------------------------------------------- exhausted

@@ -169,7 +169,8 @@ class ExpandedReference(Reference):
 
     def prepare_second(self) -> None:
         """Build and compile the second-order programs (:meth:`_second_programs`) now,
-        within SymPy's budget (:func:`gradcheck.budgets.sympy_work`).
+        within SymPy's budget (:func:`gradcheck.budgets.sympy_work`), for a check
+        (op.double); a test's ground truth builds them on first use, unbudgeted.
 
         Raises:
             BudgetError: SymPy's work on them ran past the budget.
@@ -180,22 +181,27 @@ class ExpandedReference(Reference):
             return
         with sympy_work("the element-expanded reference's second derivatives "
                         "(order = 2)"):
-            if self._second is None:
-                self._second = self._second_programs()
             for which in SECOND_PROGRAMS:
-                if which not in self._second:
-                    args, exprs = self._second["args"], self._second["exprs"][which]
-                    self._second[which] = compile(args, exprs if "size" not in which
-                                                  else [magnitude(e) for e in exprs])
+                self._compiled(which)
+
+    def _compiled(self, which: str):
+        """One of the second-order programs, built and compiled on first use."""
+        if self._second is None:
+            self._second = self._second_programs()
+        if which not in self._second:
+            args, exprs = self._second["args"], self._second["exprs"][which]
+            self._second[which] = compile(args, exprs if "size" not in which
+                                          else [magnitude(e) for e in exprs])
+        return self._second[which]
 
     def _second_values(self, point, v_flat, u, which: str) -> np.ndarray:
         """One of the second-order programs (:meth:`_second_programs`) at ``point``."""
-        self.prepare_second()
+        program = self._compiled(which)
         flat_u = np.concatenate([np.asarray(u[n], dtype=float).reshape(-1) for n in self.wrt]
                                 ) if self.wrt else np.zeros(0)
         with np.errstate(all="ignore"):
-            return np.asarray(self._second[which](*self._expanded_args(point), v_flat,
-                                                  flat_u), dtype=float).reshape(-1)
+            return np.asarray(program(*self._expanded_args(point), v_flat, flat_u),
+                              dtype=float).reshape(-1)
 
     def _second_programs(self) -> dict:
         """The second derivatives as SymPy expressions over the element symbols, v and u

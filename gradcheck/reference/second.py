@@ -10,16 +10,26 @@ adjoint here: products and sums, reshapes and broadcasts (sums back), the rows' 
 tensor columns (a matmul's adjoint is a matmul again), a fused kernel's value through
 its partials and a kernel's partial through its second partials (SymPy differentiates
 the region's expression once more, compiled like the kernel itself), an elementwise row
-a tensor column used (logsumexp's softmax) through a kernel of its own. A selection
-(max, min) is constant where the pick is; prod's product of the others has the adjoint
+a tensor column used (logsumexp's softmax) through a kernel of its own. So no row is a
+special case here: a row's node takes the row's own tensor column (its VJP, which is
+the adjoint of a linear row: a structural row's double backward is its adjoint again),
+and a NumPy function a tensor column applies takes its own ``adjoint`` (the rows'
+families define them: the convolutions' in :mod:`gradcheck.rules.conv_tensor`, the
+scatters' in :mod:`~gradcheck.rules.take_columns`, sort's, topk's and cumprod's in
+:mod:`~gradcheck.rules.composite_tensor`). A selection (max, min, sort, topk: its mask
+or its order) is constant where the pick is, so it is linear in what it picks;
+comparisons and integers are constants. prod's product of the others has the adjoint
 :func:`others_adjoint` (prefix and suffix products: no division, exact at zeros, linear
 in the size). What has no adjoint here raises :class:`~gradcheck.errors.
-UnsupportedOpError`: the caller then uses the element-expanded reference.
+UnsupportedOpError` naming the row whose tensor column made it (the builder's
+``origin``); the caller decides what stands in (see
+:meth:`gradcheck.reference.tensor.TensorReference._second`).
 
 :func:`evaluate_sizes` evaluates such a program with every term by its magnitude (a
 kernel's outputs by :func:`~gradcheck.reference.derivatives.magnitude`, a product of
-magnitudes, a sum of them, a structural row applied to them), the size the rounding
-errors of a double backward scale with (1 - tanh² counts as 1 + tanh²).
+magnitudes, a sum of them, a structural row applied to them, a selection's those of
+the elements it picks), the size the rounding errors of a double backward scale with
+(1 - tanh² counts as 1 + tanh²).
 """
 
 from __future__ import annotations

@@ -172,8 +172,9 @@ class TensorReference(Reference):
             from .second import Hessian
 
             if getattr(self.case, "second_order", "tensor") == "expanded":
-                self._expanded = self._expanded_reference("the case asks for it "
-                                                          "(second_order = \"expanded\")")
+                self._expanded = self._expanded_reference(
+                    "as the case asks, second_order = \"expanded\"",
+                    "leave second_order out to check it at tensor level")
                 return self._expanded
             try:
                 second = Hessian(self, COTANGENT)
@@ -185,23 +186,24 @@ class TensorReference(Reference):
                         f"for inputs of up to {EXPANDED_SECOND_ELEMENTS} elements (these "
                         f"have {elements}), or where the case asks for it with "
                         "second_order = \"expanded\"") from None
-                self._expanded = self._expanded_reference(f"{exc}; the inputs are tiny")
+                self._expanded = self._expanded_reference(
+                    f"for tiny inputs, as {exc}", "use smaller shapes")
                 return self._expanded
             _check_memory([second.jvp, *second.hvp.values()], self.case, "double backward")
             self._expanded = second
         return self._expanded
 
-    def _expanded_reference(self, why: str):
+    def _expanded_reference(self, why: str, advice: str):
         """The element-expanded reference's second order, built within SymPy's budget."""
         what = f"order = 2 by the element-expanded reference ({why})"
         try:   # the kind registered as "expanded" (importing it here is a cycle)
-            with sympy_work(what):
+            with sympy_work(what):   # its first derivatives and its second, together
                 expanded = Reference.kinds["expanded"](self.case)
-            expanded.prepare_second()
+                expanded.prepare_second()
         except UnsupportedOpError as exc:
             raise UnsupportedOpError(f"{what}: {exc}") from None
         except BudgetError as exc:
-            raise BudgetError(f"{what}: {exc}") from None
+            raise BudgetError(f"{exc}: {advice}") from None
         return expanded
 
     def _env(self, point, v, u) -> dict:
