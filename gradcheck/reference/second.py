@@ -42,7 +42,7 @@ from ..rules import ELEMENTWISE, RULES
 from ..tree import Node
 from .adjoint import inline
 from .derivatives import MODULES, compile, magnitude
-from .texpr import T, _apply, _schedule, leaf, order
+from .texpr import Builder, T, _apply, _schedule, evaluate, leaf, order
 
 DIRECTION = "u:"     # the leaf of input x's direction is "u:x"
 
@@ -332,26 +332,33 @@ def _size(node: T, args: list, sizes: list, env: dict):
 
 
 def _picked_sizes(node: T, args: list, sizes: list):
-    """A selection row's magnitudes (max, min, sort, topk, norm with ord=inf): those of
-    the elements it picks at the values, by its ``selector`` (a one-hot over the reduced
-    axes, or sort's and topk's permutation P[.., i, j, ..]); None for a row that picks
-    nothing there (its forward on the magnitudes bounds its terms: max pooling's largest
-    magnitude of each window bounds its pick's)."""
+    """A selection row's magnitudes (max, min, sort, topk: a ``selector`` row whose VJP
+    at the point sends each output's cotangent to one element it took, each element at
+    most once): for each output, the magnitude of the element it took, found by sending
+    the outputs' positions back through the row's own tensor column (O(n), no
+    permutation matrix). None where the VJP is no such map (norm, max pooling's
+    overlapping windows): the row on the magnitudes bounds its terms there."""
     name, params = node.data
     rule = RULES[name]
-    if rule.selector is None:
+    if rule.selector is None or len(node.args) != 1:
         return None
     x = np.asarray(args[0], dtype=float)
-    mask = np.asarray(rule.call("selector", [x], params), dtype=float)
-    given = dict(params)
-    s = np.broadcast_to(np.asarray(sizes[0], dtype=float), x.shape)
-    if not mask.any() or "axis" not in given:
+
+    def back(g):
+        b = Builder()
+        y, xs = leaf("y", node.shape), leaf("x", x.shape)
+        out = rule.tensor_vjp(0, b, leaf("g", node.shape), y, [xs], params)
+        env = {"g": g, "x": x, "y": np.asarray(RULES[name].call("numpy", [x], params))}
+        return np.broadcast_to(evaluate([out], env)[0], x.shape)
+
+    hits = back(np.ones(node.shape))
+    if not np.all((hits == 0) | (hits == 1)):
         return None
-    if mask.ndim == x.ndim + 1:          # output position i takes input position j
-        d = given["axis"][0]
-        return np.sum(mask * np.expand_dims(s, d), axis=d + 1)
-    axes = given["axis"]
-    return np.sum(mask * s, axis=axes, keepdims=True).reshape(node.shape)
+    codes = back(np.arange(1.0, node.size + 1).reshape(node.shape))
+    taken = hits == 1
+    out = np.zeros(node.size)
+    out[codes[taken].astype(np.int64) - 1] = np.broadcast_to(sizes[0], x.shape)[taken]
+    return out.reshape(node.shape)
 
 
 def evaluate_sizes(outputs: list[T], env: dict[str, np.ndarray]) -> list[np.ndarray]:
