@@ -11,6 +11,11 @@ all in one place (docs/design.md, "Budgets", explains each).
   process (:func:`limit_worker`). The budget travels to worker processes in the
   environment variable :data:`ENV`, as ``--no-cache`` does.
 
+- **SymPy's work on the element-expanded reference** where double backward (``order =
+  2``) is built from it (:func:`sympy_work`): Python calls, counted, not seconds, so a
+  formula whose expanded second derivatives would blow up (a threshold over a sort's
+  cumulative sum: minutes on 18 elements) is refused the same way on any machine.
+
 Python's own limits are turned into the case's error here too: a ``MemoryError`` (or
 torch's out-of-memory error) and a ``RecursionError`` are never an internal error.
 """
@@ -21,6 +26,8 @@ import contextlib
 import math
 import os
 import re
+import sys
+import threading
 
 from .errors import GradcheckError
 
@@ -152,6 +159,71 @@ def check_case(case) -> None:
         f"{format_size(budget)}: use smaller shapes, fewer points (points = N in the "
         "case, or --points), or raise the budget with --max-memory SIZE (e.g. "
         f"--max-memory {max(1, math.ceil(need / 1024**3))}G)")
+
+
+# --------------------------------------------------------------------------- SymPy's work
+
+#: input elements up to which order = 2 falls back to the element-expanded reference
+#: where the tensor level has no second derivative (a case may ask for it at any size:
+#: ``second_order = "expanded"``)
+EXPANDED_SECOND_ELEMENTS = 48
+#: Python calls SymPy may make building the expanded reference's first and second
+#: derivatives and compiling them (measured: 0.3 to 6.7 million for the small layers of
+#: tests/test_second_order.py, 1 to 3 seconds per million while counted; a sparsemax
+#: over [3, 6] does not finish lowering in 10 minutes)
+EXPANDED_SECOND_CALLS = 10_000_000
+
+
+#: the count of the block running in this thread (a profile hook is per thread)
+_counting = threading.local()
+
+
+class _Exceeded(BaseException):
+    """Raised by the counter inside SymPy (a BaseException, so that no ``except
+    Exception`` on the way swallows it); :func:`sympy_work` turns it into BudgetError."""
+
+
+@contextlib.contextmanager
+def sympy_work(what: str, calls: int | None = None):
+    """Inside the block, at most ``calls`` Python calls (default
+    :data:`EXPANDED_SECOND_CALLS`), counted by a profile hook (a profiler already set
+    still sees every event); past them, the block stops with a :class:`BudgetError` that
+    says ``what`` was being built. A block inside another counts against the outer's
+    budget. Calls, not seconds: the same refusal on a busy machine as on an idle one.
+    Under a profiler written in C (cProfile), whose hook Python cannot chain, nothing
+    is counted. Yields the count so far (a one-element list).
+
+    Raises:
+        BudgetError: the block made more calls than its budget.
+    """
+    previous = sys.getprofile()
+    if getattr(_counting, "count", None) is not None or not (previous is None
+                                                             or callable(previous)):
+        # counted already, against the outer block's budget; or not countable
+        yield getattr(_counting, "count", None) or [0]
+        return
+    limit = EXPANDED_SECOND_CALLS if calls is None else calls
+    count = _counting.count = [0]
+
+    def counter(frame, event, arg):
+        if previous is not None:
+            previous(frame, event, arg)
+        if event == "call":
+            count[0] += 1
+            if count[0] > limit:
+                raise _Exceeded()
+
+    sys.setprofile(counter)
+    try:
+        yield count
+    except _Exceeded:
+        raise BudgetError(
+            f"{what} took more than {limit:,} steps of SymPy (Python calls) and was "
+            "stopped: its expanded formula is too large to differentiate twice element by "
+            "element") from None
+    finally:
+        sys.setprofile(previous)
+        _counting.count = None
 
 
 # --------------------------------------------------------------------------- exhausted

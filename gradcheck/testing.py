@@ -47,7 +47,8 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
         dtype: "float64", "float32", "float16" or "bfloat16" (in the last two the
             engine and numeric witnesses are skipped, with the reason in the result).
         options: any other case-file key (points, extreme_points, seed, atol, rtol,
-            gradient, args, order, device, nondet_tol, strict_shapes, strict), and
+            gradient, args, order, second_order, device, nondet_tol, strict_shapes,
+            strict), and
             ``allow_op_modules``: patterns of installed modules a ``"module:Name"`` op
             may come from (see :func:`gradcheck.run`).
 

@@ -3,7 +3,8 @@
 equal the element-expanded reference's (SymPy's second derivatives, element by element)
 on layers and on random formulas; its magnitudes bound every value; a deliberately
 wrong second partial is caught (mutation test); an operation it has no adjoint for falls
-back to the expanded reference. The op-level checks (a differentiable backward passes,
+back to the expanded reference where the inputs are tiny (the rest of that policy, and
+every row's second order, in tests/test_second_order_rows.py). The op-level checks (a differentiable backward passes,
 a detached one fails op.double) are in tests/test_surrogates.py's fixtures."""
 
 from __future__ import annotations

@@ -381,3 +381,96 @@ def conv2d(x, w, stride=1, padding=0):
 
 def conv2d_flipped_kernel(x, w, stride=1, padding=0):
     return Conv2dFlippedKernel.apply(x, w, stride, padding)
+
+
+# =========================================================================== second order
+
+
+def pick(k, zs):
+    """Each row's k-th entry (k from 1) picked by a one-hot mask and summed: plain torch
+    ops, so autograd differentiates its backward again."""
+    r = torch.arange(1, zs.shape[-1] + 1, device=zs.device)
+    return torch.where(r == k, zs, 0).sum()
+
+
+class PickDetached(torch.autograd.Function):
+    """Wrong at second order only: the mask times ``grad_output.detach()`` is the right
+    gradient, but its derivative in grad_output (J u, op.double) is zero."""
+
+    @staticmethod
+    def forward(ctx, k, zs):
+        r = torch.arange(1, zs.shape[-1] + 1, device=zs.device)
+        mask = (r == k).to(zs.dtype)
+        ctx.save_for_backward(mask)
+        return (zs * mask).sum()
+
+    @staticmethod
+    def backward(ctx, g):
+        (mask,) = ctx.saved_tensors
+        return None, g.detach() * mask
+
+
+def pick_detached(k, zs):
+    return PickDetached.apply(k, zs)
+
+
+def _entmax15_tau(z):
+    """entmax 1.5's threshold τ along the last axis of z, from the sorted z: for each
+    support size k, the mean and the mean of squares of the k largest give
+    τ_k = mean - √δ_k, δ_k = (1 - k·(mean of squares - mean²)) / k (no τ where δ_k <=
+    0); the support is the k with τ_k <= z_(k), τ its last one's."""
+    zs, _ = torch.sort(z, dim=-1, descending=True)
+    rho = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
+    mean = zs.cumsum(-1) / rho
+    mean_sq = (zs * zs).cumsum(-1) / rho
+    delta = (1 - rho * (mean_sq - mean * mean)) / rho
+    positive = delta > 0
+    tau = torch.where(positive, mean - torch.sqrt(torch.where(positive, delta, 1)), 1e9)
+    k = (tau <= zs).sum(-1, keepdim=True)
+    return tau.gather(-1, k - 1)
+
+
+class Entmax15(torch.autograd.Function):
+    """entmax with α = 1.5 over the last axis (Peters, Niculae & Martins 2019), as the
+    entmax package writes it: p = relu(x/2 - τ)², τ from the sorted x
+    (:func:`_entmax15_tau`). Backward from the output alone: with s = √p,
+    x̄ = s ⊙ g - s · Σ(s ⊙ g) / Σ s. Its √p is taken where p > 0 only, so that the
+    backward is differentiable again: √ has no derivative at the zeros of p."""
+
+    @staticmethod
+    def forward(ctx, x):
+        z = x / 2
+        p = torch.clamp(z - _entmax15_tau(z), min=0) ** 2
+        ctx.save_for_backward(p)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        (p,) = ctx.saved_tensors
+        inside = p > 0
+        s = torch.where(inside, torch.sqrt(torch.where(inside, p, 1)), 0)
+        return _entmax15_vjp(s, g)
+
+
+def _entmax15_vjp(s, g):
+    gs = g * s
+    return gs - s * gs.sum(-1, keepdim=True) / s.sum(-1, keepdim=True)
+
+
+class Entmax15SqrtOfOutput(Entmax15):
+    """Wrong at second order only: √p of the whole output (the entmax package's
+    ``Y.sqrt()``) gives the right gradient, but differentiated again its derivative at
+    the zeros of p is infinite, times p's zero derivative there: NaN."""
+
+    @staticmethod
+    def backward(ctx, g):
+        (p,) = ctx.saved_tensors
+        return _entmax15_vjp(torch.sqrt(p), g)
+
+
+def entmax15(x):
+    return Entmax15.apply(x)
+
+
+def entmax15_sqrt_of_output(x):
+    return Entmax15SqrtOfOutput.apply(x)

@@ -21,6 +21,10 @@ WITNESSES = case_names()
 FORMULA_WITNESSES = formula_names()
 DEVICES = ("cpu", "cuda")
 GRADIENTS = ("scalar", "ones", "random")
+#: how op.double's exact second derivatives are built (order = 2): at tensor level
+#: (reverse mode over the gradients' own tensor program), or element by element (SymPy's
+#: second derivatives of the expanded formula, small formulas only)
+SECOND_ORDERS = ("tensor", "expanded")
 SUFFIXES = (".toml", ".yaml", ".yml")
 MAX_POINTS = 1000
 EXTREME_POINTS = 2   # points at large and small magnitudes, after the bulk (sampling.py)
@@ -100,6 +104,7 @@ class Case:
     args: tuple = ()                           # extra positional arguments of the op
     kwargs: dict = field(default_factory=dict)  # keyword arguments of the op
     order: int = 1
+    second_order: str = "tensor"               # SECOND_ORDERS: op.double's reference
     device: str = "cpu"
     nondet_tol: float = 0.0
     # op.shapes fails what autograd accepts but changes (an expandable gradient it sums

@@ -17,12 +17,13 @@ from ..witnesses import OP, REFERENCE, case_names, formula_names
 from .call import parse_call
 from .files import Lines
 from .inputs import INPUT_KEYS, numbers, read_input
-from .model import DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, MAX_POINTS, Case, InputSpec
+from .model import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, MAX_POINTS, SECOND_ORDERS,
+                    Case, InputSpec)
 
 DEFAULT_KEYS = {"dtype", "points", "extreme_points", "seed", "atol", "rtol", "witnesses",
                 "strict"}
-_OP_KEYS = {"op", "reference", "args", "order", "device", "nondet_tol", "strict_shapes",
-            "forward", "call"}
+_OP_KEYS = {"op", "reference", "args", "order", "second_order", "device", "nondet_tol",
+            "strict_shapes", "forward", "call"}
 _CASE_KEYS = DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
                                         "gradient", "retain_grad", "expect"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -76,7 +77,8 @@ class CaseReader:
             expect=self.read_expect(), description=str(raw.get("description", "")),
             op=op, outputs=outputs, args=args, kwargs=kwargs, forward=forward,
             forward_expr=forward_texts, call=call,
-            order=self.read_int("order", 1, 1, 2), device=self.read_device(),
+            order=self.read_int("order", 1, 1, 2), second_order=self.read_second_order(),
+            device=self.read_device(),
             nondet_tol=self.read_tol("nondet_tol") or 0.0,
             strict_shapes=self.read_bool("strict_shapes", False),
             strict=self.read_bool("strict", False),
@@ -186,6 +188,17 @@ class CaseReader:
             return (), dict(raw)
         raise self.fail("args must be a list (positional, after the inputs) or a table "
                         "(keywords)", "args")
+
+    def read_second_order(self) -> str:
+        """Which exact reference op.double's second derivatives come from (order = 2)."""
+        value = self.raw.get("second_order", "tensor")
+        if value not in SECOND_ORDERS:
+            raise self.fail(f"second_order must be \"tensor\" or \"expanded\", got "
+                            f"{value!r}", "second_order")
+        if "second_order" in self.raw and self.raw.get("order", 1) != 2:
+            raise self.fail("second_order says how op.double's exact second derivatives "
+                            "are built; it needs order = 2", "second_order")
+        return value
 
     def read_device(self) -> str:
         device = self.raw.get("device", "cpu")

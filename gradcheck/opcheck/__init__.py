@@ -14,7 +14,9 @@ Each check is reported by name, as a witness result ``op.<check>``:
 - ``op.inplace``: forward and backward leave every input and every ``grad_output``
   unchanged, and a second forward after a backward gives the same outputs;
 - ``op.double`` (``order = 2``): double backward against the exact second derivatives:
-  d(vᵀJ u)/dx (the Hessian-vector product) and d(vᵀJ u)/dv (= J u), as gradgradcheck.
+  d(vᵀJ u)/dx (the Hessian-vector product) and d(vᵀJ u)/dv (= J u), as gradgradcheck;
+  the reference builds them (``prepare_second``) before the op runs, at tensor level,
+  or element by element where ``second_order = "expanded"`` asks.
 
 Tolerances are per element (the table in :mod:`gradcheck.tolerance`): the rounding-error
 bound of a correct computation of the reference formula in the op's dtype, or twice

@@ -44,6 +44,9 @@ class OpCheck:
         self.kind = kind_of(load(case.op, case.file, case.allow_op_modules)
                             if isinstance(case.op, str) else case.op)
         self.refs = references(case, cache)
+        if case.order == 2 and not self.kind.engine:
+            for ref in self.refs:   # a formula without exact second derivatives (or past
+                ref.prepare_second()   # their budget) is refused before the op runs
         self.forward_refs = forward_references(case, cache)   # a surrogate's
         self.runner = Runner(case, self.kind, dtype, case.device)
         # the inputs whose gradients the op is checked for (not the reference-only ones)

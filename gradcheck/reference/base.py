@@ -94,6 +94,16 @@ class Reference(abc.ABC):
     def _jvp(self, point, u, absolute: bool) -> np.ndarray:
         """:meth:`jvp`, with ``u`` already its magnitude when ``absolute``."""
 
+    def prepare_second(self) -> None:
+        """Build what :meth:`hvp` and :meth:`jvp` are evaluated with now (for ``order =
+        2``), so that a formula whose second derivatives cannot be built is refused
+        before its op runs; a kind that needs nothing built does nothing.
+
+        Raises:
+            UnsupportedOpError: no exact second derivatives for this formula.
+            BudgetError: building them would take more than their budget.
+        """
+
     def formulas(self) -> dict[str, str]:
         """Each exact gradient as a formula, by quantity name (``"W.grad"``); a kind
         that does not print its gradients gives none."""
@@ -126,7 +136,8 @@ class Reference(abc.ABC):
         size its rounding errors scale with."""
         if absolute:
             v, u = np.abs(v), {n: np.abs(a) for n, a in u.items()}
-        return self._hvp(point, v, u, absolute)
+        with np.errstate(all="ignore"):   # (a branch where() does not take: NaN unread)
+            return self._hvp(point, v, u, absolute)
 
     def jvp(self, point: dict[str, np.ndarray], u: dict[str, np.ndarray],
             absolute: bool = False) -> np.ndarray:
@@ -135,4 +146,5 @@ class Reference(abc.ABC):
         ``absolute``: |J|·|u| instead, the size its rounding errors scale with."""
         if absolute:
             u = {n: np.abs(a) for n, a in u.items()}
-        return self._jvp(point, u, absolute)
+        with np.errstate(all="ignore"):
+            return self._jvp(point, u, absolute)

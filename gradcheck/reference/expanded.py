@@ -18,6 +18,8 @@ from .base import Reference
 from .derivatives import MODULES, clean, compile, magnitude
 
 EXPANSION_LIMIT = 4096  # input elements a formula that mixes elements may have
+#: the compiled second-order programs: H u, and the magnitudes of H u's and J u's terms
+SECOND_PROGRAMS = ("hvp", "hvp size", "jvp size")
 
 
 class ExpandedReference(Reference):
@@ -165,19 +167,41 @@ class ExpandedReference(Reference):
             start += size
         return result
 
-    def _second_values(self, point, v_flat, u, which: str) -> np.ndarray:
-        """One of the second-order programs (:meth:`_second_programs`) at ``point``."""
+    def prepare_second(self) -> None:
+        """Build and compile the second-order programs (:meth:`_second_programs`) now,
+        within SymPy's budget (:func:`gradcheck.budgets.sympy_work`), for a check
+        (op.double); a test's ground truth builds them on first use, unbudgeted.
+
+        Raises:
+            BudgetError: SymPy's work on them ran past the budget.
+        """
+        from ..budgets import sympy_work
+
+        if self._second is not None and all(w in self._second for w in SECOND_PROGRAMS):
+            return
+        with sympy_work("the element-expanded reference's second derivatives "
+                        "(order = 2)"):
+            for which in SECOND_PROGRAMS:
+                self._compiled(which)
+
+    def _compiled(self, which: str):
+        """One of the second-order programs, built and compiled on first use."""
         if self._second is None:
             self._second = self._second_programs()
         if which not in self._second:
             args, exprs = self._second["args"], self._second["exprs"][which]
             self._second[which] = compile(args, exprs if "size" not in which
                                           else [magnitude(e) for e in exprs])
+        return self._second[which]
+
+    def _second_values(self, point, v_flat, u, which: str) -> np.ndarray:
+        """One of the second-order programs (:meth:`_second_programs`) at ``point``."""
+        program = self._compiled(which)
         flat_u = np.concatenate([np.asarray(u[n], dtype=float).reshape(-1) for n in self.wrt]
                                 ) if self.wrt else np.zeros(0)
         with np.errstate(all="ignore"):
-            return np.asarray(self._second[which](*self._expanded_args(point), v_flat,
-                                                  flat_u), dtype=float).reshape(-1)
+            return np.asarray(program(*self._expanded_args(point), v_flat, flat_u),
+                              dtype=float).reshape(-1)
 
     def _second_programs(self) -> dict:
         """The second derivatives as SymPy expressions over the element symbols, v and u

@@ -10,16 +10,26 @@ adjoint here: products and sums, reshapes and broadcasts (sums back), the rows' 
 tensor columns (a matmul's adjoint is a matmul again), a fused kernel's value through
 its partials and a kernel's partial through its second partials (SymPy differentiates
 the region's expression once more, compiled like the kernel itself), an elementwise row
-a tensor column used (logsumexp's softmax) through a kernel of its own. A selection
-(max, min) is constant where the pick is; prod's product of the others has the adjoint
+a tensor column used (logsumexp's softmax) through a kernel of its own. So no row is a
+special case here: a row's node takes the row's own tensor column (its VJP, which is
+the adjoint of a linear row: a structural row's double backward is its adjoint again),
+and a NumPy function a tensor column applies takes its own ``adjoint`` (the rows'
+families define them: the convolutions' in :mod:`gradcheck.rules.conv_tensor`, the
+scatters' in :mod:`~gradcheck.rules.take_columns`, sort's, topk's and cumprod's in
+:mod:`~gradcheck.rules.composite_tensor`). A selection (max, min, sort, topk: its mask
+or its order) is constant where the pick is, so it is linear in what it picks;
+comparisons and integers are constants. prod's product of the others has the adjoint
 :func:`others_adjoint` (prefix and suffix products: no division, exact at zeros, linear
 in the size). What has no adjoint here raises :class:`~gradcheck.errors.
-UnsupportedOpError`: the caller then uses the element-expanded reference.
+UnsupportedOpError` naming the row whose tensor column made it (the builder's
+``origin``); the caller decides what stands in (see
+:meth:`gradcheck.reference.tensor.TensorReference._second`).
 
 :func:`evaluate_sizes` evaluates such a program with every term by its magnitude (a
 kernel's outputs by :func:`~gradcheck.reference.derivatives.magnitude`, a product of
-magnitudes, a sum of them, a structural row applied to them), the size the rounding
-errors of a double backward scale with (1 - tanh² counts as 1 + tanh²).
+magnitudes, a sum of them, a structural row applied to them, a selection's those of
+the elements it picks), the size the rounding errors of a double backward scale with
+(1 - tanh² counts as 1 + tanh²).
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from ..rules import ELEMENTWISE, RULES
 from ..tree import Node
 from .adjoint import inline
 from .derivatives import MODULES, compile, magnitude
-from .texpr import T, _apply, _schedule, leaf, order
+from .texpr import Builder, T, _apply, _schedule, evaluate, leaf, order
 
 DIRECTION = "u:"     # the leaf of input x's direction is "u:x"
 
@@ -50,7 +60,11 @@ class SecondKernel:
         for p, expr in enumerate(kernel.outputs):
             if p == 0:
                 continue
-            full = inline(program, sympy.sympify(expr))
+            # inlined unevaluated: SymPy's evaluation folds where(c, f(where(c, d, 1)),
+            # b) into where(c, f(d), b), and f's derivative at d outside c (1/sqrt(d) at
+            # d < 0) then is NaN times the zero of the condition's branch
+            with sympy.core.parameters.evaluate(False):
+                full = inline(program, sympy.sympify(expr))
             grads = program.gradient(full, kernel.symbols)
             for k, s in enumerate(kernel.symbols):
                 d = grads.get(s)
@@ -165,7 +179,7 @@ class Hessian:
         elif op == "row":
             yield from self._row(node, g)
         elif op == "apply":
-            yield from _applied(b, node, g)
+            yield from self._applied(node, g)
         elif op == "embed":                  # zeros with x at key: its adjoint takes key
             yield node.args[0], b.row("index", g, key=node.data)
         elif op == "others":                 # prod's: ∂(∏_{j≠i} x_j)/∂x_k
@@ -174,8 +188,26 @@ class Hessian:
         elif op in ("select", "const", "leaf", "kernel"):
             return                           # constant where the pick is; no operands
         else:
-            raise UnsupportedOpError(
-                f"double backward at tensor level has no adjoint for {op!r}")
+            raise self._unsupported(node, f"the operation {op!r}")
+
+    def _unsupported(self, node: T, what: str) -> UnsupportedOpError:
+        """The error for an operation without an adjoint here, naming the row whose
+        tensor column made it."""
+        row = self.b.origin.get(id(node))
+        where = f"the row {row} has" if row else "the formula's gradient program has"
+        return UnsupportedOpError(
+            f"{where} no tensor-level second derivative: {what} has no adjoint for double "
+            "backward")
+
+    def _applied(self, node: T, g: T):
+        """A named function's adjoints (its ``adjoint``: a convolution's input gradient
+        is bilinear in the cotangent and the weight, its adjoints a convolution and a
+        weight gradient)."""
+        fn, params = node.data
+        adjoint = getattr(fn, "adjoint", None)
+        if adjoint is None:
+            raise self._unsupported(node, f"its tensor column's function {fn.__name__}")
+        yield from adjoint(self.b, g, *node.args, shape=node.shape, **dict(params))
 
     def _part(self, node: T, g: T):
         """A kernel's output: its value through the partials, a partial through the
@@ -207,7 +239,7 @@ class Hessian:
         rule = RULES[name]
         if rule.kind == ELEMENTWISE or rule.tensor is None:
             if rule.kind != ELEMENTWISE:
-                raise UnsupportedOpError(f"{name} has no tensor column")
+                raise self._unsupported(node, f"the row {name}, without a tensor column,")
             yield from self._elementwise_row(node, g)
             return
         for k, arg in enumerate(node.args):   # (None: no derivative, an index)
@@ -226,18 +258,6 @@ class Hessian:
         kernel = self.b.make("kernel", node.args, node.shape, Kernel(root, cuts, node.shape))
         for j, (i, _, _) in enumerate(kernel.data.partials):
             yield node.args[i], self.b.mul(g, self.ref.forward.partial(kernel, j))
-
-
-def _applied(b, node: T, g: T):
-    """A named function's adjoints (its ``adjoint``: a convolution's input gradient is
-    bilinear in the cotangent and the weight, its adjoints a convolution and a weight
-    gradient)."""
-    fn, params = node.data
-    adjoint = getattr(fn, "adjoint", None)
-    if adjoint is None:
-        raise UnsupportedOpError(f"double backward at tensor level has no adjoint for "
-                                 f"{fn.__name__}")
-    yield from adjoint(b, g, *node.args, shape=node.shape, **dict(params))
 
 
 def others_adjoint(g, x, *, shape, axis):
@@ -288,6 +308,9 @@ def _size(node: T, args: list, sizes: list, env: dict):
         name, params = node.data
         if RULES[name].kind == ELEMENTWISE:   # a function's value: its own size
             return np.abs(_apply(node, args, env))
+        picked = _picked_sizes(node, args, sizes)
+        if picked is not None:
+            return picked
         # a structural row (sum, matmul, max, logsumexp...) on magnitudes bounds the
         # magnitude of its terms (indices, integers, as they are: x[idx], gather)
         sizes = [a if np.asarray(a).dtype.kind in "biu" else z for a, z in zip(args, sizes)]
@@ -306,6 +329,36 @@ def _size(node: T, args: list, sizes: list, env: dict):
             total = total + s
         return total
     return _apply(node, sizes, env)      # reshape, broadcast, sum_to: as the values
+
+
+def _picked_sizes(node: T, args: list, sizes: list):
+    """A selection row's magnitudes (max, min, sort, topk: a ``selector`` row whose VJP
+    at the point sends each output's cotangent to one element it took, each element at
+    most once): for each output, the magnitude of the element it took, found by sending
+    the outputs' positions back through the row's own tensor column (O(n), no
+    permutation matrix). None where the VJP is no such map (norm, max pooling's
+    overlapping windows): the row on the magnitudes bounds its terms there."""
+    name, params = node.data
+    rule = RULES[name]
+    if rule.selector is None or len(node.args) != 1:
+        return None
+    x = np.asarray(args[0], dtype=float)
+
+    def back(g):
+        b = Builder()
+        y, xs = leaf("y", node.shape), leaf("x", x.shape)
+        out = rule.tensor_vjp(0, b, leaf("g", node.shape), y, [xs], params)
+        env = {"g": g, "x": x, "y": np.asarray(RULES[name].call("numpy", [x], params))}
+        return np.broadcast_to(evaluate([out], env)[0], x.shape)
+
+    hits = back(np.ones(node.shape))
+    if not np.all((hits == 0) | (hits == 1)):
+        return None
+    codes = back(np.arange(1.0, node.size + 1).reshape(node.shape))
+    taken = hits == 1
+    out = np.zeros(node.size)
+    out[codes[taken].astype(np.int64) - 1] = np.broadcast_to(sizes[0], x.shape)[taken]
+    return out.reshape(node.shape)
 
 
 def evaluate_sizes(outputs: list[T], env: dict[str, np.ndarray]) -> list[np.ndarray]:

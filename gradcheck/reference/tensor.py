@@ -8,16 +8,19 @@ formula (:meth:`TensorReference.formulas`), never a sum over Jacobian entries.
 
 Its Jacobian is never formed, so it has no sparsity pattern (the numeric witness then
 measures directional derivatives). Double backward (``hvp``, ``jvp``) is reverse mode
-over the gradients' own tensor program (:mod:`.second`), or, where that has no adjoint
-for an operation, the element-expanded reference's, within its size limit.
+over the gradients' own tensor program (:mod:`.second`); the element-expanded
+reference's only where a case asks for it or, lacking a row's tensor-level second
+derivative, its inputs are tiny (:meth:`TensorReference._second`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
 
+from ..budgets import EXPANDED_SECOND_ELEMENTS, BudgetError, sympy_work
 from ..errors import UnsupportedOpError
 from ..evaluation import Evaluation
 from ..rules import RULES
@@ -96,7 +99,8 @@ class TensorReference(Reference):
             name, params = node.data
             rule = RULES[name]
             for k, arg in enumerate(node.args):   # (None: no derivative, an index)
-                contribution = rule.tensor_vjp(k, b, g, node, node.args, params)
+                with b.within(name):
+                    contribution = rule.tensor_vjp(k, b, g, node, node.args, params)
                 if contribution is not None:
                     yield arg, contribution
 
@@ -148,26 +152,59 @@ class TensorReference(Reference):
                           {n: grads[n] for n in case.retain_grad})
 
     # ------------------------------------------------------------------ double backward
+    def prepare_second(self) -> None:
+        self._second()
+
     def _second(self):
-        """What double backward is evaluated with: the tensor-level second order
-        (:class:`~gradcheck.reference.second.Hessian`), else (an operation it has no
-        adjoint for) the element-expanded reference, built on first use."""
+        """What double backward is evaluated with, built on first use: the tensor-level
+        second order (:class:`~gradcheck.reference.second.Hessian`); the element-expanded
+        reference where the case asks for it (``second_order = "expanded"``), or where
+        the tensor level has no second derivative for a row of the formula and the
+        inputs are tiny (:data:`~gradcheck.budgets.EXPANDED_SECOND_ELEMENTS`); else the
+        case's error, never a silent expansion of a large formula.
+
+        Raises:
+            UnsupportedOpError: no tensor-level second derivative, and too many elements
+                to expand; or the second program would not fit in memory.
+            BudgetError: the expanded reference's SymPy work ran past its budget.
+        """
         if self._expanded is None:
             from .second import Hessian
 
+            if getattr(self.case, "second_order", "tensor") == "expanded":
+                self._expanded = self._expanded_reference(
+                    "as the case asks, second_order = \"expanded\"",
+                    "leave second_order out to check it at tensor level")
+                return self._expanded
             try:
-                self._expanded = Hessian(self, COTANGENT)
-            except UnsupportedOpError:
-                self._expanded = self._expanded_reference()
+                second = Hessian(self, COTANGENT)
+            except UnsupportedOpError as exc:
+                elements = sum(math.prod(s.shape) for s in self.case.inputs)
+                if elements > EXPANDED_SECOND_ELEMENTS:
+                    raise UnsupportedOpError(
+                        f"order = 2: {exc}. The element-expanded reference stands in only "
+                        f"for inputs of up to {EXPANDED_SECOND_ELEMENTS} elements (these "
+                        f"have {elements}), or where the case asks for it with "
+                        "second_order = \"expanded\"") from None
+                self._expanded = self._expanded_reference(
+                    f"for tiny inputs, as {exc}", "use smaller shapes")
+                return self._expanded
+            _check_memory([second.jvp, *second.hvp.values()], self.case, "double backward")
+            self._expanded = second
         return self._expanded
 
-    def _expanded_reference(self):
+    def _expanded_reference(self, why: str, advice: str):
+        """The element-expanded reference's second order, built within SymPy's budget."""
+        what = f"order = 2 by the element-expanded reference ({why})"
         try:   # the kind registered as "expanded" (importing it here is a cycle)
-            return Reference.kinds["expanded"](self.case)
+            with sympy_work(what):   # its first derivatives and its second, together
+                expanded = Reference.kinds["expanded"](self.case)
+                expanded.prepare_second()
         except UnsupportedOpError as exc:
-            raise UnsupportedOpError(
-                "double backward (order = 2) of this formula is checked against the "
-                f"element-expanded reference: {exc}") from None
+            raise UnsupportedOpError(f"{what}: {exc}") from None
+        except BudgetError as exc:
+            raise BudgetError(f"{exc}: {advice}") from None
+        return expanded
 
     def _env(self, point, v, u) -> dict:
         from .second import DIRECTION
@@ -207,12 +244,12 @@ def _available_memory() -> int | None:
         return None
 
 
-def _check_memory(outputs: list[T], case) -> None:
+def _check_memory(outputs: list[T], case, what: str = "") -> None:
     """Refuse, with the numbers, a program whose tensors could not all fit in memory
     (the only size limit of this reference)."""
     need, free = peak_bytes(outputs), _available_memory()
     if free is not None and need > free:
         raise UnsupportedOpError(
-            f"the tensor-level reference of this formula holds up to {need / 2**30:.1f} "
-            f"GiB of float64 intermediates at once, and {free / 2**30:.1f} GiB of memory "
-            "is free; use smaller shapes")
+            f"the tensor-level reference of this formula{' (' + what + ')' if what else ''}"
+            f" holds up to {need / 2**30:.1f} GiB of float64 intermediates at once, and "
+            f"{free / 2**30:.1f} GiB of memory is free; use smaller shapes")

@@ -17,6 +17,7 @@ a set of them on NumPy arrays, each node once, dropping a value after its last u
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -56,13 +57,28 @@ class Builder:
 
     def __init__(self):
         self._made: dict[tuple, T] = {}
+        #: the row whose tensor column made each node (by id), for what double backward
+        #: says of a node it has no adjoint for
+        self.origin: dict[int, str] = {}
+        self._within: str | None = None
+
+    @contextlib.contextmanager
+    def within(self, row: str):
+        """The nodes made inside the block are ``row``'s (:attr:`origin`)."""
+        outer, self._within = self._within, row
+        try:
+            yield
+        finally:
+            self._within = outer
 
     def make(self, op: str, args: tuple, shape, data=None) -> T:
         """The node ``op(args)``, one per distinct (op, arguments, shape, data): a
         product both a kernel's cotangent and a bias's sum need is computed once."""
         key = (op, tuple(id(a) for a in args), tuple(shape), data)
         if key not in self._made:
-            self._made[key] = T(op, tuple(args), tuple(shape), data)
+            made = self._made[key] = T(op, tuple(args), tuple(shape), data)
+            if self._within is not None:
+                self.origin[id(made)] = self._within
         return self._made[key]
 
     def const(self, value: float) -> T:
