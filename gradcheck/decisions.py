@@ -97,7 +97,7 @@ def _exact_args(case, values: dict) -> dict[int, tuple]:
 
 def flipped(case, values: dict, recorded: dict) -> list[tuple]:
     """The deciding rows whose switch the witness's arguments could reach: ``(node,
-    count, margin, pins)``, count the elements within reach, margin the largest exact
+    count, margin)``, count the elements within reach, margin the largest exact
     distance to the switch among them."""
     out = []
     for key, (node, exact) in _exact_args(case, values).items():
@@ -166,7 +166,8 @@ def _tie_broken(w: np.ndarray, perm: np.ndarray, axis: int, descending: bool) ->
     return np.moveaxis(out, -1, axis)
 
 
-def _pins(case, recorded, perms: dict, rows: list) -> dict[int, list]:
+def _pins(recorded, perms: dict, rows: list) -> dict[int, list]:
+    """Each row's arguments as the witness held them (a sort's or topk's in its order)."""
     pins = {}
     for node, _count, _margin in rows:
         args = list(recorded[id(node)])
@@ -208,7 +209,7 @@ def judged(case, values: dict, v, dtype: str, witness: str, decisions,
     rows = flipped(case, values, recorded)
     if not rows:
         return None
-    pins = _pins(case, recorded, decisions.perms(), rows)
+    pins = _pins(recorded, decisions.perms(), rows)
     expected = run_judge(JUDGE[witness])(case, values, v, "float64", pins=pins)
     named = "; ".join(f"{node.op} at {count} element{'s' * (count != 1)} (exact margin "
                       f"{margin:.3g})" for node, count, margin in rows)

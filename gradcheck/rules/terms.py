@@ -31,7 +31,8 @@ def rho(rule) -> float:
 
 def value_rounding(rule, t, args, params, u: float, eta: float) -> np.ndarray:
     """The forward's own rounding error: ρ·u·|t|, or ρ·u times the row's terms' size,
-    plus η (underflow) where ρ is not 0."""
+    plus η (underflow) where ρ is not 0; a library function's (ρ >= 2) result below
+    the dtype's smallest normal at least |t|."""
     size = getattr(rule.rounding, "value", None)
     r = rho(rule)
     if size is None:   # |t|, a fresh array: scaled in place
@@ -45,7 +46,9 @@ def value_rounding(rule, t, args, params, u: float, eta: float) -> np.ndarray:
         # η/u) keeps no digit it can vouch for: torch's silu(-100) in float32 divides by
         # exp(100) = inf and returns -0 where the exact value is -3.7e-42
         t = np.abs(np.asarray(t, dtype=float))
-        size = np.where(t < eta / u, np.maximum(size, t), size)
+        tiny = t < eta / u
+        if tiny.any():
+            size = np.where(tiny, np.maximum(size, t), size)
     return size
 
 
