@@ -426,65 +426,42 @@ def _device_present(device: str) -> bool:
 
 
 def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) -> CaseResult:
-    from .opcheck import run_op_case
-
     from .backends.op import OpDtypeError
+    from .opcheck import run_op_case
+    from .opprocess import OpRaised
 
     try:
-        results = run_op_case(case, dtype, cache)
+        results, output = run_op_case(case, dtype, cache)
     except OpDtypeError as exc:   # an engine op in float16/bfloat16: as its witness is
+        # (decided by the judge, from what the op is: an op raising this is no skip)
         return CaseResult(**base, status=SKIPPED, message=str(exc), mode="op",
-                          seconds=time.perf_counter() - start)
-    except GradcheckError:   # a time-out, an op that cannot be imported, a bad case
-        raise
-    except Exception as exc:
-        if not _raised_by_op(exc) or out_of_memory(exc):
-            raise   # gradcheck's own code raised (an internal error), or memory ran out
-        tb = traceback.format_exc(limit=-3)
-        return op_failure(case, base, f"the op raised {describe_exception(exc)}\n{tb}",
-                          OP_RAISED, seconds=time.perf_counter() - start)
+                          seconds=time.perf_counter() - start,
+                          output=getattr(exc, "output", ""))
+    except OpRaised as exc:   # whatever the op's process raised or however it ended
+        if exc.memory:
+            return CaseResult(**base, status=ERROR, message=str(exc), error_kind="case",
+                              seconds=time.perf_counter() - start, output=exc.output)
+        return op_failure(case, base, str(exc), OP_CRASHED if exc.crashed else OP_RAISED,
+                          seconds=time.perf_counter() - start,
+                          output=getattr(exc, "output", ""))
     status, message, kind = verdict(case, results)
     results = strictly(case, results)
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
                       seconds=time.perf_counter() - start, mode="op", error_kind=kind,
-                      notes=tuple(dict.fromkeys(n for r in results for n in r.notes)))
-
-
-# Where gradcheck's own code lives, and the parts of it an op runs on (the engine a
-# gradcheck.engine.Function runs on, and the Runner that calls the op): an exception
-# raised there may well be the op's doing (a backward returning too many gradients).
-_PACKAGE = Path(__file__).resolve().parent
-_OP_SIDE = (_PACKAGE / "engine", _PACKAGE / "backends" / "op.py")
-
-
-def _raised_by_op(exc: BaseException) -> bool:
-    """Whether ``exc`` came from the op (its code, or torch, NumPy or the engine running
-    it) rather than from gradcheck's checking code: where it was raised, i.e. the file
-    of the innermost frame of its traceback."""
-    frames = list(traceback.walk_tb(exc.__traceback__))
-    if not frames:
-        return True
-    name = frames[-1][0].f_code.co_filename
-    if name.startswith("<lambdifygenerated"):   # the reference's own compiled kernel
-        return False
-    where = Path(name)
-    if not where.is_absolute():   # other generated code ("<string>", torch.fx's): the op's
-        return True
-    where = where.resolve()
-    if not where.is_relative_to(_PACKAGE):
-        return True
-    return any(where == side or where.is_relative_to(side) for side in _OP_SIDE)
+                      notes=tuple(dict.fromkeys(n for r in results for n in r.notes)),
+                      output=output)
 
 
 def op_failure(case: Case, base: dict, message: str, kind: str,
-               seconds: float = 0.0) -> CaseResult:
+               seconds: float = 0.0, output: str = "") -> CaseResult:
     """The result of an op that raised (or crashed its process): the op's failure, or
     what ``expect = "fail"`` asked for."""
     if case.expect == "fail":
         return CaseResult(**base, status=PASSED, mode="op", error_kind=kind,
-                          seconds=seconds, message=f"caught as expected: {message}")
+                          seconds=seconds, message=f"caught as expected: {message}",
+                          output=output)
     return CaseResult(**base, status=FAILED, mode="op", error_kind=kind, seconds=seconds,
-                      message=message)
+                      message=message, output=output)
 
 
 def file_error(exc: CaseFileError) -> CaseResult:

@@ -185,6 +185,10 @@ class CaseResult:
     # began, at its peak (a worker's case process on Linux; None elsewhere, or in the
     # caller's process); a measurement, not an outcome: not compared
     peak_memory: int | None = field(default=None, compare=False)
+    # what the case's op printed in its own process (stdout and stderr, its children's
+    # too), kept for the report, which shows it scrubbed as every text; never printed
+    # as it came
+    output: str = ""
 
     def witness(self, name: str) -> WitnessResult | None:
         return next((w for w in self.witnesses if w.witness == name), None)
@@ -198,6 +202,7 @@ class CaseResult:
             "message": self.message, "notes": list(self.notes),
             "error_kind": self.error_kind or None, "peak_memory": self.peak_memory,
             **({"gradients": dict(self.gradients)} if self.gradients else {}),
+            **({"output": self.output} if self.output else {}),
         })
 
     @classmethod
@@ -214,7 +219,7 @@ class CaseResult:
                    notes=tuple(data.get("notes", ())),
                    error_kind=data.get("error_kind") or "",
                    gradients=tuple(data.get("gradients", {}).items()),
-                   peak_memory=data.get("peak_memory"))
+                   peak_memory=data.get("peak_memory"), output=data.get("output", ""))
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from gradcheck.cases import case_from_dict, load_cases
 from gradcheck.cli import main
 from gradcheck.errors import CaseFileError
 from gradcheck.opcheck import OpCheck, _exact
+from gradcheck.opcheck.shapes import shapes
+from gradcheck.opprocess import OpProcess
 from gradcheck.runner import run, run_case
 from gradcheck.sampling import sample
 from gradcheck.testing import check_op
@@ -130,12 +132,13 @@ def autograd_accepts(case, op) -> bool:
 
 def shapes_verdict(case):
     """What op.shapes alone says at one point: (verdict, problems, notes)."""
-    check = OpCheck(case, "float64", {})
-    point = sample(case, "float64", 0).values
-    leaves = check.runner.leaves(point)
-    outs = check.runner.forward(leaves)
-    vs = check.vs(0, 0)
-    check.shapes(leaves, outs, vs, _exact(check.refs, point, vs).grads)
+    with OpProcess(case, "float64") as op:
+        check = OpCheck(case, "float64", {}, op)
+        point = sample(case, "float64", 0).values
+        _, leaves = op.forward(point)
+        vs = check.vs(0, 0)
+        check.record("shapes", shapes(op.raw_backward(vs), op.info, case, leaves,
+                                      _exact(check.refs, point, vs).grads, "float64"))
     tally, notes = check.tallies["shapes"], check.notes["shapes"]
     verdict = "fail" if tally.mismatched else "note" if notes else "clean"
     return verdict, tally.problems, notes

@@ -16,6 +16,7 @@ import torch
 
 from gradcheck.cases import load_cases
 from gradcheck.opcheck import OpCheck
+from gradcheck.opprocess import OpProcess
 from gradcheck.runner import run, run_case
 
 OPS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "ops.toml"
@@ -84,8 +85,9 @@ def test_correct_op_passes_without_diagnosis(bundled, name, dtype):
     assert result.witnesses and all(w.status == "passed" for w in result.witnesses)
     assert not any(w.diagnosis for w in result.witnesses)
     # Asked anyway, the diagnosis finds nothing wrong (no false alarm).
-    check = OpCheck(CASES[name], dtype, {})
-    check.run()
+    with OpProcess(CASES[name], dtype) as op:
+        check = OpCheck(CASES[name], dtype, {}, op)
+        check.run()
     assert check.samples and check.diagnosis() == ""
 
 

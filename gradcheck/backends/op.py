@@ -323,6 +323,26 @@ def kind_of(obj: Any) -> OpKind:
     raise OpImportError(f"op {obj!r} is neither an autograd Function nor callable")
 
 
+def arguments(case) -> tuple[list, list]:
+    """What the op is called with, as (positional, keywords): each an
+    :class:`~gradcheck.cases.model.OpArgument` (an input's name or a plain value).
+    Without ``call``: the inputs in order, then ``args`` (and ``kwargs``)."""
+    from ..cases.model import OpArgument
+
+    if case.call is not None:
+        return list(case.call[0]), list(case.call[1])
+    return ([OpArgument(input=s.name) for s in case.inputs]
+            + [OpArgument(value=a) for a in case.args],
+            [(k, OpArgument(value=v)) for k, v in case.kwargs.items()])
+
+
+def wanted(case) -> list[str]:
+    """The inputs whose gradients the op is checked for: those it is given that require
+    grad (a reference-only input is none of the op's business)."""
+    passed = set(case.passed)
+    return [s.name for s in case.inputs if s.requires_grad and s.name in passed]
+
+
 class Runner:
     """Calls one op on one point, in one dtype and device, and takes gradients."""
 
@@ -355,17 +375,7 @@ class Runner:
                 for s in self.case.inputs}
 
     def arguments(self) -> tuple[list, list]:
-        """What the op is called with, as (positional, keywords): each an
-        :class:`~gradcheck.cases.model.OpArgument` (an input's name or a plain value).
-        Without ``call``: the inputs in order, then ``args`` (and ``kwargs``)."""
-        from ..cases.model import OpArgument
-
-        case = self.case
-        if case.call is not None:
-            return list(case.call[0]), list(case.call[1])
-        return ([OpArgument(input=s.name) for s in case.inputs]
-                + [OpArgument(value=a) for a in case.args],
-                [(k, OpArgument(value=v)) for k, v in case.kwargs.items()])
+        return arguments(self.case)
 
     def forward(self, leaves: dict) -> tuple:
         """The op's outputs, always as a tuple."""
@@ -380,10 +390,7 @@ class Runner:
 
     @property
     def wanted(self) -> list[str]:
-        """The inputs whose gradients the op is checked for: those it is given that
-        require grad (a reference-only input is none of the op's business)."""
-        passed = set(self.case.passed)
-        return [s.name for s in self.case.inputs if s.requires_grad and s.name in passed]
+        return wanted(self.case)
 
     def tensor(self, array: np.ndarray):
         if self.kind.engine:

@@ -10,7 +10,6 @@ from typing import Callable
 import numpy as np
 
 from ..compare import Comparison, Finding, Outcome
-from ..dtypes import to_numpy
 from .exact import exact_rows, grad_quantities, one_hots
 
 JACOBIAN_LIMIT = 64        # output elements up to which every one-hot v is checked
@@ -52,14 +51,14 @@ def jacobian_checked(outputs) -> bool:
     return sum(int(np.prod(n.shape, dtype=np.int64)) for n in outputs) <= JACOBIAN_LIMIT
 
 
-def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
+def jacobian(vjps: Callable[[list], list[dict]], refs, outputs, point: dict, i: int,
              tolerances: Callable[[dict, list, list], list], keep=None,
              loose: Callable[[dict, list, list], list] | None = None) -> list[Outcome]:
     """op.jacobian: vᵀJ for every one-hot v (the whole Jacobian), each entry named
     ``d out{k}[idx] / d x``; nothing for outputs of more than JACOBIAN_LIMIT elements.
 
     Args:
-        vjp: the op's ``vs -> {input name: gradient}`` at this point.
+        vjps: the op's ``[vs, ...] -> [{input name: gradient}, ...]`` at this point.
         tolerances: ``(point, [vs, ...], [exact quantities, ...]) -> [tolerances, ...]``
             for all the one-hot cotangents at once (:meth:`gradcheck.opcheck.tolerances.
             OpTolerance.many`).
@@ -80,8 +79,8 @@ def jacobian(vjp: Callable[[list], dict], refs, outputs, point: dict, i: int,
     looser = (loose(point, [vs for _, _, vs in hots], expected) if loose is not None
               else [None] * len(hots))
     out: list[Outcome] = []
-    for (k, idx, vs), want, tolerance, row in zip(hots, expected, allowed, looser):
-        got = {n: to_numpy(g) for n, g in vjp(vs).items()}
+    rows = vjps([vs for _, _, vs in hots])
+    for (k, idx, vs), want, tolerance, row, got in zip(hots, expected, allowed, looser, rows):
         rename = {f"{n}.grad": f"d out{k}[{idx}] / d {n}" for n in got}
         out.append(Comparison({rename[q]: g for q, g in grad_quantities(got).items()},
                               {rename[q]: g for q, g in want.items()}, i,
@@ -101,30 +100,25 @@ def _renaming(loose: Callable[[], dict], rename: dict) -> Callable[[], dict]:
     return lambda: _renamed(loose(), rename)
 
 
-def inplace(runner, point: dict, vs: list, outputs: dict, i: int) -> list[Outcome]:
+def inplace(done: dict, point: dict, vs: list, outputs: dict, i: int) -> list[Outcome]:
     """op.inplace: forward and backward leave the op's inputs and grad_outputs as they
     were, and a second forward after a backward returns what the first did (the tally
-    allows ``nondet_tol`` there)."""
-    leaves = runner.leaves(point)
-    before = {n: to_numpy(t) for n, t in leaves.items()}
-    outs = runner.forward(leaves)
-    found = _unchanged(before, leaves, "forward")
-    cotangents = [runner.tensor(v) for v in vs]
-    runner.vjp(leaves, outs, vs, tensors=cotangents)
-    found += _unchanged(before, leaves, "backward")
+    allows ``nondet_tol`` there). ``done``: what the op's process read after each call
+    (:meth:`gradcheck.opprocess.OpProcess.inplace`)."""
+    found = _unchanged(point, done["after_forward"], "forward")
+    found += _unchanged(point, done["after_backward"], "backward")
     found += [Finding(problem=f"backward modified grad_output of out{k} in place")
-              for k, (v, t) in enumerate(zip(vs, cotangents))
-              if not np.array_equal(to_numpy(t), v, equal_nan=True)]
-    again = runner.forward(runner.leaves(point))
-    found.append(Comparison({f"out{k}": to_numpy(y) for k, y in enumerate(again)},
+              for k, (v, t) in enumerate(zip(vs, done["cotangents"]))
+              if not np.array_equal(t, v, equal_nan=True)]
+    found.append(Comparison({f"out{k}": y for k, y in enumerate(done["again"])},
                             outputs, i, hint=SECOND_FORWARD, exact=False))
     return found
 
 
-def _unchanged(before: dict, leaves: dict, stage: str) -> list[Outcome]:
-    """Each input's elements, looked at: a failure where ``stage`` changed them."""
-    return [Finding(checked=value.size,
-                    problem=None if np.array_equal(to_numpy(leaves[name]), value,
-                                                   equal_nan=True)
+def _unchanged(before: dict, after: dict, stage: str) -> list[Outcome]:
+    """Each input's elements, looked at: a failure where ``stage`` changed them (the
+    point is what the inputs were made of, exactly: it is in the case's dtype)."""
+    return [Finding(checked=np.size(value),
+                    problem=None if np.array_equal(after[name], value, equal_nan=True)
                     else f"{stage} modified input {name} in place")
-            for name, value in before.items()]
+            for name, value in before.items() if name in after]

@@ -19,13 +19,17 @@ from ..tolerance import peer_tolerance, second_order_tolerance
 ENGINE = "order = 2 needs a torch op (the engine has no double backward)"
 
 
-def double(runner, refs, case, dtype: str, leaves: dict, point: dict, vs: list,
-           i: int) -> list[Outcome]:
-    """The outcome of op.double at point ``i`` for the cotangents ``vs``."""
-    if runner.kind.engine:
+def double(op, refs, case, dtype: str, point: dict, vs: list, i: int) -> list[Outcome]:
+    """The outcome of op.double at point ``i`` for the cotangents ``vs`` (``op``: the
+    :class:`~gradcheck.opprocess.OpProcess` at that point)."""
+    from ..backends.op import wanted
+
+    if op.info.get("engine"):
         return [Finding(problem=ENGINE)]
     rng = case_rng(case, dtype, i, "op-u")
-    got, us = _obtained(runner, case, dtype, leaves, vs, rng)
+    us = {n: round_to(rng.standard_normal(case.input[n].shape), dtype)
+          for n in wanted(case)}
+    got = op.double(vs, us)
     # an input the op is not given (reference-only) does not move: u = 0 there, and
     # its second derivatives are not the op's to compute
     us = {s.name: us.get(s.name, np.zeros(s.shape)) for s in case.inputs
@@ -53,16 +57,18 @@ def _tolerance(case, dtype: str, point: dict, vs: list, us: dict, expected: dict
     return tolerance
 
 
-def _obtained(runner, case, dtype: str, leaves: dict, vs: list, rng):
-    """The op's second derivatives (``x.grad``, ``d/d grad_output{k}``) along random
-    directions u per input, and the u."""
+def obtained(runner, leaves: dict, vs: list, us: dict) -> dict:
+    """The op's second derivatives (``x.grad``, ``d/d grad_output{k}``) along the
+    directions ``us`` (one per input whose gradient is checked): run in the op's own
+    process (:meth:`gradcheck.opserver.Server.call_double`)."""
     import torch
+
+    from ..opserver import plain
 
     outs = runner.forward(leaves)
     cotangents = [runner.tensor(v).requires_grad_(True) for v in vs]
     grads = runner.vjp(leaves, outs, vs, create_graph=True, tensors=cotangents)
     names = [n for n, g in grads.items() if g is not None and g.requires_grad]
-    us = {n: round_to(rng.standard_normal(case.input[n].shape), dtype) for n in grads}
     targets = [leaves[n] for n in grads] + cotangents
     if names:
         second = torch.autograd.grad(
@@ -70,10 +76,10 @@ def _obtained(runner, case, dtype: str, leaves: dict, vs: list, rng):
             grad_outputs=[runner.tensor(us[n]) for n in names], allow_unused=True)
     else:
         second = [None] * len(targets)
-    got = {f"{n}.grad": to_numpy(g) for n, g in zip(grads, second)}
-    got.update({f"d/d grad_output{k}": to_numpy(g)
+    got = {f"{n}.grad": plain(g) for n, g in zip(grads, second)}
+    got.update({f"d/d grad_output{k}": plain(g)
                 for k, g in enumerate(second[len(grads):])})
-    return got, us
+    return got
 
 
 def _exact(refs, point: dict, vs: list, us: dict) -> tuple[dict, dict]:

@@ -12,10 +12,10 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..approximate import JUDGED, LOOSE
-from ..backends.op import Runner, kind_of, load
+from ..backends.op import OpDtypeError, wanted
 from ..compare import Finding, Outcome, Tally
 from ..diagnose import Kept, Sample, summarize
-from ..dtypes import round_to, to_numpy
+from ..dtypes import round_to
 from ..result import FAILED, WitnessResult
 from ..sampling import case_points, case_rng
 from .checks import (backward, determinism, forward, inplace, jacobian,
@@ -36,21 +36,26 @@ _DIAGNOSED = ("backward", "jacobian", "determinism")
 
 
 class OpCheck:
-    """All checks of one op case in one dtype."""
+    """All checks of one op case in one dtype; ``op``: the op's process, started (see
+    :mod:`gradcheck.opprocess`: the op is imported and called there, never here)."""
 
-    def __init__(self, case, dtype: str, cache: dict):
-        self.case, self.dtype = case, dtype
+    def __init__(self, case, dtype: str, cache: dict, op):
+        from ..witnesses import skip_reason
+
+        self.case, self.dtype, self.op = case, dtype, op
         # the op first: a refused or missing op is told before any reference is compiled
-        self.kind = kind_of(load(case.op, case.file, case.allow_op_modules)
-                            if isinstance(case.op, str) else case.op)
+        reason = skip_reason("engine", dtype)
+        if op.info.get("engine") and reason:
+            raise OpDtypeError(f"op {op.info.get('name')} is a gradcheck.engine Function, "
+                               f"and {reason}; check it in those, or write it as a "
+                               f"torch.autograd.Function to check it in {dtype}")
         self.refs = references(case, cache)
-        if case.order == 2 and not self.kind.engine:
+        if case.order == 2 and not op.info.get("engine"):
             for ref in self.refs:   # a formula without exact second derivatives (or past
                 ref.prepare_second()   # their budget) is refused before the op runs
         self.forward_refs = forward_references(case, cache)   # a surrogate's
-        self.runner = Runner(case, self.kind, dtype, case.device)
         # the inputs whose gradients the op is checked for (not the reference-only ones)
-        self.keep = set(self.runner.wanted)
+        self.keep = set(wanted(case))
         self.tolerance = OpTolerance(case, dtype)
         # in float64, the same rules in float32, asked only where a check fails: an
         # approximation within float32's tolerance is no failure (gradcheck.approximate)
@@ -91,12 +96,11 @@ class OpCheck:
         return sum(t.mismatched for t in self.tallies.values())
 
     def point(self, i: int, point: dict) -> None:
-        runner = self.runner
+        op = self.op
         self.tolerance.start_point()   # its forward passes are reused for every v here
         if self.loose is not None:
             self.loose.start_point()
-        leaves = runner.leaves(point)
-        outs = runner.forward(leaves)
+        outs, leaves = op.forward(point)
         if len(outs) != len(self.refs):
             self.record("forward", [Finding(problem=f"the op returned {len(outs)} outputs; "
                                                     f"reference has {len(self.refs)}")])
@@ -116,28 +120,26 @@ class OpCheck:
         tolerances = self.tolerance.many(point, draws, quantities,
                                          keep=jacobian_checked(self.case.outputs))
         looser = self.looser(point, draws, quantities)
-        values = {f"out{k}": to_numpy(y) for k, y in enumerate(outs)}
+        values = {f"out{k}": y for k, y in enumerate(outs)}
         for draw, drawn in enumerate(zip(draws, exacts, tolerances, looser)):
-            self.cotangent(i, draw, point, leaves, outs, values, exact_ones,
-                           (*drawn, wanted))
+            self.cotangent(i, draw, point, leaves, values, exact_ones, (*drawn, wanted))
         self.record("jacobian", jacobian(
-            lambda vs: runner.vjp(leaves, outs, vs), self.refs, self.case.outputs, point,
+            op.vjps, self.refs, self.case.outputs, point,
             i, self.tolerance.many, self.keep,
             loose=self.looser if self.loose is not None else None))
         zeros = [np.zeros(n.shape) for n in self.case.outputs]
-        got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, zeros).items()}
-        self.record("zero", zero(got, exact_ones.grads, self.case.input, i))
+        self.record("zero", zero(op.vjp(zeros), exact_ones.grads, self.case.input, i))
 
-    def cotangent(self, i: int, draw: int, point: dict, leaves: dict, outs: tuple,
-                  values: dict, exact_ones, drawn: tuple) -> None:
+    def cotangent(self, i: int, draw: int, point: dict, leaves: dict, values: dict,
+                  exact_ones, drawn: tuple) -> None:
         """The checks at point ``i`` for its ``draw``-th random cotangent (``drawn``: the
         cotangents, their exact evaluation and tolerances); the first draw also runs the
         checks that need one v per point."""
-        runner, (vs, ex, tolerance, loose, wanted) = self.runner, drawn
+        op, (vs, ex, tolerance, loose, wanted) = self.op, drawn
         expected = grad_quantities(ex.grads)
         if draw == 0:
             self.record("forward", forward(values, wanted, i, tolerance, loose, point))
-        got = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, vs).items()}
+        got = op.vjp(vs)
         self.record("backward", backward(got, expected, i, tolerance, loose, point))
         # Every call after the point's first goes through a graph that has been
         # backpropagated before: a repeat, which shows state a backward modifies.
@@ -145,15 +147,21 @@ class OpCheck:
                                    repeat=draw > 0))
         if draw != 0:
             return
-        again = {n: to_numpy(g) for n, g in runner.vjp(leaves, outs, vs).items()}
+        # the repeat goes the way training does, through the output's own .backward(v):
+        # a tensor subclass that answers torch.autograd.grad rightly and .backward()
+        # wrongly is then held to the exact values as well
+        again = op.vjp(vs, path="backward")
+        if not _same(got, again):
+            self.record("backward", backward(again, expected, i, tolerance, loose, point))
         self.samples.append(Sample(i, draw, again, ex.grads, exact_ones.grads, point,
                                    repeat=True))
         self.record("determinism", determinism(got, again, i))
-        self.shapes(leaves, outs, vs, ex.grads)
-        self.record("inplace", inplace(runner, point, vs, values, i))
+        self.record("shapes", shapes(op.raw_backward(vs), op.info, self.case, leaves,
+                                     ex.grads, self.dtype))
+        self.record("inplace", inplace(op.inplace(point, vs), point, vs, values, i))
         if self.case.order == 2:
-            self.record("double", double(runner, self.refs, self.case, self.dtype, leaves,
-                                         point, vs, i))
+            self.record("double", double(op, self.refs, self.case, self.dtype, point,
+                                         vs, i))
 
     def looser(self, point: dict, rows: list, exacts: list) -> list:
         """For each cotangent of ``rows`` (with its exact quantities), a function giving
@@ -171,11 +179,6 @@ class OpCheck:
             return found[0]
 
         return [_row(every, j) for j in range(len(rows))]
-
-    def shapes(self, leaves, outs, vs, exact_grads: dict) -> None:
-        """op.shapes at one point and v (:func:`gradcheck.opcheck.shapes.shapes`)."""
-        self.record("shapes", shapes(self.runner, self.case, leaves, outs, vs, exact_grads,
-                                     self.dtype))
 
     def diagnosis(self) -> str:
         """What the wrong gradients look like (see :func:`gradcheck.diagnose.summarize`)."""
@@ -195,6 +198,13 @@ class OpCheck:
                 result = dataclasses.replace(result, diagnosis=self.diagnosis())
             out.append(result)
         return out
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Whether two calls' gradients are the same to the bit (NaNs alike)."""
+    return all((a[n] is None) == (b[n] is None)
+               and (a[n] is None or np.array_equal(a[n], b[n], equal_nan=True))
+               for n in a)
 
 
 def _row(every: Callable[[], list], j: int) -> Callable[[], dict]:
@@ -217,6 +227,16 @@ def _case_notes(case) -> list[str]:
     return notes
 
 
-def run_op_case(case, dtype: str, cache: dict) -> list[WitnessResult]:
-    """Every check of ``case`` (which has ``op``) in ``dtype``."""
-    return OpCheck(case, dtype, cache).run()
+def run_op_case(case, dtype: str, cache: dict) -> tuple[list[WitnessResult], str]:
+    """Every check of ``case`` (which has ``op``) in ``dtype``, and what the op printed.
+    Whatever the checks raise carries the op's output as ``output``."""
+    from ..opprocess import OpProcess
+
+    process = OpProcess(case, dtype)
+    try:
+        with process:
+            results = OpCheck(case, dtype, cache, process).run()
+    except BaseException as exc:
+        exc.output = process.output
+        raise
+    return results, process.output

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from ..compare import Finding
 from ..diagnose import diagnose
-from ..dtypes import to_numpy
 from ..tolerance import pattern_tolerance
 
 
@@ -37,17 +36,21 @@ class _Contract:
         return Finding(note=f"{message}: {autograd}")
 
 
-def shapes(runner, case, leaves: dict, outs, vs, exact: dict, dtype: str) -> list[Finding]:
-    """The findings of op.shapes at one point and cotangent (none for a plain callable,
-    which has no backward of its own)."""
-    raw = runner.raw_backward(outs, vs)
+def shapes(raw: list | None, op: dict, case, leaves: dict, exact: dict,
+           dtype: str) -> list[Finding]:
+    """The findings of op.shapes at one point and cotangent: ``raw``, what the op's
+    own backward returned (each a :class:`~gradcheck.opprocess.Sent` or None; None
+    for a plain callable, which has no backward of its own); ``op``: the op's
+    ``info`` (its name and how many gradients autograd expects); ``leaves``: the
+    inputs as the op's process made them (a Sent each)."""
     if raw is None:
         return []
-    contract = _Contract(f"{runner.kind.name}.backward", case.strict_shapes, dtype)
-    positional, keywords = runner.arguments()
+    contract = _Contract(f"{op['name']}.backward", case.strict_shapes, dtype)
+    from ..backends.op import arguments
+
+    positional, keywords = arguments(case)
     given = positional + [a for _, a in keywords]    # one gradient each, in this order
-    raw, found = _count(contract, raw, _argument_count(runner.kind.obj, positional,
-                                                         keywords))
+    raw, found = _count(contract, raw, int(op["count"]))
     if raw is None:
         return [Finding(checked=1), *found]
     plain = [(k, a.value, g) for k, (a, g) in enumerate(zip(given, raw), 1)
@@ -60,7 +63,7 @@ def shapes(runner, case, leaves: dict, outs, vs, exact: dict, dtype: str) -> lis
     return [Finding(checked=1), *found]
 
 
-def _argument_count(obj, positional: list, keywords: list) -> int:
+def argument_count(obj, positional: list, keywords: list) -> int:
     """How many gradients autograd expects of backward: one per argument forward was
     given, positional and keyword alike; a Function that defines ``setup_context`` has
     its defaults bound as well (``Function.apply`` binds them first)."""
@@ -120,8 +123,8 @@ def _input(c: _Contract, spec, g, x, exact: dict) -> list[Finding]:
                                 "autograd discards it unchecked"))
         if not c.strict:
             return found
-    if not hasattr(g, "shape"):
-        return found + [Finding(problem=f"{c.name} returned {type(g).__name__} for "
+    if g.kind != "tensor":
+        return found + [Finding(problem=f"{c.name} returned {g.type} for "
                                         f"{spec.name}, neither a tensor nor None")]
     return (found + _shape(c, spec, g, x, exact) + _dtype(c, spec, g, x)
             + _device(c, spec, g, x))
@@ -142,7 +145,7 @@ def _shape(c: _Contract, spec, g, x, exact: dict) -> list[Finding]:
     if c.strict or not _expandable(want, got):   # a failure: say what the gradient is
         rtol, atol = pattern_tolerance(c.dtype)
         found += [Finding(diagnosis=d) for d in diagnose(
-            {spec.name: to_numpy(g)}, {spec.name: exact.get(spec.name)},
+            {spec.name: g.values}, {spec.name: exact.get(spec.name)},
             rtol=rtol, atol=atol)]
     return found
 
@@ -158,8 +161,8 @@ def _dtype(c: _Contract, spec, g, x) -> list[Finding]:
 
 
 def _device(c: _Contract, spec, g, x) -> list[Finding]:
-    # (an engine Tensor has no device; a NumPy array's, under NumPy 2, is "cpu")
-    if not hasattr(x, "device") or getattr(g, "device", None) == x.device:
+    # (an engine Tensor has no device)
+    if x.device is None or g.device == x.device:
         return []
     message = f"{c.name} returned a gradient on {g.device} for {spec.name} on {x.device}"
     if g.ndim == 0:
@@ -175,7 +178,7 @@ def _expandable(shape: tuple, grad: tuple) -> bool:
         n in (1, m) for n, m in zip(reversed(shape), reversed(grad)))
 
 
-def _complex(dtype) -> bool:
-    """A complex dtype, torch's or NumPy's (the engine's)."""
-    return bool(getattr(dtype, "is_complex", False)) or getattr(dtype, "kind", "") == "c"
+def _complex(dtype: str) -> bool:
+    """A complex dtype, torch's or NumPy's (the engine's), by name."""
+    return "complex" in dtype
 

@@ -63,9 +63,11 @@ def ignores_alarm(x):
 
 
 def interrupts_its_process(x):
-    """Sends SIGINT to the process it runs in: with --in-process, the run's own (as a
-    Ctrl-C would), which must stop the run and keep what finished."""
-    os.kill(os.getpid(), signal.SIGINT)
+    """Sends SIGINT to the process that started its own, the judge's: with
+    --in-process, the run's own (as a Ctrl-C would), which must stop the run and keep
+    what finished. (A Ctrl-C reaches the terminal's foreground group, which the op's
+    process has left: only the run is interrupted, and it ends the op's process.)"""
+    os.kill(os.getppid(), signal.SIGINT)
     time.sleep(5)   # the signal's handler raises here
     return x * x
 

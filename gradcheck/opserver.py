@@ -1,0 +1,253 @@
+"""The op's side of :mod:`gradcheck.opprocess`: the process a user's op runs in.
+
+It is forked from the judge before the op's module is imported, made a world of its
+own (its own process group; stdin from /dev/null, stdout and stderr into the capture
+the judge reads; no CI control variable in its environment; no file descriptor of the
+judge's but the channel), then imports the op and answers the judge's calls over the
+data-only channel (:mod:`gradcheck.wire`): the op's outputs and gradients as plain
+arrays, read through the tensors' storage rather than through methods a subclass of
+``torch.Tensor`` can override. Whatever the op patches, prints or leaves behind dies
+with this process. Every exception here, whoever raised it, is the op's: the reply says
+so, and the judge makes it the op's failure.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+
+import numpy as np
+
+from . import wire
+
+#: environment variables an op's process never sees: the CI's control files and
+#: tokens (GitHub Actions reads GITHUB_ENV, GITHUB_OUTPUT, GITHUB_PATH,
+#: GITHUB_STEP_SUMMARY and GITHUB_STATE back after the step; ACTIONS_* hold its
+#: runtime tokens; GitLab's job token and JWTs)
+CONTROL_PREFIXES = ("GITHUB_", "ACTIONS_", "RUNNER_", "CI_JOB_TOKEN", "CI_JOB_JWT",
+                    "CI_REGISTRY_PASSWORD", "BUILDKITE_AGENT_ACCESS_TOKEN")
+_MESSAGE = 8000   # characters of an exception's text and traceback sent back
+
+
+def controlled(name: str) -> bool:
+    return name.startswith(CONTROL_PREFIXES)
+
+
+def become_apart(channel: int, capture: int, judge: int) -> None:
+    """Make this freshly forked process the op's own (see the module's docstring)."""
+    from .worker import _die_with
+
+    os.setpgid(0, 0)   # its own group: the judge kills what the op started with it
+    _die_with(judge)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)   # (the judge's handlers are not the op's)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(capture, 1)
+    os.dup2(capture, 2)
+    # every other descriptor of the judge's (its result pipe to the run, report files)
+    # closed: the op reaches the judge through the channel only
+    os.closerange(3, channel)
+    os.closerange(channel + 1, max(os.sysconf("SC_OPEN_MAX"), channel + 1))
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")
+    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")
+    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+    for name in [n for n in os.environ if controlled(n)]:
+        del os.environ[name]
+
+
+def main(sock, case, dtype: str) -> None:
+    """Import the op, then answer calls until the judge closes the channel."""
+    try:
+        server = Server(case, dtype)
+        info = server.info()
+    except BaseException as exc:   # the import's failure (or refusal) is the reply
+        wire.send(sock, {"load_error": _error(exc)})
+        return
+    wire.send(sock, {"info": info})
+    while True:
+        try:
+            request = wire.recv(sock)
+        except wire.WireError:   # the judge is done
+            return
+        try:
+            reply = getattr(server, "call_" + request.pop("call"))(**request)
+        except BaseException as exc:   # SystemExit, KeyboardInterrupt: the op's too
+            reply = {"error": _error(exc)}
+        wire.send(sock, reply)
+
+
+def _error(exc: BaseException) -> dict:
+    from .backends.op import OpImportError, OpRefused
+    from .budgets import exhausted, out_of_memory
+    from .errors import describe_exception
+
+    kind = ("refused" if isinstance(exc, OpRefused) else
+            "import" if isinstance(exc, OpImportError) else
+            "memory" if out_of_memory(exc) else "raised")
+    text = (describe_exception(exc) if kind == "raised" else
+            exhausted(exc) if kind == "memory" else str(exc))
+    tb = traceback.format_exc(limit=-3) if kind == "raised" else ""
+    return {"kind": kind, "type": type(exc).__name__, "message": text[:_MESSAGE],
+            "traceback": tb[-_MESSAGE:]}
+
+
+class Server:
+    """The op, its :class:`~gradcheck.backends.op.Runner`, and the point it is at."""
+
+    def __init__(self, case, dtype: str):
+        from .backends.op import kind_of, load
+
+        self.case, self.dtype = case, dtype
+        obj = (load(case.op, case.file, case.allow_op_modules) if isinstance(case.op, str)
+               else case.op)
+        self.kind = kind_of(obj)
+        self._runner = None
+        self.leaves: dict = {}
+        self.outs: tuple = ()
+
+    def info(self) -> dict:
+        from .opcheck.shapes import argument_count
+
+        positional, keywords = _arguments(self.case)
+        return {"name": str(self.kind.name), "engine": bool(self.kind.engine),
+                "function": bool(self.kind.function),
+                "count": argument_count(self.kind.obj, positional, keywords)}
+
+    @property
+    def runner(self):
+        from .backends.op import Runner
+
+        if self._runner is None:
+            self._runner = Runner(self.case, self.kind, self.dtype, self.case.device)
+        return self._runner
+
+    # ------------------------------------------------------------------ the calls
+
+    def call_forward(self, point: dict) -> dict:
+        self.leaves = self.runner.leaves(point)
+        self.outs = self.runner.forward(self.leaves)
+        return {"outputs": [plain(y) for y in self.outs],
+                "leaves": {n: describe(t) for n, t in self.leaves.items()}}
+
+    def call_vjp(self, vs: list, path: str = "grad") -> dict:
+        return {"grads": self._vjp(vs, path)}
+
+    def call_vjps(self, rows: list) -> dict:
+        return {"rows": [self._vjp(vs, "grad") for vs in rows]}
+
+    def _vjp(self, vs: list, path: str) -> dict:
+        if path == "backward" and not self.kind.engine:
+            grads = backward_method(self.runner, self.leaves, self.outs, vs)
+        else:
+            grads = self.runner.vjp(self.leaves, self.outs, vs)
+        return {n: plain(g) for n, g in grads.items()}
+
+    def call_raw_backward(self, vs: list) -> dict:
+        raw = self.runner.raw_backward(self.outs, vs)
+        return {"raw": None if raw is None else [describe(g) for g in raw]}
+
+    def call_inplace(self, point: dict, vs: list) -> dict:
+        """op.inplace's calls: a fresh forward and backward, the inputs and the
+        cotangents read after each, and a second forward's outputs."""
+        runner = self.runner
+        leaves = runner.leaves(point)
+        outs = runner.forward(leaves)
+        after_forward = {n: plain(t) for n, t in leaves.items()}
+        cotangents = [runner.tensor(v) for v in vs]
+        runner.vjp(leaves, outs, vs, tensors=cotangents)
+        return {"after_forward": after_forward,
+                "after_backward": {n: plain(t) for n, t in leaves.items()},
+                "cotangents": [plain(t) for t in cotangents],
+                "again": [plain(y) for y in runner.forward(runner.leaves(point))]}
+
+    def call_double(self, vs: list, us: dict) -> dict:
+        from .opcheck.double import obtained
+
+        return {"got": obtained(self.runner, self.leaves, vs, us)}
+
+    def call_layout(self, point: dict, vs: list, layout: str) -> dict:
+        from .opcheck.layout import run_layout
+
+        return run_layout(self.runner, point, vs, layout)
+
+
+def _arguments(case) -> tuple[list, list]:
+    from .backends.op import arguments
+
+    return arguments(case)
+
+
+def backward_method(runner, leaves: dict, outs: tuple, vs: list) -> dict:
+    """vᵀJ as training takes it, accumulated into the leaves' ``.grad``: a single
+    output's own ``.backward(v)`` (a method a tensor subclass may override), several
+    outputs' in one ``torch.autograd.backward`` (their cotangents together, as one
+    loss of all of them sends them)."""
+    import torch
+
+    wanted = runner.wanted
+    for n in wanted:
+        leaves[n].grad = None
+    pairs = [(y, runner.tensor(v)) for y, v in zip(outs, vs)
+             if getattr(y, "requires_grad", False)]
+    if len(pairs) == 1:
+        pairs[0][0].backward(pairs[0][1], retain_graph=True)
+    elif pairs:
+        torch.autograd.backward([y for y, _ in pairs], [v for _, v in pairs],
+                                retain_graph=True)
+    return {n: leaves[n].grad for n in wanted}
+
+
+def _base(t):
+    """``t`` as a plain ``torch.Tensor`` sharing its storage, reached without calling
+    anything a subclass defines (its ``detach``, ``__torch_function__``)."""
+    import torch
+
+    with torch._C.DisableTorchFunctionSubclass():
+        return torch.Tensor.as_subclass(torch.Tensor.detach(t), torch.Tensor)
+
+
+def plain(t):
+    """What the op handed back, as a float64 (complex128 where complex) array read from
+    its storage; None stays None; a number or an engine Tensor, its values."""
+    if t is None:
+        return None
+    if _is_torch(t):
+        import torch
+
+        base = _base(t)
+        wide = torch.complex128 if base.is_complex() else torch.float64
+        return base.cpu().to(wide).numpy().copy()
+    from .dtypes import to_numpy
+
+    return np.asarray(to_numpy(t))
+
+
+def describe(t) -> dict | None:
+    """A gradient (or input) as op.shapes needs it: its type, shape, dtype, device and
+    values (None where they cannot be read: a tensor on the meta device); None stays
+    None."""
+    if t is None:
+        return None
+    if not hasattr(t, "shape"):
+        return {"kind": "other", "type": type(t).__name__}
+    if _is_torch(t):
+        base = _base(t)
+        dtype, device = str(base.dtype), str(base.device)
+    else:
+        dtype = str(np.dtype(getattr(t, "dtype", np.float64)))
+        device = str(t.device) if hasattr(t, "device") else None
+    try:
+        values = plain(t)
+    except Exception:   # (no data to read: the shape and dtype still say enough)
+        values = None
+    return {"kind": "tensor", "type": type(t).__name__, "shape": list(map(int, t.shape)),
+            "dtype": dtype, "device": device, "values": values}
+
+
+def _is_torch(t) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(t, torch.Tensor)
