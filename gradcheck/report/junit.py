@@ -61,12 +61,12 @@ def _testcase(case) -> ET.Element:
         if any(extra):
             out = ET.SubElement(node, "system-out")
             out.text = xml_text(printable("\n".join(extra).strip()))
-        return node
+        return _with_output(node, case)
     if case.status == APPROXIMATE:
         # a passed test (it fails nothing unless strict), the warning in its output
         out = ET.SubElement(node, "system-out")
         out.text = xml_text(printable("WARNING: " + full_text(case)))
-        return node
+        return _with_output(node, case)
     tag = {FAILED: "failure", ERROR: "error", SKIPPED: "skipped"}[case.status]
     child = ET.SubElement(node, tag, message=xml_text(one_line(headline(case))))
     if case.status == FAILED:
@@ -76,6 +76,17 @@ def _testcase(case) -> ET.Element:
     else:
         child.set("type", "gradcheck.skip")
     child.text = xml_text(printable(full_text(case)))
+    return _with_output(node, case)
+
+
+def _with_output(node: ET.Element, case) -> ET.Element:
+    """``node`` with the op's output in its ``system-out``, scrubbed."""
+    if case.output:
+        out = node.find("system-out")
+        if out is None:
+            out = ET.SubElement(node, "system-out")
+        text = printable(f"op output:\n{case.output}")
+        out.text = xml_text(f"{out.text}\n{text}" if out.text else text)
     return node
 
 

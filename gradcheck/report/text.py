@@ -102,6 +102,23 @@ def _details(c, verbose: bool) -> list[str]:
     if verbose or c.status != PASSED:
         out += [f"      {one_line(line)}" for line in gradient_lines(c)]
     out += [f"      note: {one_line(n)}" for n in c.notes]
+    return out + output_lines(c)
+
+
+OUTPUT_LINES = 20   # lines of an op's output the text report shows (JSON keeps it all)
+
+
+def output_lines(c) -> list[str]:
+    """What the case's op printed, each line scrubbed and marked as the op's (never
+    a line of the run's own: a workflow command in it is neutral)."""
+    if not c.output:
+        return []
+    lines = split_lines(c.output.rstrip("\n"))
+    out = [f"      op output ({len(c.output)} characters):"]
+    out += [f"      | {one_line(line)}" for line in lines[:OUTPUT_LINES]]
+    if len(lines) > OUTPUT_LINES:
+        out.append(f"      | ... {len(lines) - OUTPUT_LINES} more lines (the JSON report "
+                   "has them)")
     return out
 
 
