@@ -183,8 +183,8 @@ def test_max_memory_is_checked_by_the_command_line(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["run", "--max-memory", "4x", str(CORPUS / "memory-inputs.toml")])
     assert stop.value.code == 2
-    assert "--max-memory: max-memory must be a size from 1M to 1P (e.g. 4G, 512M, or a number "
-            "of bytes), got '4x'" in capsys.readouterr().err
+    assert ("--max-memory: max-memory must be a size from 1M to 1P (e.g. 4G, 512M, or a "
+            "number of bytes), got '4x'") in capsys.readouterr().err
 
 
 def test_a_worker_past_max_memory_is_that_cases_error():
