@@ -82,7 +82,8 @@ ENV = "GRADCHECK_MAX_MEMORY"
 #: the environment of the workers it starts (:func:`gradcheck.limits.worker_env`)
 WORKER_ENV = "GRADCHECK_WORKER_MEMORY"
 
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4,
+          "P": 1024**5}
 
 
 class BudgetError(GradcheckError):

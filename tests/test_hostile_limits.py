@@ -173,7 +173,8 @@ def test_the_estimate_counts_the_largest_intermediate():
 def test_each_worker_gets_a_share_of_memory_by_default(monkeypatch):
     monkeypatch.delenv(budgets.ENV, raising=False)
     monkeypatch.setattr(limits, "available_memory", lambda: 8 * 2**30)
-    assert limits.worker_env(2) == {budgets.WORKER_ENV: str(2 * 2**30 - limits.WORKER_BYTES)}
+    share = 2 * 2**30 - limits.WORKER_BYTES   # half of 8 GiB for two, less start-up
+    assert limits.worker_env(2) == {budgets.WORKER_ENV: str(share)}
     with budgets.memory_budget("1G"):   # --max-memory limits each worker instead
         assert limits.worker_env(2) == {}
     monkeypatch.setattr(limits, "available_memory", lambda: None)

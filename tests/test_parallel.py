@@ -339,11 +339,11 @@ def test_gradcheck_run_starts_its_first_worker_early_and_uses_it(monkeypatch, tm
     early = []
     real = spawn.spawn
 
-    def recorded():
-        early.append(real())
+    def recorded(*args):
+        early.append(real(*args))
         return early[-1]
 
-    def no_second():
+    def no_second(*args):
         raise AssertionError("the pool started a worker of its own")
 
     monkeypatch.delenv("GRADCHECK_IN_PROCESS")   # (the suite's runs are in-process)
@@ -365,7 +365,8 @@ def test_an_early_worker_no_case_needs_is_killed(monkeypatch, tmp_path, capsys):
     early = []
     real = spawn.spawn
     monkeypatch.delenv("GRADCHECK_IN_PROCESS")
-    monkeypatch.setattr(spawn, "spawn", lambda: early.append(real()) or early[-1])
+    monkeypatch.setattr(spawn, "spawn",
+                        lambda *args: early.append(real(*args)) or early[-1])
     path = tmp_path / "refused.toml"
     path.write_text('[[case]]\nname = "refused"\nop = "os:getcwd"\nexpr = "sum(x)"\n'
                     'inputs.x = { shape = [3] }\n')
