@@ -5,11 +5,13 @@ all in one place (docs/design.md, "Budgets", explains each).
   (:mod:`gradcheck.cases.scan`): the file's size, a dotted key's parts, how deeply
   brackets, braces or YAML collections nest, the length of one string, the nodes of a
   YAML file; and, after parsing, how deeply the data nests.
-- **A case's memory**, estimated from its elements and points before any point is
-  sampled (:func:`check_case`): ``--max-memory SIZE`` (default
-  :data:`DEFAULT_MAX_MEMORY`), which also limits the address space of each worker
-  process (:func:`limit_worker`). The budget travels to worker processes in the
-  environment variable :data:`ENV`, as ``--no-cache`` does.
+- **A case's memory**, estimated from its inputs, outputs, points and intermediates
+  (the formula DAG's node shapes) before any point is sampled (:func:`check_case`):
+  ``--max-memory SIZE`` (default :data:`DEFAULT_MAX_MEMORY`), which also limits the
+  address space of each worker process (:func:`limit_worker`); without it each worker
+  is limited to a share of the machine's available memory (:mod:`gradcheck.limits`).
+  The budget travels to worker processes in the environment variable :data:`ENV`, as
+  ``--no-cache`` does, the share in :data:`WORKER_ENV`.
 
 - **SymPy's work on the element-expanded reference** where double backward (``order =
   2``) is built from it (:func:`sympy_work`): Python calls, counted, not seconds, so a
@@ -65,10 +67,23 @@ POINT_BYTES = 16
 #: reference's values and gradients, the rounding bounds, each witness's tensors
 #: (measured: 95 to 160 bytes, a layer norm to a chain of elementwise functions)
 WORK_BYTES = 128
+#: bytes per element of the formula's largest intermediate (a value no input or output
+#: holds: ``x * ones([10**7])`` over a scalar x) while one point is checked: its value,
+#: its gradient and the witnesses' temporaries around it (measured: 54 bytes, the
+#: engine alone or with torch and numeric)
+LARGEST_BYTES = 64
+#: bytes per element of every intermediate: one float64 value each, as an autograd
+#: witness keeps the values its backward reads until the backward (16 terms of
+#: ``sum(exp(x * ones([10**7])))`` took 3.9 GB: 127 MB a term, two values of 10^7)
+KEPT_BYTES = 8
 #: where ``--max-memory`` puts the budget for this process and its workers
 ENV = "GRADCHECK_MAX_MEMORY"
+#: the bytes each worker may take by default (no ``--max-memory``), set by the parent in
+#: the environment of the workers it starts (:func:`gradcheck.limits.worker_env`)
+WORKER_ENV = "GRADCHECK_WORKER_MEMORY"
 
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4,
+          "P": 1024**5}
 
 
 class BudgetError(GradcheckError):
@@ -81,10 +96,13 @@ def parse_size(text: str) -> int:
     Raises:
         ValueError: not a positive size.
     """
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.IGNORECASE)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMGTP]?)(?:i?B)?\s*", str(text), re.IGNORECASE)
     if not m:
         raise ValueError(f"not a size: {text!r} (write e.g. 4G, 512M or 2000000)")
-    size = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    scaled = float(m.group(1)) * _UNITS[m.group(2).upper()]
+    if not math.isfinite(scaled):   # more digits than a float holds: no size
+        raise ValueError(f"not a size: {text!r} (too large)")
+    size = int(scaled)
     if size <= 0:
         raise ValueError(f"a size must be positive, got {text!r}")
     return size
@@ -128,9 +146,31 @@ def memory_budget(size: str | int | None):
             os.environ[ENV] = before
 
 
+def intermediates(case) -> tuple[int, int]:
+    """(elements of the largest intermediate, elements of every intermediate together)
+    of ``case``'s formulas: one walk of the DAG, whose nodes know their shapes once
+    parsed. An intermediate is a node that computes (not an input, a constant or a
+    ``let``'s name; a node several parents share is counted once)."""
+    from .tree import walk
+
+    roots = [*(case.outputs or (case.output,)), *case.forward]
+    seen: set[int] = set()
+    largest = total = 0
+    for root in roots:
+        for node in walk(root):
+            if id(node) in seen or node.op in ("input", "const", "let"):
+                continue
+            seen.add(id(node))
+            largest = max(largest, node.size)
+            total += node.size
+    return largest, total
+
+
 def estimate(case) -> tuple[int, int, int]:
     """(estimated bytes, elements of inputs and outputs, points held at once) of
-    checking ``case``."""
+    checking ``case``: its inputs and outputs for each point held, plus its
+    intermediates (:func:`intermediates`: the largest at :data:`LARGEST_BYTES` an
+    element, all of them at :data:`KEPT_BYTES`)."""
     from .diagnose import KEPT_POINTS
 
     outputs = case.outputs or (case.output,)
@@ -138,7 +178,9 @@ def estimate(case) -> tuple[int, int, int]:
                 + sum(math.prod(o.shape) for o in outputs))
     sampled = any(s.value is None and not s.integer for s in case.inputs)
     points = min(case.points + (case.extreme_points if sampled else 0), KEPT_POINTS + 1)
-    return elements * (WORK_BYTES + POINT_BYTES * points), elements, points
+    largest, total = intermediates(case)
+    return (elements * (WORK_BYTES + POINT_BYTES * points) + largest * LARGEST_BYTES
+            + total * KEPT_BYTES), elements, points
 
 
 def check_case(case) -> None:
@@ -151,14 +193,17 @@ def check_case(case) -> None:
     budget = max_memory()
     if need <= budget:
         return
+    largest, total = intermediates(case)
     plural = "" if points == 1 else "s"
     raise BudgetError(
         f"the case needs an estimated {format_size(need)} of memory ({elements:,} elements "
         f"in its inputs and outputs, {points} point{plural} held at once: {WORK_BYTES} "
-        f"bytes per element and {POINT_BYTES} more for each point), over the budget of "
-        f"{format_size(budget)}: use smaller shapes, fewer points (points = N in the "
-        "case, or --points), or raise the budget with --max-memory SIZE (e.g. "
-        f"--max-memory {max(1, math.ceil(need / 1024**3))}G)")
+        f"bytes per element and {POINT_BYTES} more for each point; {total:,} elements in "
+        f"its intermediates, {KEPT_BYTES} bytes each, the largest {largest:,} elements "
+        f"at {LARGEST_BYTES} more), over the budget of {format_size(budget)}: use "
+        "smaller shapes, fewer points (points = N in the case, or --points), or raise "
+        f"the budget with --max-memory SIZE (e.g. --max-memory "
+        f"{max(1, math.ceil(need / 1024**3))}G)")
 
 
 # --------------------------------------------------------------------------- SymPy's work
@@ -241,9 +286,12 @@ def exhausted(exc: BaseException) -> str | None:
     """The case's error for a limit of Python's that ``exc`` hit (memory, recursion),
     or None when it is something else."""
     if out_of_memory(exc):
-        budget = os.environ.get(ENV)
-        where = (f"the limit of --max-memory {format_size(int(budget))}" if budget
-                 and budget.isdigit() else "the memory available")
+        budget, share = os.environ.get(ENV, ""), os.environ.get(WORKER_ENV, "")
+        where = (f"the limit of --max-memory {format_size(int(budget))}"
+                 if budget.isdigit() else
+                 f"a worker's default limit of {format_size(int(share))} (a share of "
+                 "the machine's available memory)" if share.isdigit()
+                 else "the memory available")
         return (f"the case ran out of memory ({type(exc).__name__}: {_first_line(exc)}): "
                 f"it needs more than {where}; use fewer points or smaller shapes, or "
                 "raise --max-memory")
@@ -265,12 +313,15 @@ def _first_line(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- workers
 
 def limit_worker() -> None:
-    """In a worker process, after its start-up imports: when ``--max-memory`` was given,
-    limit its address space to what it has mapped now plus the budget, so that a case
-    that allocates past it fails with a ``MemoryError`` (that case's error) instead of
-    drawing the OOM killer. Without the flag nothing is limited (torch, OpenBLAS and
-    CUDA reserve address space freely); off Linux neither."""
-    given = os.environ.get(ENV)
+    """In a worker process, after its start-up imports: limit its address space to what
+    it has mapped now plus ``--max-memory`` (:data:`ENV`) or, without the flag, plus
+    the share of the machine's available memory its parent gave it
+    (:data:`WORKER_ENV`, see :func:`gradcheck.limits.worker_share`),
+    so that a case that allocates past it fails with a ``MemoryError`` (that case's
+    error) instead of drawing the OOM killer onto the machine's other processes. The
+    limit is on address space, which torch, OpenBLAS and CUDA reserve beyond what they
+    use: the share leaves room for that. Off Linux nothing is limited."""
+    given = os.environ.get(ENV) or os.environ.get(WORKER_ENV)
     if not given:
         return
     try:
@@ -285,5 +336,5 @@ def limit_worker() -> None:
         if hard != resource.RLIM_INFINITY:
             soft = min(soft, hard)
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-    except (ImportError, OSError, ValueError, StopIteration):
+    except (ImportError, OSError, ValueError, OverflowError, StopIteration):
         return   # no /proc (not Linux) or no such limit: the estimate still holds

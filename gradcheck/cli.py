@@ -139,10 +139,14 @@ def _cmd_bench(args) -> int:
     from .bench import SECTIONS
     from .bench import main as bench_main
 
+    from .limits import jobs_problem
+
     wanted = args.section or list(SECTIONS)
-    if (args.seeds is not None and args.seeds < 1) or args.jobs < 0:
-        print("gradcheck: error: " + ("--jobs must be 0 or more" if args.jobs < 0 else
-                                      "--seeds must be 1 or more"), file=sys.stderr)
+    problem = ("--" + jobs_problem(args.jobs) if jobs_problem(args.jobs) else
+               "--seeds must be 1 or more" if args.seeds is not None and args.seeds < 1
+               else "")
+    if problem:
+        print(f"gradcheck: error: {problem}", file=sys.stderr)
         return ExitCode.USAGE
     measured = tuple(s for s in SECTIONS if s in wanted)
     if measured:
@@ -172,6 +176,11 @@ def _cmd_bench(args) -> int:
     return ExitCode.OK
 
 
+_TOO_DEEP = ("an argument nests too deeply to be read (RecursionError: Python's "
+             "recursion limit was reached): write it with fewer nested brackets or "
+             "parentheses")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradcheck`` command; returns the exit code."""
     from .errors import CaseFileError
@@ -180,7 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     one_thread_each()   # before NumPy loads: see gradcheck.threads
 
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except RecursionError:   # an argument's own parser recursed on a deep nesting
+        print(f"gradcheck: error: {_TOO_DEEP}", file=sys.stderr)
+        return ExitCode.USAGE
     if args.command is None:
         parser.print_help()
         return ExitCode.USAGE
@@ -194,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         from .report.text import printable
 
         print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
+        return ExitCode.USAGE
+    except RecursionError:
+        # a case's own RecursionError is that case's error (gradcheck.budgets.exhausted);
+        # one that reaches here came from reading an argument or a settings file
+        print(f"gradcheck: error: {_TOO_DEEP}", file=sys.stderr)
         return ExitCode.USAGE
     except KeyboardInterrupt as exc:   # 128 + the signal, as a shell counts it
         print("gradcheck: interrupted", file=sys.stderr)

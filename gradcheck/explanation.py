@@ -118,10 +118,12 @@ def parse_inputs(text: str) -> dict[str, list[int]]:
 
 def arguments(p) -> None:
     """``gradcheck explain``'s arguments on the argparse parser ``p``."""
+    from .cli_values import gradient_argument
+
     p.add_argument("expr", metavar="EXPR", help="the formula, e.g. 'sum(tanh(x @ W))'")
     p.add_argument("--inputs", required=True, metavar="SHAPES",
                    help="each input's shape: 'x=[2,3],W=[3,2]' (s=[] for a scalar)")
-    p.add_argument("--gradient", type=_gradient, metavar="ones|random|NUMBERS",
+    p.add_argument("--gradient", type=gradient_argument, metavar="ones|random|NUMBERS",
                    help="the v of y.backward(v) for a non-scalar output: ones (the "
                         "default), random, or numbers of y's shape ('[[1, 0], [0, 1]]')")
     p.add_argument("--let", action="append", default=[], metavar="NAME=EXPR",
@@ -130,23 +132,6 @@ def arguments(p) -> None:
                    help="call retain_grad() on this --let intermediate (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="the sampled point's seed")
     p.add_argument("--format", choices=("text", "json"), default="text")
-
-
-def _gradient(text: str):
-    """``--gradient``: "ones", "random", or a JSON list of numbers."""
-    import argparse
-    import json
-
-    if text in ("ones", "random"):
-        return text
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, list):
-        raise argparse.ArgumentTypeError(f"expected ones, random or a list of numbers, "
-                                         f"got {text!r}")
-    return value
 
 
 def command(args) -> str:

@@ -57,17 +57,28 @@ def executor(jobs: int = 1, scheduler: str | None = None, *,
              isolate: bool = False) -> Executor:
     """The executor of ``jobs`` worker processes (0: one per CPU; 1: this process,
     unless ``isolate``: one worker process), or of the Dask cluster at ``scheduler``.
+    More workers than the machine runs at once (its cores, its memory at
+    :data:`~gradcheck.limits.WORKER_BYTES` a worker) are lowered to that, with a
+    ``RuntimeWarning`` that says so (the CLI lowers them first, with a note).
 
     Raises:
-        ValueError: ``jobs`` is negative.
+        ValueError: ``jobs`` is negative or over :data:`~gradcheck.limits.MAX_JOBS`.
     """
-    if jobs < 0:
-        raise ValueError(f"jobs must be 0 (one per CPU) or more, got {jobs}")
+    from .limits import cap_jobs, jobs_problem
+
+    problem = jobs_problem(jobs)
+    if problem:
+        raise ValueError(problem)
     if scheduler:
         return Dask(scheduler)
     if jobs == 1 and not isolate:
         return Serial()
-    return Pool(jobs or _cpu_count())
+    workers, note = cap_jobs(jobs)
+    if note:
+        import warnings
+
+        warnings.warn(note, RuntimeWarning, stacklevel=3)
+    return Pool(workers)
 
 
 class Serial:
@@ -81,15 +92,6 @@ class Serial:
                 started(index)
             yield index, guarded(case, dtype, cache=cache, timeout=timeout,
                                  formulas=formulas)
-
-
-def _cpu_count() -> int:
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 # --------------------------------------------------------------------------- Dask

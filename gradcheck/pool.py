@@ -33,6 +33,7 @@ from collections import deque
 from typing import Iterator
 
 from .checking import TIMEOUT
+from .limits import worker_env
 from .result import CaseResult
 from .tasks import ParallelError, Task, died, lost, tasks_of
 from .spawn import spawn, take
@@ -60,9 +61,9 @@ def grace(timeout: float) -> float:
 class _Worker:
     """One worker process and its end of a socket pair; it runs one task at a time."""
 
-    def __init__(self):
+    def __init__(self, env: dict[str, str] | None = None):
         # the one ``gradcheck run`` started before reading its case files, else anew
-        self.process, self.conn = take() or spawn()
+        self.process, self.conn = take() or spawn(env)
         self.ready = False
         self.task: Task | None = None
         self.since = 0.0
@@ -121,6 +122,9 @@ class Pool:
 
     def __init__(self, jobs: int):
         self.jobs = jobs
+        # each worker's default memory limit, a share of the machine's (computed once,
+        # so every worker of the run gets the same)
+        self.env = worker_env(jobs)
 
     def map(self, runs, *, timeout, started=None, formulas=True):
         tasks = tasks_of(runs, timeout, grace(timeout) if timeout else 0.0, formulas)
@@ -152,7 +156,7 @@ class Pool:
         holds one task at a time, so this is when its run starts (``started``)."""
         busy = sum(w.task is not None for w in workers)
         while len(workers) < min(self.jobs, len(pending) + busy):
-            workers.append(_Worker())
+            workers.append(_Worker(self.env))
         for w in workers:
             if w.ready and w.task is None and pending:
                 task = pending.popleft()

@@ -139,10 +139,14 @@ def _execution(run: argparse.ArgumentParser) -> None:
                      help="run ops and the torch witness on this device (cases on an "
                           "absent device are skipped)")
     run.add_argument("--timeout", type=float, metavar="SECONDS",
-                     help="time limit per case and dtype (default 300)")
+                     help="time limit per case and dtype, above 0 and at most 86400 "
+                          "(default 300)")
     run.add_argument("-j", "--jobs", type=int, metavar="N",
-                     help="run the cases in N worker processes (0: one per CPU; default "
-                          "1); the report is the same as a serial run's")
+                     help="run the cases in N worker processes, 0 to 1024 (0: one per "
+                          "CPU; default 1), at most what the machine runs at once (its "
+                          "cores, and 256 MiB a worker in half its available memory: a "
+                          "larger N is lowered, with a note); the report is the same as "
+                          "a serial run's")
     run.add_argument("--in-process", action="store_true",
                      help="run the cases in this process, one after the other, for a "
                           "debugger (also GRADCHECK_IN_PROCESS=1); by default each runs "
@@ -156,21 +160,24 @@ def _execution(run: argparse.ArgumentParser) -> None:
                      help="neither read nor write the cache of compiled reference "
                           "kernels (see `gradcheck cache`)")
     run.add_argument("--max-memory", type=_size, metavar="SIZE",
-                     help="the memory a case may take, e.g. 4G or 512M: a case whose "
-                          "estimate (its elements times its points) is larger is refused "
-                          "before it runs (default 2G), and each worker process is "
-                          "limited to it (its address space beyond its start-up), so a "
-                          "case that takes more fails alone with a MemoryError")
+                     help="the memory a case may take, 1M to 1P, e.g. 4G or 512M: a "
+                          "case whose estimate (its elements times its points, and its "
+                          "intermediates) is larger is refused before it runs (default "
+                          "2G), and each worker process is limited to it (its address "
+                          "space beyond its start-up; without it, to its share of half "
+                          "the available memory), so a case that takes more fails alone "
+                          "with a MemoryError")
 
 
 def _size(text: str) -> int:
     """``--max-memory``'s bytes (argparse reports an ArgumentTypeError as a usage error)."""
     from .budgets import parse_size
+    from .limits import max_memory_problem
 
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    problem = max_memory_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return parse_size(text)
 
 
 def _in_process(args) -> bool:
@@ -181,6 +188,7 @@ def _in_process(args) -> bool:
 def _usage_error(args) -> str:
     """What is wrong with ``gradcheck run``'s options after the merge ("" when
     nothing is)."""
+    from .limits import jobs_problem, timeout_problem
     from .run_output import report_problem
 
     if not args.paths:
@@ -190,10 +198,9 @@ def _usage_error(args) -> str:
         return "--points must be from 1 to 1000"
     if args.extreme_points is not None and not 0 <= args.extreme_points <= 1000:
         return "--extreme-points must be from 0 to 1000"
-    if not args.timeout > 0:   # (NaN too)
-        return "--timeout must be a positive number of seconds"
-    if args.jobs < 0:
-        return "--jobs must be 0 or more"
+    for problem in (timeout_problem(args.timeout), jobs_problem(args.jobs)):
+        if problem:   # (the table's values were checked as the table's)
+            return "--" + problem
     if args.jobs != 1 and args.scheduler:
         return "--jobs and --scheduler exclude each other"
     if args.in_process and (args.jobs != 1 or args.scheduler):
@@ -223,7 +230,9 @@ def _run(args) -> int:
     from .budgets import memory_budget
     from .interrupts import Interrupted, stop_on
     from .kernelcache import turned_off
+    from .limits import worker_env
 
+    args.workers = _workers(args)
     # SIGINT and SIGTERM stop the run; what finished is still reported (incomplete)
     with stop_on(signal.SIGINT, signal.SIGTERM):
         try:
@@ -231,7 +240,7 @@ def _run(args) -> int:
                 if not _in_process(args) and not args.scheduler:
                     # the pool's first worker, started before our own imports and the
                     # reading of the case files, which overlap its imports (seconds)
-                    spawn.prestart()
+                    spawn.prestart(worker_env(args.workers))
                 try:
                     result = _results(args)
                 finally:
@@ -246,6 +255,20 @@ def _run(args) -> int:
 
         unwritten = publish(args, result)
     return _run_code(args, result, unwritten)
+
+
+def _workers(args) -> int:
+    """The worker processes the run starts: ``--jobs`` (0: one per core) within what
+    the machine runs at once (:func:`gradcheck.limits.cap_jobs`), with a note on
+    stderr where it was lowered."""
+    from .limits import cap_jobs
+
+    if _in_process(args) or args.scheduler:
+        return args.jobs
+    jobs, note = cap_jobs(args.jobs)
+    if note:
+        print(f"gradcheck: note: {note}", file=sys.stderr)
+    return jobs
 
 
 def _results(args):
@@ -265,7 +288,7 @@ def _results(args):
                        strict_shapes=args.strict_shapes, strict=args.strict,
                        allow_op_modules=args.allow_op_module,
                        witnesses=args.witness, timeout=args.timeout,
-                       device=args.device, jobs=args.jobs, scheduler=args.scheduler,
+                       device=args.device, jobs=args.workers, scheduler=args.scheduler,
                        isolate=not _in_process(args), progress=progress,
                        formulas=_shows_formulas(args))
     except ParallelError as exc:

@@ -15,11 +15,11 @@ SettingsError` naming the pyproject.toml, the key and what it expects (exit 2)."
 from __future__ import annotations
 
 import difflib
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from . import limits
 from .project import Settings, SettingsError
 
 __all__ = ["Report", "KEYS", "merge", "parse_report", "DEFAULTS"]
@@ -91,17 +91,6 @@ def _formats() -> tuple[str, ...]:
     return FORMATS
 
 
-def _size(value) -> bool:
-    from .budgets import parse_size
-
-    if _int(value):
-        return value > 0
-    try:
-        return isinstance(value, str) and parse_size(value) > 0
-    except ValueError:
-        return False
-
-
 def _reports(value) -> bool:
     try:
         return _strings(value) and all(parse_report(v) for v in value)
@@ -131,11 +120,11 @@ KEYS: dict[str, Key] = {
                   lambda v: _int(v) and 1 <= v <= 1000),
     "extreme-points": Key("extreme_points", "an integer from 0 to 1000",
                           lambda v: _int(v) and 0 <= v <= 1000),
-    "timeout": Key("timeout", "a positive number of seconds",
-                   lambda v: (_int(v) or isinstance(v, float)) and v > 0
-                   and not math.isnan(v)),
-    "jobs": Key("jobs", "an integer, 0 or more (0: one per CPU)",
-                lambda v: _int(v) and v >= 0),
+    "timeout": Key("timeout", f"a number of seconds above 0 and at most "
+                   f"{limits.MAX_TIMEOUT:,.0f} (one day)",
+                   lambda v: not limits.timeout_problem(v)),
+    "jobs": Key("jobs", f"an integer from 0 (one per CPU core) to {limits.MAX_JOBS}",
+                lambda v: not limits.jobs_problem(v)),
     "witnesses": Key("witness", "a list of witness names", _every(_witnesses), _witnesses),
     "reports": Key("reports", 'a list of "FMT:PATH" strings, FMT a report format',
                    _reports, _formats),
@@ -143,8 +132,8 @@ KEYS: dict[str, Key] = {
     "strict": Key("strict", "true or false", lambda v: isinstance(v, bool)),
     # read by the op loader (gradcheck.backends.op) from the case file's pyproject
     "allow-op-modules": Key(None, "a list of module name patterns (strings)", _strings),
-    "max-memory": Key("max_memory", 'a size such as "4G" or "512M", or a number of bytes',
-                      _size),
+    "max-memory": Key("max_memory", 'a size from 1M to 1P, such as "4G" or "512M", or '
+                      'a number of bytes', lambda v: not limits.max_memory_problem(v)),
     "step-summary": Key("step_summary", "true or false", lambda v: isinstance(v, bool)),
     "color": Key("color", "a colour mode", _one_of(lambda: COLORS), lambda: COLORS),
 }

@@ -46,7 +46,12 @@ def report_problem(reports) -> str:
     seen: dict[str, object] = {}
     summary = step_summary_file()
     for r in reports:
-        problem = output_problem(r.path) or _replaces_a_source(r.path, summary)
+        try:
+            problem = output_problem(r.path) or _replaces_a_source(r.path, summary)
+        except OSError as exc:   # a name the system refuses to look up (ENAMETOOLONG)
+            from .cli_values import shown
+
+            problem = f"--output {shown(r.path)}: {exc.strerror or exc}"
         if problem:
             if r.origin == "--output":
                 return problem if problem.startswith("--output") else f"--output {problem}"

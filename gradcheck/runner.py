@@ -120,7 +120,7 @@ def run(paths: Iterable[str | Path], *, keyword: str | None = None, dtype: str |
         CaseFileError: a path does not exist or is not a case file.
         ParallelError: ``scheduler`` is given but Dask's distributed package is missing or
             the scheduler cannot be reached.
-        ValueError: ``jobs`` is negative.
+        ValueError: ``jobs`` is negative or over 1024 (:data:`gradcheck.limits.MAX_JOBS`).
     """
     start, began = time.perf_counter(), time.time()
     # a place for each result in file order (None until a run's comes in)

@@ -28,10 +28,11 @@ _BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
 _spare: list = []   # at most one (process, connection) started early, not yet taken
 
 
-def spawn():
+def spawn(env: dict[str, str] | None = None):
     """A new worker process and the parent's end of its socket: (Popen, Connection).
     It inherits this process's environment as it is now (``--no-cache``,
-    ``--max-memory`` are environment variables its cases read)."""
+    ``--max-memory`` are environment variables its cases read), with ``env`` added
+    (the memory it may take: :func:`gradcheck.limits.worker_env`)."""
     import json
     import socket
     import subprocess
@@ -45,15 +46,15 @@ def spawn():
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=2,
             # its own session: Ctrl-C reaches the parent only, which stops the
             # workers; and one process group to kill with whatever the op started
-            start_new_session=True)
+            start_new_session=True, env={**os.environ, **env} if env else None)
     return process, Connection(mine.detach())
 
 
-def prestart() -> None:
+def prestart(env: dict[str, str] | None = None) -> None:
     """Start one worker now for the pool this process is about to run (none if one is
-    waiting already)."""
+    waiting already), with ``env`` added to its environment as :func:`spawn` does."""
     if not _spare:
-        _spare.append(spawn())
+        _spare.append(spawn(env))
 
 
 def take():

@@ -595,8 +595,9 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     assert b"c0" in first and "Traceback" not in err and "internal error" not in err
 
 
-@pytest.mark.parametrize("seconds", ["-5", "0", "nan"])
+@pytest.mark.parametrize("seconds", ["-5", "0", "nan", "inf", "86401"])
 def test_a_timeout_that_is_no_positive_number_is_a_usage_error(seconds, capsys):
     file = str(Path(__file__).resolve().parents[1] / "cases" / "activations.toml")
     assert main(["run", file, "--timeout", seconds]) == ExitCode.USAGE
-    assert "--timeout must be a positive number of seconds" in capsys.readouterr().err
+    assert ("--timeout must be a number of seconds above 0 and at most 86,400 (one day), "
+            f"got {float(seconds)!r}") in capsys.readouterr().err

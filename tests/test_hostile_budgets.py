@@ -140,7 +140,10 @@ def test_the_memory_budget_follows_max_memory(tmp_path):
     (inputs,), _ = read_file(path)
     need, elements, count = budgets.estimate(inputs)
     assert (elements, count) == (200_000_001, 1)
-    assert need == elements * (budgets.WORK_BYTES + budgets.POINT_BYTES * count)
+    largest, total = budgets.intermediates(inputs)   # 20 sums and 19 additions
+    assert (largest, total) == (1, 39)
+    assert need == (elements * (budgets.WORK_BYTES + budgets.POINT_BYTES * count)
+                    + largest * budgets.LARGEST_BYTES + total * budgets.KEPT_BYTES)
     with budgets.memory_budget("27G"):
         budgets.check_case(inputs)   # 26.8 GiB: within
         assert os.environ[budgets.ENV] == str(27 * 2**30)
@@ -180,7 +183,8 @@ def test_max_memory_is_checked_by_the_command_line(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["run", "--max-memory", "4x", str(CORPUS / "memory-inputs.toml")])
     assert stop.value.code == 2
-    assert "--max-memory: not a size: '4x'" in capsys.readouterr().err
+    assert ("--max-memory: max-memory must be a size from 1M to 1P (e.g. 4G, 512M, or a "
+            "number of bytes), got '4x'") in capsys.readouterr().err
 
 
 def test_a_worker_past_max_memory_is_that_cases_error():

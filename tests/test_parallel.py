@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SQUARE_OP
-from gradcheck import parallel, pool
+from gradcheck import limits, parallel, pool
 from gradcheck.cli import ExitCode, main
 from gradcheck.runner import run
 from gradcheck.tasks import tasks_of
@@ -176,7 +176,8 @@ def test_jobs_dead_or_stuck_worker_costs_only_its_case(tmp_path, monkeypatch, ca
 
 def test_jobs_usage_errors(capsys):
     assert main(["run", str(CASES), "--jobs", "-1"]) == ExitCode.USAGE
-    assert "--jobs must be 0 or more" in capsys.readouterr().err
+    assert "--jobs must be an integer from 0 (one per CPU core) to 1024, got -1" in \
+        capsys.readouterr().err
     assert main(["run", str(CASES), "--jobs", "2", "--scheduler", "tcp://h:1"]) == \
         ExitCode.USAGE
     assert "exclude each other" in capsys.readouterr().err
@@ -234,9 +235,9 @@ def test_dask_missing_or_unreachable_is_a_usage_error(monkeypatch, capsys):
 def test_one_executor_interface_picks_serial_pool_or_dask():
     assert isinstance(parallel.executor(1), parallel.Serial)
     assert isinstance(parallel.executor(0), parallel.Pool)
-    assert parallel.executor(3).jobs == 3
+    assert parallel.executor(limits.jobs_cap()[0]).jobs == limits.jobs_cap()[0]
     assert isinstance(parallel.executor(1, "tcp://h:1"), parallel.Dask)
-    with pytest.raises(ValueError, match="jobs must be 0"):
+    with pytest.raises(ValueError, match="jobs must be an integer from 0"):
         parallel.executor(-1)
     # no runs, nothing started (nor a scheduler reached)
     assert list(parallel.Pool(2).map([], timeout=1)) == []
@@ -338,11 +339,11 @@ def test_gradcheck_run_starts_its_first_worker_early_and_uses_it(monkeypatch, tm
     early = []
     real = spawn.spawn
 
-    def recorded():
-        early.append(real())
+    def recorded(*args):
+        early.append(real(*args))
         return early[-1]
 
-    def no_second():
+    def no_second(*args):
         raise AssertionError("the pool started a worker of its own")
 
     monkeypatch.delenv("GRADCHECK_IN_PROCESS")   # (the suite's runs are in-process)
@@ -364,7 +365,8 @@ def test_an_early_worker_no_case_needs_is_killed(monkeypatch, tmp_path, capsys):
     early = []
     real = spawn.spawn
     monkeypatch.delenv("GRADCHECK_IN_PROCESS")
-    monkeypatch.setattr(spawn, "spawn", lambda: early.append(real()) or early[-1])
+    monkeypatch.setattr(spawn, "spawn",
+                        lambda *args: early.append(real(*args)) or early[-1])
     path = tmp_path / "refused.toml"
     path.write_text('[[case]]\nname = "refused"\nop = "os:getcwd"\nexpr = "sum(x)"\n'
                     'inputs.x = { shape = [3] }\n')

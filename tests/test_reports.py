@@ -324,7 +324,7 @@ def test_markdown_escapes_hostile_text():
     allowed = re.sub(r"</?(code|br|details|summary)>", "", md)
     assert "<" not in allowed and ">" not in allowed          # no HTML from user text
     assert "&lt;b&gt;&amp;amp;&quot;&#x27;&lt;/b&gt;" in md
-    assert "\\|pipe\\|" in md and "\\[x\\](javascript:1)" in md and "\\*e\\*" in md
+    assert "\\|pipe\\|" in md and "\\[x\\](javascript&#8203;:1)" in md and "\\*e\\*" in md
     hostile = [r for r in _table_rows(md, "| status | case | dtype | location | witness")
                if "evil" in r]
     assert len(hostile) == 1 and len(_cells(hostile[0])) == 7   # one line, seven cells

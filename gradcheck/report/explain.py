@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .scrub import json_safe
+from .scrub import json_safe, json_values
 from .text import one_line
 
 PRECISION = 4   # digits of the values shown in text (JSON has them all)
@@ -161,5 +161,5 @@ def to_dict(e) -> dict:
 
 
 def render_json(e) -> str:
-    return json_safe(json.dumps(to_dict(e), indent=2, allow_nan=False,
+    return json_safe(json.dumps(json_values(to_dict(e)), indent=2, allow_nan=False,
                                 ensure_ascii=False)) + "\n"

@@ -5,7 +5,8 @@ case under a collapsed ``<details>``.
 Case names and messages come from user files: :func:`cell` shows control characters as
 escapes and neutralises workflow commands (:func:`gradcheck.report.scrub.printable`),
 escapes HTML and the Markdown punctuation that could format, link or break a table row,
-and turns newlines into ``<br>``.
+breaks what GitHub would autolink (URLs, ``www.``, e-mail addresses:
+:func:`gradcheck.report.scrub.unlinked`) and turns newlines into ``<br>``.
 
 GitHub refuses a comment over 65,536 characters: the report stays under it. The title
 line is always there; then as many cases that did not pass as fit, in report order, then
@@ -20,7 +21,7 @@ import re
 from ..result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
 from .details import counts, incomplete_line, skipped, where
 from .mismatch import FAILED_MARK, failing, shown_error
-from .scrub import neutral, printable
+from .scrub import neutral, printable, unlinked
 
 _ICON = {PASSED: "✅ passed", APPROXIMATE: "⚠️ approximate", FAILED: "❌ failed",
          ERROR: "💥 error", SKIPPED: "⏭️ skipped"}
@@ -42,7 +43,8 @@ def cell(text, limit: int | None = None, *, code: bool = False) -> str:
         text = text[:limit - 1] + "…"
     if not text:
         return ""
-    lines = [html.escape(_MD.sub(r"\\\1", line), quote=True) for line in text.split("\n")]
+    lines = [unlinked(html.escape(_MD.sub(r"\\\1", line), quote=True))
+             for line in text.split("\n")]
     body = "<br>".join(lines)
     return f"<code>{body}</code>" if code else body
 

@@ -16,6 +16,9 @@ What every renderer guarantees, through this module:
   a message (:func:`printable`) keeps its ``\\n`` (``\\r\\n`` becomes ``\\n``), and every
   line it starts is neutralised as below. The escapes are for reading, not reversible: a
   backslash that was in the text stays a single backslash.
+- **Valid UTF-8.** A lone surrogate (an op's exception text can hold one) is shown as
+  its escape by :func:`printable`, and is U+FFFD in the JSON report
+  (:func:`json_values`), whose readers (``jq``) refuse the ``\\ud800`` escape.
 - **No workflow command.** ``::`` at the start of a line (after whitespace) becomes
   ``:\\:``, and every ``##[`` becomes ``#\\#[`` (:func:`neutral`); each renderer also
   passes its whole document through :func:`neutral`, so text it composed from two
@@ -24,6 +27,8 @@ What every renderer guarantees, through this module:
 
 Each renderer then escapes what its own format needs (XML's forbidden characters in
 JUnit, Markdown punctuation and HTML, workflow-command ``%`` escapes in annotations).
+Markdown also needs :func:`unlinked`: GitHub turns a URL, ``www.`` or an e-mail
+address in plain text into a link (GFM's autolink extension), inside ``<code>`` too.
 """
 
 from __future__ import annotations
@@ -81,8 +86,47 @@ def split_lines(text) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_values(value):
+    """``value`` (the dicts, lists and strings of a report) with every lone surrogate
+    (``"\\ud800"`` from an exception message; not a character, and ``jq`` refuses the
+    ``\\ud800`` escape JSON would write for it) replaced by U+FFFD, the replacement
+    character, as a strict UTF-8 decoder does; a surrogate pair written as two code
+    points becomes its one character. Anything else is returned as it is."""
+    if isinstance(value, str):
+        if not _SURROGATE.search(value):
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {json_values(k): json_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_values(v) for v in value]
+    return value
+
+
 def json_safe(document: str) -> str:
     """A JSON document whose ``##[`` (only ever inside a string) are written
     ``\\u0023#[``: the same values once parsed, no command for the runner. (An indented
     document's lines start with a quote or a bracket, never with ``::``.)"""
     return document.replace(_V1, "\\u0023#[")
+
+
+# What GFM's autolink extension links in text (cmark-gfm's autolink.c): a scheme before
+# "://" (http, https, ftp; any other is broken too), "www." at a word's start, an e-mail
+# address (its "@" with a local part before it), and mailto: / xmpp:; javascript:,
+# vbscript: and data: are broken as well, though GFM links none of them.
+_SCHEME = re.compile(r"(?i)([a-z][a-z0-9+.\-]*(?=://)|\b(?:mailto|xmpp|javascript|vbscript"
+                     r"|data)(?=:)|www(?=\.))")
+#: a zero-width space as an HTML entity: invisible once rendered, plain ASCII in the file
+ZERO_WIDTH = "&#8203;"
+
+
+def unlinked(text: str, mark: str = ZERO_WIDTH) -> str:
+    """``text`` (already escaped for Markdown and HTML) with ``mark`` after every URL
+    scheme and ``www`` that GitHub would link, and before every ``@``: it reads the
+    same once rendered, and GitHub links none of it (``http&#8203;://evil.com``,
+    ``www&#8203;.evil.com``, ``a&#8203;@evil.com``). Bare domains (``evil.com``) are
+    not linked by GitHub, and stay as they are."""
+    return _SCHEME.sub(lambda m: m.group(1) + mark, text).replace("@", mark + "@")
