@@ -144,6 +144,10 @@ def _cmd_bench(args) -> int:
         print("gradcheck: error: " + ("--jobs must be 0 or more" if args.jobs < 0 else
                                       "--seeds must be 1 or more"), file=sys.stderr)
         return ExitCode.USAGE
+    confined = _bench_out_problem(args.out)
+    if confined:
+        print(f"gradcheck: error: --out {confined}", file=sys.stderr)
+        return ExitCode.USAGE
     measured = tuple(s for s in SECTIONS if s in wanted)
     if measured:
         code = bench_main(args.out, quick=args.quick, sections=measured)
@@ -170,6 +174,28 @@ def _cmd_bench(args) -> int:
         js, md = sweep.save(found, args.out)
         print(f"saved {js} and {md}")
     return ExitCode.OK
+
+
+# what the bench writes in --out: each judged, as a link there could lead elsewhere
+BENCH_FILES = ("bench.json", "bench.md", "verdicts.json", "verdicts.md", "sweep.json",
+               "sweep.md")
+
+
+def _bench_out_problem(out: str) -> str:
+    """Why the bench may not write in the folder ``out`` ("" when it may): it and each
+    of its files resolve inside the project, outside .git/ and .github/."""
+    from pathlib import Path
+
+    from .confine import write_problem
+    from .project import project_root
+    from .report.text import one_line
+
+    root = project_root()
+    for path in (Path(out), *(Path(out) / name for name in BENCH_FILES)):
+        problem = write_problem(path, root)
+        if problem:
+            return one_line(problem)
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:
