@@ -9,18 +9,20 @@ dangling link by where it points), never by how it is written: inside the projec
 (:func:`gradcheck.project.project_root` of the current folder), and outside its
 ``.git/`` and ``.github/`` at any depth, where git hooks, git's config and workflows are
 code that later steps run. The process's own streams and the sinks that keep nothing
-(``/dev/stdout``, ``/dev/stderr``, ``/dev/null``, ``/dev/full``) are allowed by name:
-writing there replaces no file. The job summary and the kernel cache are gradcheck's
-own files outside the project, and are not judged here."""
+(``/dev/stdout``, ``/dev/stderr``, ``/dev/null``, ``/dev/full``) are allowed by name,
+and so is a link to one of the sinks: writing there replaces no file. The job summary
+and the kernel cache are gradcheck's own files outside the project, and are not judged
+here."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-__all__ = ["STREAMS", "GUARDED", "outside", "write_problem"]
+__all__ = ["STREAMS", "SINKS", "GUARDED", "outside", "write_problem"]
 
 STREAMS = frozenset({"/dev/stdout", "/dev/stderr", "/dev/null", "/dev/full"})
+SINKS = frozenset({"/dev/null", "/dev/full"})   # allowed where a link leads there too
 GUARDED = (".git", ".github")   # compared case-folded: .GIT is .git on macOS
 
 
@@ -51,7 +53,8 @@ def _how(path: str | Path, real: Path) -> str:
 def write_problem(path: str | Path, root: Path) -> str:
     """Why gradcheck may not write ``path`` ("" when it may): see the module's
     docstring. Checked before anything is made there, a probe file included."""
-    if os.path.normpath(os.path.abspath(path)) in STREAMS:
+    if (os.path.normpath(os.path.abspath(path)) in STREAMS
+            or os.path.realpath(path) in SINKS):   # a link to /dev/null keeps nothing
         return ""
     problem = outside(path, root)
     if problem:

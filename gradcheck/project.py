@@ -39,21 +39,28 @@ def project_root(start: str | Path | None = None) -> Path:
     holding a ``pyproject.toml`` or a ``.git``, else the current folder. The one
     definition: where an op module may be found, where a run may write, which
     pyproject's ``allow-op-modules`` count."""
+    return _marked(start) or Path.cwd().resolve()
+
+
+def _marked(start: str | Path | None) -> Path | None:
+    """:func:`project_root` without its fallback: None where no folder is marked."""
     here = Path(start).resolve() if start else Path.cwd().resolve()
     if not here.is_dir():
         here = here.parent
     for folder in (here, *here.parents):
         if (folder / "pyproject.toml").exists() or (folder / ".git").exists():
             return folder
-    return Path.cwd().resolve()
+    return None
 
 
 def root_settings(start: str | Path | None = None) -> Settings:
     """The settings of the project root's own ``pyproject.toml`` (see
-    :func:`project_root`; ``Settings()`` when the root holds none): never those of a
-    pyproject.toml nested nearer ``start``, nor of one above the root."""
-    pyproject = project_root(start) / "pyproject.toml"
-    return settings(pyproject) if pyproject.is_file() else Settings()
+    :func:`project_root`; ``Settings()`` when the root holds none, or no folder above
+    ``start`` is a project's): never those of a pyproject.toml nested nearer
+    ``start``, nor of one above the root."""
+    root = _marked(start)
+    pyproject = root / "pyproject.toml" if root else None
+    return settings(pyproject) if pyproject and pyproject.is_file() else Settings()
 
 
 def pyproject_above(start: str | Path | None = None) -> Path | None:
