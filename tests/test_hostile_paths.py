@@ -156,7 +156,8 @@ def test_the_root_pyprojects_patterns_count_and_a_nested_ones_do_not(tmp_path):
     assert f"add allow-op-modules = [\"numpy\"] under [tool.gradcheck] in " \
            f"{project / 'pyproject.toml'}" in refused.stdout
     # the same pattern in the root's pyproject lets the module through
-    (project / "pyproject.toml").write_text('[tool.gradcheck]\nallow-op-modules = ["numpy"]\n')
+    (project / "pyproject.toml").write_text(
+        '[tool.gradcheck]\nallow-op-modules = ["numpy"]\n')
     allowed = gradcheck(places, "run", "cases/sub/n.toml")
     assert "refused" not in allowed.stdout, allowed.stdout
 
@@ -205,7 +206,26 @@ def test_write_problem_judges_the_resolved_path(tmp_path):
     root = tmp_path / "p"
     (root / "sub").mkdir(parents=True)
     assert write_problem(root / "sub" / "r.xml", root) == ""
-    assert write_problem("/dev/stdout", root) == "" and write_problem("/dev/stderr", root) == ""
+    for stream in ("/dev/stdout", "/dev/stderr", "/dev/null"):
+        assert write_problem(stream, root) == ""
     assert "outside the project root" in write_problem(root / ".." / "x", root)
     assert "outside the project root" in write_problem("/dev/sda", root)
     assert "is under .git/" in write_problem(root / "sub" / ".git" / "x", root)
+
+
+def test_the_pytest_plugins_report_stays_in_the_project(tmp_path):
+    # addopts in a pull request's pyproject.toml can set --gradcheck-report
+    places = layout(tmp_path)
+    project, bashrc = places["project"], places["home"] / ".bashrc"
+    (project / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    before = snapshot(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env.update(HOME=str(places["home"]), PYTHONPATH=str(ROOT))
+    # the plugin comes in by its entry point, as in any project that installs gradcheck
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"--gradcheck-report={bashrc}", "test_nothing.py"],
+                          cwd=project, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert f"--gradcheck-report: {bashrc} is outside the project root" in done.stderr
+    assert snapshot(tmp_path) == before
