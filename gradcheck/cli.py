@@ -148,6 +148,10 @@ def _cmd_bench(args) -> int:
     if problem:
         print(f"gradcheck: error: {problem}", file=sys.stderr)
         return ExitCode.USAGE
+    confined = _bench_out_problem(args.out)
+    if confined:
+        print(f"gradcheck: error: --out {confined}", file=sys.stderr)
+        return ExitCode.USAGE
     measured = tuple(s for s in SECTIONS if s in wanted)
     if measured:
         code = bench_main(args.out, quick=args.quick, sections=measured)
@@ -179,6 +183,28 @@ def _cmd_bench(args) -> int:
 _TOO_DEEP = ("an argument nests too deeply to be read (RecursionError: Python's "
              "recursion limit was reached): write it with fewer nested brackets or "
              "parentheses")
+
+
+# what the bench writes in --out: each judged, as a link there could lead elsewhere
+BENCH_FILES = ("bench.json", "bench.md", "verdicts.json", "verdicts.md", "sweep.json",
+               "sweep.md")
+
+
+def _bench_out_problem(out: str) -> str:
+    """Why the bench may not write in the folder ``out`` ("" when it may): it and each
+    of its files resolve inside the project, outside .git/ and .github/."""
+    from pathlib import Path
+
+    from .confine import write_problem
+    from .project import project_root
+    from .report.text import one_line
+
+    root = project_root()
+    for path in (Path(out), *(Path(out) / name for name in BENCH_FILES)):
+        problem = write_problem(path, root)
+        if problem:
+            return one_line(problem)
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:

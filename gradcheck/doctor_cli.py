@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from .op_patterns import argument as _pattern
+
 HEALTHY, FINDINGS = 0, 1   # the exit codes; 2 (a factory error) is cli.main's
 
 
@@ -26,8 +28,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                         "batch, and optionally optimizer, train_step, frozen")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--allow-op-module", action="append", default=[], metavar="PATTERN",
+                   type=_pattern,
                    help="an installed module the factory may come from (fnmatch "
-                        "pattern; by default only files of the project)")
+                        "pattern; by default only files of the project; one that admits "
+                        "the standard library, such as * or os, is refused)")
 
 
 def command(args) -> int:

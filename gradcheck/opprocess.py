@@ -165,7 +165,7 @@ class OpProcess:
 
     def _ended(self, poll: bool = False) -> str:
         """How the process ended, in words ('' while it runs)."""
-        from .worker import how_ended
+        from .processes import how_ended
 
         if not self.pid:
             return ""

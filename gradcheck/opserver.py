@@ -18,9 +18,10 @@ import signal
 import sys
 import traceback
 
-import numpy as np
 
 from . import wire
+from .backends.op_calls import backward_method
+from .backends.storage import describe, plain
 
 #: environment variables an op's process never sees: the CI's control files and
 #: tokens (GitHub Actions reads GITHUB_ENV, GITHUB_OUTPUT, GITHUB_PATH,
@@ -37,10 +38,10 @@ def controlled(name: str) -> bool:
 
 def become_apart(channel: int, capture: int, judge: int) -> None:
     """Make this freshly forked process the op's own (see the module's docstring)."""
-    from .worker import _die_with
+    from .processes import die_with
 
     os.setpgid(0, 0)   # its own group: the judge kills what the op started with it
-    _die_with(judge)
+    die_with(judge)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)   # (the judge's handlers are not the op's)
     null = os.open(os.devnull, os.O_RDONLY)
@@ -110,9 +111,10 @@ class Server:
         self.outs: tuple = ()
 
     def info(self) -> dict:
-        from .opcheck.shapes import argument_count
+        from .backends.op import arguments
+        from .backends.op_calls import argument_count
 
-        positional, keywords = _arguments(self.case)
+        positional, keywords = arguments(self.case)
         return {"name": str(self.kind.name), "engine": bool(self.kind.engine),
                 "function": bool(self.kind.function),
                 "count": argument_count(self.kind.obj, positional, keywords)}
@@ -165,89 +167,6 @@ class Server:
                 "again": [plain(y) for y in runner.forward(runner.leaves(point))]}
 
     def call_double(self, vs: list, us: dict) -> dict:
-        from .opcheck.double import obtained
+        from .backends.op_calls import second_derivatives
 
-        return {"got": obtained(self.runner, self.leaves, vs, us)}
-
-    def call_layout(self, point: dict, vs: list, layout: str) -> dict:
-        from .opcheck.layout import run_layout
-
-        return run_layout(self.runner, point, vs, layout)
-
-
-def _arguments(case) -> tuple[list, list]:
-    from .backends.op import arguments
-
-    return arguments(case)
-
-
-def backward_method(runner, leaves: dict, outs: tuple, vs: list) -> dict:
-    """vᵀJ as training takes it, accumulated into the leaves' ``.grad``: a single
-    output's own ``.backward(v)`` (a method a tensor subclass may override), several
-    outputs' in one ``torch.autograd.backward`` (their cotangents together, as one
-    loss of all of them sends them)."""
-    import torch
-
-    wanted = runner.wanted
-    for n in wanted:
-        leaves[n].grad = None
-    pairs = [(y, runner.tensor(v)) for y, v in zip(outs, vs)
-             if getattr(y, "requires_grad", False)]
-    if len(pairs) == 1:
-        pairs[0][0].backward(pairs[0][1], retain_graph=True)
-    elif pairs:
-        torch.autograd.backward([y for y, _ in pairs], [v for _, v in pairs],
-                                retain_graph=True)
-    return {n: leaves[n].grad for n in wanted}
-
-
-def _base(t):
-    """``t`` as a plain ``torch.Tensor`` sharing its storage, reached without calling
-    anything a subclass defines (its ``detach``, ``__torch_function__``)."""
-    import torch
-
-    with torch._C.DisableTorchFunctionSubclass():
-        return torch.Tensor.as_subclass(torch.Tensor.detach(t), torch.Tensor)
-
-
-def plain(t):
-    """What the op handed back, as a float64 (complex128 where complex) array read from
-    its storage; None stays None; a number or an engine Tensor, its values."""
-    if t is None:
-        return None
-    if _is_torch(t):
-        import torch
-
-        base = _base(t)
-        wide = torch.complex128 if base.is_complex() else torch.float64
-        return base.cpu().to(wide).numpy().copy()
-    from .dtypes import to_numpy
-
-    return np.asarray(to_numpy(t))
-
-
-def describe(t) -> dict | None:
-    """A gradient (or input) as op.shapes needs it: its type, shape, dtype, device and
-    values (None where they cannot be read: a tensor on the meta device); None stays
-    None."""
-    if t is None:
-        return None
-    if not hasattr(t, "shape"):
-        return {"kind": "other", "type": type(t).__name__}
-    if _is_torch(t):
-        base = _base(t)
-        dtype, device = str(base.dtype), str(base.device)
-    else:
-        dtype = str(np.dtype(getattr(t, "dtype", np.float64)))
-        device = str(t.device) if hasattr(t, "device") else None
-    try:
-        values = plain(t)
-    except Exception:   # (no data to read: the shape and dtype still say enough)
-        values = None
-    return {"kind": "tensor", "type": type(t).__name__, "shape": list(map(int, t.shape)),
-            "dtype": dtype, "device": device, "values": values}
-
-
-def _is_torch(t) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(t, torch.Tensor)
+        return {"got": second_derivatives(self.runner, self.leaves, vs, us)}

@@ -78,9 +78,22 @@ def pytest_configure(config: pytest.Config) -> None:
         path = Path(report).expanduser()
         if not path.is_absolute():
             path = Path(config.invocation_params.dir) / path
+        _confined(path, Path(config.invocation_params.dir))
         state.reporter = _Reporter(config, path)
         config.pluginmanager.register(state.reporter, "gradcheck-reporter")
     config.stash[_STATE] = state
+
+
+def _confined(path: Path, start: Path) -> None:
+    """Raise pytest's usage error where ``--gradcheck-report`` would write outside the
+    project pytest runs in (see :mod:`gradcheck.confine`): addopts in a pyproject.toml
+    can set it, and a pull request can change that file."""
+    from .confine import write_problem
+    from .project import project_root
+
+    problem = write_problem(path, project_root(start))
+    if problem:
+        raise pytest.UsageError(f"--gradcheck-report: {problem}")
 
 
 def _state(config: pytest.Config) -> _State:

@@ -16,7 +16,8 @@ from typing import Any
 
 from .errors import CaseFileError
 
-__all__ = ["Settings", "SettingsError", "pyproject_above", "settings", "string_list"]
+__all__ = ["Settings", "SettingsError", "project_root", "pyproject_above", "root_settings",
+           "settings", "string_list"]
 
 
 class SettingsError(CaseFileError):
@@ -30,6 +31,36 @@ class Settings:
 
     path: Path | None = None
     table: dict[str, Any] = field(default_factory=dict)
+
+
+def project_root(start: str | Path | None = None) -> Path:
+    """The project's root folder, resolved: the nearest folder at or above ``start`` (a
+    folder; a file's folder when it is none; the current folder when None or "")
+    holding a ``pyproject.toml`` or a ``.git``, else the current folder. The one
+    definition: where an op module may be found, where a run may write, which
+    pyproject's ``allow-op-modules`` count."""
+    return _marked(start) or Path.cwd().resolve()
+
+
+def _marked(start: str | Path | None) -> Path | None:
+    """:func:`project_root` without its fallback: None where no folder is marked."""
+    here = Path(start).resolve() if start else Path.cwd().resolve()
+    if not here.is_dir():
+        here = here.parent
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").exists() or (folder / ".git").exists():
+            return folder
+    return None
+
+
+def root_settings(start: str | Path | None = None) -> Settings:
+    """The settings of the project root's own ``pyproject.toml`` (see
+    :func:`project_root`; ``Settings()`` when the root holds none, or no folder above
+    ``start`` is a project's): never those of a pyproject.toml nested nearer
+    ``start``, nor of one above the root."""
+    root = _marked(start)
+    pyproject = root / "pyproject.toml" if root else None
+    return settings(pyproject) if pyproject and pyproject.is_file() else Settings()
 
 
 def pyproject_above(start: str | Path | None = None) -> Path | None:

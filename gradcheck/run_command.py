@@ -10,6 +10,7 @@ import os
 import sys
 
 from .exit_codes import ExitCode, exit_code
+from .op_patterns import argument as _pattern
 
 __all__ = ["add_parser", "command", "IN_PROCESS"]
 
@@ -85,10 +86,12 @@ def _selection(run: argparse.ArgumentParser, dtypes) -> None:
                           "within float32's tolerance) fails, as strict = true in a case "
                           "does; without it, it passes with a warning (--no-strict)")
     run.add_argument("--allow-op-module", action="append", default=[], metavar="PATTERN",
+                     type=_pattern,
                      help="let a case's op come from the installed modules PATTERN names "
                           "(fnmatch on the dotted name: torch, mypkg.*; repeatable; added "
                           "to [tool.gradcheck] allow-op-modules); without it, only "
-                          "modules that are files of the project")
+                          "modules that are files of the project; a pattern that admits "
+                          "the standard library (*, o*, os, subprocess) is refused")
     run.add_argument("--witness", action="append", choices=witness_names(),
                      help="only these witnesses (repeatable)")
 

@@ -10,7 +10,11 @@ decides (``--exit-zero``, ``-k``, ``--device``) is no key: it belongs on that CI
 command line, not in every run of the project.
 
 An unknown key or a value of the wrong type is a :class:`~gradcheck.project.
-SettingsError` naming the pyproject.toml, the key and what it expects (exit 2)."""
+SettingsError` naming the pyproject.toml, the key and what it expects (exit 2); so is an
+``allow-op-modules`` pattern that would admit the standard library
+(:mod:`gradcheck.op_patterns`) and a configured path that resolves outside the project
+(:mod:`gradcheck.confine`; report paths are judged with the command line's, in
+:func:`gradcheck.run_output.report_problem`)."""
 
 from __future__ import annotations
 
@@ -152,6 +156,48 @@ def check(found: Settings) -> None:
         if not spec.check(value):
             raise SettingsError(f"[tool.gradcheck] {key} must be {spec.expects()}, got "
                                 f"{value!r}", file=str(found.path))
+    _vet_patterns(found)
+
+
+def _vet_patterns(found: Settings) -> None:
+    """Raise :class:`SettingsError` for an ``allow-op-modules`` pattern that would admit
+    the standard library (see :mod:`gradcheck.op_patterns`)."""
+    from .op_patterns import problem
+
+    for pattern in found.table.get("allow-op-modules", []):
+        why = problem(pattern)
+        if why:
+            raise SettingsError(f"[tool.gradcheck] allow-op-modules: {why}",
+                                file=str(found.path))
+
+
+def _configured_paths(found: Settings) -> list[str]:
+    """The table's ``paths``, as the current folder reaches them (see :func:`_relative`).
+
+    Raises:
+        SettingsError: one resolves (links followed) outside the project root, or does
+            not exist. A path on the command line is the user's to choose; one of the
+            table is the project's, which a pull request may change, so ``/``,
+            ``/usr`` or ``../other`` would run other projects' files and op modules.
+    """
+    from .confine import outside
+    from .project import project_root
+
+    paths = [_relative(found, p) for p in found.table.get("paths", [])]
+    root = project_root()
+    for path in paths:
+        problem = outside(path, root)
+        if problem:
+            raise SettingsError(f"[tool.gradcheck] paths: {problem}: the configured "
+                                "paths stay in the project, whose pyproject a pull request "
+                                "may change (a PATH on the command line may lie anywhere)",
+                                file=str(found.path))
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:   # said as the table's, not as a path the user typed
+        raise SettingsError(f"[tool.gradcheck] paths: {missing[0]} does not exist "
+                            f"(paths are relative to {found.path.parent})",
+                            file=str(found.path))
+    return paths
 
 
 def _relative(found: Settings, given: str) -> str:
@@ -189,12 +235,7 @@ def merge(args, found: Settings) -> None:
                 value = parse_size(value)
             setattr(args, spec.attr, value)
     if not args.paths:
-        args.paths = [_relative(found, p) for p in table.get("paths", [])]
-        missing = [p for p in args.paths if not Path(p).exists()]
-        if missing:   # said as the table's, not as a path the user typed
-            raise SettingsError(f"[tool.gradcheck] paths: {missing[0]} does not exist "
-                                f"(paths are relative to {found.path.parent})",
-                                file=str(found.path))
+        args.paths = _configured_paths(found)
     given = [Report(args.format or "text", args.output, "--output")] if args.output else []
     given += [Report(fmt, path, "--report") for fmt, path in args.report or ()]
     configured = [Report(*parse_report(r), f"{found.path}: [tool.gradcheck] reports")

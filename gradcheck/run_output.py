@@ -41,13 +41,16 @@ def report_problem(reports) -> str:
     """Why one of ``reports`` (:class:`~gradcheck.run_config.Report`) could not be
     written ("" when each can), checked before the run so that no report is lost at
     its end: a path that cannot be written, or two reports to the same file."""
+    from .confine import write_problem
     from .io import output_problem
+    from .project import project_root
 
     seen: dict[str, object] = {}
-    summary = step_summary_file()
+    summary, root = step_summary_file(), project_root()
     for r in reports:
-        try:
-            problem = output_problem(r.path) or _replaces_a_source(r.path, summary)
+        try:   # confined first: output_problem makes a probe file in the folder
+            problem = (write_problem(r.path, root) or output_problem(r.path)
+                       or _replaces_a_source(r.path, summary))
         except OSError as exc:   # a name the system refuses to look up (ENAMETOOLONG)
             from .cli_values import shown
 
@@ -83,6 +86,11 @@ def _replaces_a_source(path: str, summary: str) -> str:
         return (f"{path} exists and is a source file ({target.suffix}), not a report: a "
                 "report would replace it; write reports to files of their own, e.g. "
                 "under reports/")
+    real = Path(os.path.realpath(target))   # a link's target is what would be replaced
+    if real.suffix.lower() in SOURCES and real.is_file():
+        return (f"{path} is a link to {real}, a source file ({real.suffix}), not a "
+                "report: a report would replace it; write reports to files of their "
+                "own, e.g. under reports/")
     return ""
 
 
@@ -105,6 +113,8 @@ class _Rendered:
 def publish(args, result) -> list[str]:
     """Write ``result``'s reports (see the module's docstring); why each report that
     could not be written was not (empty when all were)."""
+    from .confine import write_problem
+    from .project import project_root
     from .report.text import one_line
 
     rendered = _Rendered(result, args.verbose)
@@ -123,7 +133,13 @@ def publish(args, result) -> list[str]:
             print(line, file=aside)
     unwritten = []
     sys.stdout.flush()   # before a report that goes to /dev/stdout, after the text
+    root = project_root()
     for r in args.reports:
+        # judged again: a link may have been put there while the cases ran
+        moved = write_problem(r.path, root)
+        if moved:
+            unwritten.append(f"the {r.fmt} report was not written: {one_line(moved)}")
+            continue
         try:
             _write(r.path, rendered(r.fmt))
         except OSError as exc:   # checked before the run, yet a disk fills (/dev/full)

@@ -29,7 +29,10 @@ def quick(tmp_path_factory):
     """One ``gradcheck bench --quick`` run: (json, markdown, stdout, stderr)."""
     out = tmp_path_factory.mktemp("bench")
     stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+    # run from there: the bench writes only inside the project it runs in
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
+            pytest.MonkeyPatch.context() as mp:
+        mp.chdir(out)
         assert main(["bench", "--quick", "--out", str(out)]) == 0
     return (json.loads((out / "bench.json").read_text(encoding="utf-8")),
             (out / "bench.md").read_text(encoding="utf-8"), stdout.getvalue(),

@@ -387,7 +387,8 @@ def test_filtering_does_not_change_a_cases_results(capsys, passing):
 # --------------------------------------------------------------------------- --output
 
 @pytest.mark.parametrize("fmt", ["json", "text"])
-def test_output_writes_the_report_atomically(capsys, passing, tmp_path, fmt):
+def test_output_writes_the_report_atomically(capsys, passing, tmp_path, fmt, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     folder = tmp_path / "reports" / "nested"
     target = folder / f"report.{fmt}"
     code, out, _ = gc(capsys, "run", passing, "--format", fmt, "--output", target)
@@ -406,7 +407,8 @@ def test_output_writes_the_report_atomically(capsys, passing, tmp_path, fmt):
     assert out.splitlines()[-1] == f"report written to {target} ({fmt})"
 
 
-def test_output_replaces_an_existing_report(capsys, passing, tmp_path):
+def test_output_replaces_an_existing_report(capsys, passing, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     target = tmp_path / "out" / "r.json"
     target.parent.mkdir()
     target.write_text("old", encoding="utf-8")
@@ -417,7 +419,8 @@ def test_output_replaces_an_existing_report(capsys, passing, tmp_path):
     assert [p.name for p in target.parent.iterdir()] == ["r.json"]
 
 
-def test_output_with_failures_keeps_exit_code(capsys, tmp_path):
+def test_output_with_failures_keeps_exit_code(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     path = write(tmp_path, "f.toml", EXPECT_FAIL)
     target = tmp_path / "r.json"
     code, out, _ = gc(capsys, "run", path, "--format", "json", "--output", target)

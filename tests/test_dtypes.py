@@ -183,7 +183,8 @@ def test_case_files_reject_other_dtypes_naming_the_four(tmp_path):
     assert "float64, float32, float16, bfloat16" in str(errors[0])
 
 
-def test_cli_runs_float16_and_the_json_shows_skipped_witnesses(tmp_path):
+def test_cli_runs_float16_and_the_json_shows_skipped_witnesses(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     path = _write(tmp_path, """
         [[case]]
         name = "square"

@@ -55,7 +55,8 @@ def gradcheck(*args: str) -> list[str]:
     return [sys.executable, "-m", "gradcheck", "run", *args]
 
 
-def test_each_hostile_op_costs_only_its_case(tmp_path):
+def test_each_hostile_op_costs_only_its_case(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     out = tmp_path / "report.json"
     done = subprocess.run(gradcheck(str(CRASHES), "--timeout", "2", "--format", "json",
                                     "--output", str(out)),
@@ -72,8 +73,10 @@ def test_each_hostile_op_costs_only_its_case(tmp_path):
     assert "incomplete" not in report["summary"]
 
 
-def test_in_process_an_op_raising_systemexit_or_keyboardinterrupt_is_its_case(tmp_path):
+def test_in_process_an_op_raising_systemexit_or_keyboardinterrupt_is_its_case(tmp_path,
+                                                                            monkeypatch):
     # no worker here: the run itself must not end (exit 0, no report) or stop
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     for name in ("system-exit", "keyboard-interrupt", "first-passes"):
         out = tmp_path / f"{name}.json"
         code = main(["run", str(CRASHES), "-k", name, "--in-process", "--format", "json",
@@ -85,8 +88,10 @@ def test_in_process_an_op_raising_systemexit_or_keyboardinterrupt_is_its_case(tm
         assert code == (ExitCode.OK if status == "passed" else ExitCode.MISMATCH)
 
 
-def test_in_process_a_real_sigint_stops_the_run_and_keeps_what_finished(tmp_path, capsys):
+def test_in_process_a_real_sigint_stops_the_run_and_keeps_what_finished(tmp_path, capsys,
+                                                                        monkeypatch):
     # the second case's op sends SIGINT to this very process, as a Ctrl-C would
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     out = tmp_path / "report.json"
     handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     code = main(["run", str(HOSTILE / "self_interrupt.toml"), "--in-process",
@@ -174,7 +179,8 @@ def _alive(pid: int, start: str) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("signum, jobs", [(signal.SIGINT, "1"), (signal.SIGTERM, "2")])
 def test_a_signal_half_way_leaves_an_incomplete_report_and_no_worker(tmp_path, signum,
-                                                                    jobs):
+                                                                    jobs, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     marks = tmp_path / "marks"
     marks.mkdir()
     out = tmp_path / "report.json"
@@ -216,7 +222,8 @@ def test_a_signal_half_way_leaves_an_incomplete_report_and_no_worker(tmp_path, s
 
 # --------------------------------------------------------------------------- --output
 
-def test_a_bad_output_is_a_usage_error_before_any_case_runs(tmp_path, capsys):
+def test_a_bad_output_is_a_usage_error_before_any_case_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     marks = tmp_path / "marks"
     marks.mkdir()
     (tmp_path / "file").write_text("x")
@@ -225,7 +232,7 @@ def test_a_bad_output_is_a_usage_error_before_any_case_runs(tmp_path, capsys):
         under_a_file = tmp_path / "file" / "report.json"
         for output, words in [(tmp_path, "is a folder"),
                               (under_a_file, "is a file, not a folder"),
-                              (Path("/proc/report.json"), "cannot write in /proc")]:
+                              (Path("/proc/report.json"), "outside the project root")]:
             assert main(["run", str(SLOW), "-k", "slow-1", "--output", str(output)]) == \
                 ExitCode.USAGE
             assert words in capsys.readouterr().err
@@ -236,7 +243,8 @@ def test_a_bad_output_is_a_usage_error_before_any_case_runs(tmp_path, capsys):
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes in any folder")
-def test_a_folder_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
+def test_a_folder_that_cannot_be_written_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
     assert main(["run", str(SLOW), "-k", "slow-1", "--output",
@@ -289,7 +297,8 @@ def test_devices_fifos_and_stream_names_are_written_to_not_replaced(tmp_path, ca
     assert link.is_symlink() and target.read_text() == "new"
 
 
-def test_a_full_device_is_an_error_and_stays_a_device(tmp_path, capsys):
+def test_a_full_device_is_an_error_and_stays_a_device(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     full = tmp_path / "full"
     full.symlink_to("/dev/full")
     code = main(["run", str(HOSTILE / "self_interrupt.toml"), "-k", "before",

@@ -115,9 +115,15 @@ for spec in ("this:s", "os:spawnl", "subprocess:run"):   # here, whatever run() 
 cases = {c.name: [c.status, c.error_kind, c.message]
          for c in gradcheck.run([corpus], timeout=None).cases}
 imported = "this" in sys.modules
-# the same corpus case with os allowed: it really runs /bin/sh (the corpus is live)
+# a pattern that admits os is itself refused (gradcheck.op_patterns) ...
+(os_allowed,) = gradcheck.run([corpus + "/spawnl.toml"], timeout=None,
+                              allow_op_modules=["os"]).cases
+# ... and with that check turned off here, the same case really runs /bin/sh (the
+# corpus is live)
+import gradcheck.op_patterns
+gradcheck.op_patterns.problem = lambda pattern: ""
 gradcheck.run([corpus + "/spawnl.toml"], timeout=None, allow_op_modules=["os"])
-print(json.dumps({"cases": cases, "this": imported}))
+print(json.dumps({"cases": cases, "this": imported, "os": os_allowed.message}))
 """
 
 
@@ -135,7 +141,8 @@ def test_every_hostile_op_is_refused_imports_nothing_and_runs_nothing(tmp_path):
     assert allowed.error_kind == "case" and "--allow-op-module torch " in allowed.message
     assert len([n for n in cases if n.startswith("fine-")]) == 6
     assert_refusals(cases)
-    # only the allowed run wrote a marker
+    assert "allow pattern 'os' would admit the standard library's 'os'" in out["os"]
+    # only the run with the pattern check turned off wrote a marker
     assert sorted(p.name for p in tmp_path.glob(MARKERS)) == ["hostile_ops_marker_spawnl"]
 
 

@@ -119,7 +119,8 @@ def test_dask_gives_the_serial_verdicts(two):
     assert verdicts(result) == EXPECTED
 
 
-def test_cli_serial_and_jobs_agree(two, tmp_path, capsys):
+def test_cli_serial_and_jobs_agree(two, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     reports = {}
     for jobs in ("1", "2"):
         out = tmp_path / f"report-{jobs}.json"

@@ -159,6 +159,7 @@ def test_jobs_dead_or_stuck_worker_costs_only_its_case(tmp_path, monkeypatch, ca
     # "loops" is stopped by the time limit inside its worker (SIGALRM); "deaf" blocks
     # SIGALRM, so the parent kills its worker once the limit and a grace period have
     # passed; "killed" kills its worker, and "after" then runs in a new one
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     monkeypatch.setattr(pool, "KILL_GRACE", 0.5)
     names = ["loops", "deaf", "before", "square-op", "broken", "killed", "after"]
     path = write_crashes(tmp_path, "crash_jobs", names)
@@ -202,9 +203,10 @@ def test_dask_report_equals_serial(cluster, serial):
     same(plain(run(**SUBSET, scheduler=cluster.scheduler_address)), serial)
 
 
-def test_dask_dead_or_stuck_worker_costs_only_its_case(cluster, tmp_path):
+def test_dask_dead_or_stuck_worker_costs_only_its_case(cluster, tmp_path, monkeypatch):
     # a case running past its limit in a worker's thread (where SIGALRM cannot reach)
     # is stopped too
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     names = ["before", "exits", "square-op", "broken", "loops", "after"]
     path = write_crashes(tmp_path, "crash_dask", names)
     out = tmp_path / "report.json"
@@ -315,7 +317,8 @@ def deep_case_file(folder: Path, depth: int) -> Path:
     return path
 
 
-def test_a_deep_formula_runs_under_jobs(tmp_path):
+def test_a_deep_formula_runs_under_jobs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     path = deep_case_file(tmp_path, 400)
     reports = {}
     for jobs in ("1", "2"):

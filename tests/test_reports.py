@@ -445,6 +445,7 @@ def test_cli_annotations_follow_the_text_report_with_output(capsys, failing, mon
                                                              tmp_path):
     """With --output (as --report junit:FILE) the text report stays on stdout: the
     annotations follow its summary, then the line that says where the report went."""
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     report = tmp_path / "reports" / "gradcheck.xml"
@@ -486,6 +487,7 @@ def test_cli_no_annotations_when_everything_passes(capsys, tmp_path, monkeypatch
 
 
 def test_cli_junit_output_end_to_end(capsys, tmp_path, failing, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     path = tmp_path / "fine.toml"
     path.write_text(PASSING, encoding="utf-8")

@@ -111,7 +111,10 @@ def saved(tmp_path_factory):
     for d in DTYPES:
         argv += ["--dtype", d]
     stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+    # run from there: the bench writes only inside the project it runs in
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), \
+            pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
         assert main(argv) == 0
     return (json.loads((out / "verdicts.json").read_text(encoding="utf-8")),
             (out / "verdicts.md").read_text(encoding="utf-8"), stdout.getvalue(),

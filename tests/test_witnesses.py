@@ -693,6 +693,7 @@ def test_importing_the_registry_imports_no_witness():
 def test_a_witness_added_to_the_registry_is_one_everywhere(monkeypatch, tmp_path):
     """An entry of the registry is a witness a case file may name, that --witness
     accepts, that runs in the dtypes it says, and whose tolerance rule judges it."""
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     from gradcheck import witnesses
     from gradcheck.cli import ExitCode, main
 

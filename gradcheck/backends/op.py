@@ -46,6 +46,7 @@ import numpy as np
 
 from ..dtypes import to_numpy, torch_dtype  # noqa: F401  (to_numpy: op checks use it)
 from ..errors import GradcheckError, describe_exception
+from ..project import project_root  # noqa: F401  (the one definition; op_folder's)
 
 class OpImportError(GradcheckError):
     """The op named by a case cannot be imported."""
@@ -59,14 +60,6 @@ class OpRefused(OpImportError):
 
 class OpDtypeError(GradcheckError):
     """The op cannot run in the case's dtype (an engine op in float16 or bfloat16)."""
-
-
-def project_root(case_file: str) -> Path:
-    here = Path(case_file).resolve().parent if case_file else Path.cwd()
-    for folder in (here, *here.parents):
-        if (folder / "pyproject.toml").exists() or (folder / ".git").exists():
-            return folder
-    return Path.cwd()
 
 
 def op_folder(module_name: str, case_file: str = "") -> Path | None:
@@ -147,9 +140,12 @@ def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
     the project, no pattern allowing it), importing nothing: a run's parent calls this
     before any worker starts. Returns the policy and the module's folder (None: an
     installed module a pattern allows). ``command``: the gradcheck command whose flag
-    the message names (``run``, ``doctor``); ``what``: what ``spec`` names, in it."""
+    the message names (``run``, ``doctor``); ``what``: what ``spec`` names, in it.
+    A pattern that would admit the standard library is refused too (see
+    :mod:`gradcheck.op_patterns`), whichever module ``spec`` names."""
     module_name = spec.partition(":")[0]
     policy = _Policy(spec, case_file, tuple(allowed))
+    policy.patterns(what)   # raises for a pattern too wide, before anything is found
     folder = op_folder(module_name, case_file)
     if folder is None and not policy.allows(module_name):
         searched = " and ".join(map(str, dict.fromkeys((policy.here,
@@ -157,34 +153,75 @@ def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
         raise OpRefused(f"{what} {spec!r} refused: module {module_name!r} is no file of this "
                         f"project (looked for under {searched}), and gradcheck imports no "
                         f"other module unless it is allowed. "
-                        f"{policy.how(module_name, command)}")
+                        f"{policy.how(module_name, command)}{policy.nested(module_name)}")
     return policy, folder
 
 
 class _Policy:
     """Which modules one op's spec may reach: the project's files, and the installed
-    modules that a pattern allows (read from the pyproject only when needed)."""
+    modules that a pattern allows (read from the pyproject only when needed).
+
+    The patterns are the given ones and those of the project root's own pyproject.toml
+    (:func:`gradcheck.project.root_settings`): the root of the run (the current
+    folder's) when the case file lies inside it, else the case file's own. A
+    pyproject.toml nested nearer the case file is a file any contributor may add beside
+    a case file, so its ``allow-op-modules`` are never read (a refusal says so); and a
+    pattern that would admit the standard library is refused wherever it comes from."""
 
     def __init__(self, spec: str, case_file: str, given: tuple[str, ...]):
         self.spec, self.case_file, self.given = spec, case_file, given
         self.here = Path(case_file).resolve().parent if case_file else Path.cwd()
         self._settings = None
+        self._patterns: tuple[str, ...] | None = None   # once vetted
 
     @property
     def settings(self):
-        from ..project import settings
+        from ..project import project_root, root_settings
 
         if self._settings is None:
-            self._settings = settings(self.here)
+            run = project_root()
+            inside = self.here.resolve().is_relative_to(run)
+            self._settings = root_settings(run if inside else self.here)
         return self._settings
 
-    def patterns(self) -> tuple[str, ...]:
+    def patterns(self, what: str = "op") -> tuple[str, ...]:
+        from ..op_patterns import problem
         from ..project import string_list
 
-        return (*self.given, *string_list(self.settings, ALLOW_KEY))
+        if self._patterns is not None:
+            return self._patterns
+        configured = string_list(self.settings, ALLOW_KEY)
+        for pattern, origin in [*((p, "given") for p in self.given),
+                                *((p, f"[tool.gradcheck] {ALLOW_KEY} of "
+                                      f"{self.settings.path}") for p in configured)]:
+            why = problem(pattern)
+            if why:
+                raise OpRefused(f"{what} {self.spec!r} refused: {why} (the pattern is "
+                                f"{origin})")
+        self._patterns = (*self.given, *configured)
+        return self._patterns
 
     def allows(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, p) for p in self.patterns())
+
+    def nested(self, name: str) -> str:
+        """A note for a refusal of module ``name`` that a nested pyproject.toml's
+        patterns would have allowed ("" when none would)."""
+        from ..project import settings, string_list
+
+        try:   # a nested file that cannot be read says nothing: it is not read anyway
+            near = settings(self.here)
+            patterns = string_list(near, ALLOW_KEY)
+        except GradcheckError:
+            return ""
+        if near.path is None or near.path == self.settings.path:
+            return ""
+        if not any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            return ""
+        root = self.settings.path or "the project root's pyproject.toml"
+        return (f" ({near.path} allows it, but that pyproject.toml is nested inside the "
+                f"project: its {ALLOW_KEY} are not read, since only the root's ({root}) "
+                f"may widen what a case file reaches)")
 
     def permitted(self, name: object, module: types.ModuleType) -> bool:
         """Whether the code of module ``name`` may be called: the op's own module, a

@@ -67,7 +67,9 @@ def run_cli(args: list[str], *, cache_dir: str, timeout: float,
             proc = subprocess.Popen(
                 [sys.executable, "-m", "gradcheck", "run", *args, "--format", "json",
                  "--output", str(out)], stdout=subprocess.DEVNULL, stderr=err,
-                env=_env(cache_dir, cache))
+                # run from the folder it writes in: a run writes only inside its project
+                # (gradcheck.confine), and the case paths it is given are absolute
+                env=_env(cache_dir, cache), cwd=tmp)
 
             def kill():
                 killed.set()

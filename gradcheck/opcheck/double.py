@@ -57,31 +57,6 @@ def _tolerance(case, dtype: str, point: dict, vs: list, us: dict, expected: dict
     return tolerance
 
 
-def obtained(runner, leaves: dict, vs: list, us: dict) -> dict:
-    """The op's second derivatives (``x.grad``, ``d/d grad_output{k}``) along the
-    directions ``us`` (one per input whose gradient is checked): run in the op's own
-    process (:meth:`gradcheck.opserver.Server.call_double`)."""
-    import torch
-
-    from ..opserver import plain
-
-    outs = runner.forward(leaves)
-    cotangents = [runner.tensor(v).requires_grad_(True) for v in vs]
-    grads = runner.vjp(leaves, outs, vs, create_graph=True, tensors=cotangents)
-    names = [n for n, g in grads.items() if g is not None and g.requires_grad]
-    targets = [leaves[n] for n in grads] + cotangents
-    if names:
-        second = torch.autograd.grad(
-            [grads[n] for n in names], targets,
-            grad_outputs=[runner.tensor(us[n]) for n in names], allow_unused=True)
-    else:
-        second = [None] * len(targets)
-    got = {f"{n}.grad": plain(g) for n, g in zip(grads, second)}
-    got.update({f"d/d grad_output{k}": plain(g)
-                for k, g in enumerate(second[len(grads):])})
-    return got
-
-
 def _exact(refs, point: dict, vs: list, us: dict) -> tuple[dict, dict]:
     """The exact second derivatives, and the magnitudes they are sums of."""
     expected, size = {}, {}

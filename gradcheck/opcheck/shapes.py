@@ -13,7 +13,6 @@ broadcasts to (summed back to it), another dtype (cast)."""
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 from ..compare import Finding
@@ -61,29 +60,6 @@ def shapes(raw: list | None, op: dict, case, leaves: dict, exact: dict,
             spec = case.input[a.input]
             found += _input(contract, spec, g, leaves[spec.name], exact)
     return [Finding(checked=1), *found]
-
-
-def argument_count(obj, positional: list, keywords: list) -> int:
-    """How many gradients autograd expects of backward: one per argument forward was
-    given, positional and keyword alike; a Function that defines ``setup_context`` has
-    its defaults bound as well (``Function.apply`` binds them first)."""
-    count = len(positional) + len(keywords)
-    setup = getattr(obj, "setup_context", None)
-    try:
-        import torch
-        from torch.autograd.function import _is_setup_context_defined
-    except ImportError:
-        return count
-    if not (isinstance(obj, type) and issubclass(obj, torch.autograd.Function)
-            and _is_setup_context_defined(setup)):
-        return count
-    try:
-        bound = inspect.signature(obj.forward).bind(
-            *range(len(positional)), **{k: None for k, _ in keywords})
-    except (TypeError, ValueError):
-        return count
-    bound.apply_defaults()
-    return len(bound.args) + len(bound.kwargs)
 
 
 def _count(c: _Contract, raw: tuple, count: int):

@@ -1,0 +1,76 @@
+"""What the op's process computes beyond one call of the op (:mod:`gradcheck.opserver`):
+vᵀJ the way training takes it, double backward, and how many gradients autograd expects
+of the op's own backward."""
+
+from __future__ import annotations
+
+import inspect
+
+from .storage import plain
+
+
+def backward_method(runner, leaves: dict, outs: tuple, vs: list) -> dict:
+    """vᵀJ as training takes it, accumulated into the leaves' ``.grad``: a single
+    output's own ``.backward(v)`` (a method a tensor subclass may override), several
+    outputs' in one ``torch.autograd.backward`` (their cotangents together, as one
+    loss of all of them sends them)."""
+    import torch
+
+    wanted = runner.wanted
+    for n in wanted:
+        leaves[n].grad = None
+    pairs = [(y, runner.tensor(v)) for y, v in zip(outs, vs)
+             if getattr(y, "requires_grad", False)]
+    if len(pairs) == 1:
+        pairs[0][0].backward(pairs[0][1], retain_graph=True)
+    elif pairs:
+        torch.autograd.backward([y for y, _ in pairs], [v for _, v in pairs],
+                                retain_graph=True)
+    return {n: leaves[n].grad for n in wanted}
+
+
+def argument_count(obj, positional: list, keywords: list) -> int:
+    """How many gradients autograd expects of backward: one per argument forward was
+    given, positional and keyword alike; a Function that defines ``setup_context`` has
+    its defaults bound as well (``Function.apply`` binds them first)."""
+    count = len(positional) + len(keywords)
+    setup = getattr(obj, "setup_context", None)
+    try:
+        import torch
+        from torch.autograd.function import _is_setup_context_defined
+    except ImportError:
+        return count
+    if not (isinstance(obj, type) and issubclass(obj, torch.autograd.Function)
+            and _is_setup_context_defined(setup)):
+        return count
+    try:
+        bound = inspect.signature(obj.forward).bind(
+            *range(len(positional)), **{k: None for k, _ in keywords})
+    except (TypeError, ValueError):
+        return count
+    bound.apply_defaults()
+    return len(bound.args) + len(bound.kwargs)
+
+
+def second_derivatives(runner, leaves: dict, vs: list, us: dict) -> dict:
+    """The op's second derivatives (``x.grad``, ``d/d grad_output{k}``) along the
+    directions ``us`` (one per input whose gradient is checked): run in the op's own
+    process (:meth:`gradcheck.opserver.Server.call_double`; judged by
+    :mod:`gradcheck.opcheck.double`)."""
+    import torch
+
+    outs = runner.forward(leaves)
+    cotangents = [runner.tensor(v).requires_grad_(True) for v in vs]
+    grads = runner.vjp(leaves, outs, vs, create_graph=True, tensors=cotangents)
+    names = [n for n, g in grads.items() if g is not None and g.requires_grad]
+    targets = [leaves[n] for n in grads] + cotangents
+    if names:
+        second = torch.autograd.grad(
+            [grads[n] for n in names], targets,
+            grad_outputs=[runner.tensor(us[n]) for n in names], allow_unused=True)
+    else:
+        second = [None] * len(targets)
+    got = {f"{n}.grad": plain(g) for n, g in zip(grads, second)}
+    got.update({f"d/d grad_output{k}": plain(g)
+                for k, g in enumerate(second[len(grads):])})
+    return got
