@@ -445,9 +445,14 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
                           OP_RAISED, seconds=time.perf_counter() - start)
     status, message, kind = verdict(case, results)
     results = strictly(case, results)
+    # (an op's checks keep no point's notes; the convention at kinks is the case's)
+    from .kinks import CONVENTION, count
+
+    convention = (CONVENTION,) if count(case) else ()
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
                       seconds=time.perf_counter() - start, mode="op", error_kind=kind,
-                      notes=tuple(dict.fromkeys(n for r in results for n in r.notes)))
+                      notes=tuple(dict.fromkeys([*(n for r in results for n in r.notes),
+                                                 *convention])))
 
 
 # Where gradcheck's own code lives, and the parts of it an op runs on (the engine a
