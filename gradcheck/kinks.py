@@ -15,10 +15,12 @@ small distances from the kink:
   in the input (x*): a kink of an elementwise affine function of the input is found in
   one step, a smooth monotone one in a few, and an element whose distance does not go
   to zero is left at its base value;
-- the element is put at x* ± δ, δ log-spread from ``max(1e-6·s, 256 ulp(x*))`` up to
-  ``max(1e-3·s, 4× that)`` (s = max(1, |x*|), the ulp the run's dtype's at x*), at most
-  MARGIN / 2 (and at least 2 ulps); its side (above x*, below) alternates element by
-  element and between the two kink points, so a scalar input gets both sides;
+- the element is put at x* ± δ/slope, the distance δ in the row's argument log-spread
+  from ``max(1e-6·s, 256 ulps)`` up to ``max(1e-3·s, 4× that)``, at most MARGIN / 2
+  (s = max(1, the argument's scale at the kink), an ulp the run's dtype's spacing
+  there: well above a witness's rounding of the argument; see :func:`_band`); its side
+  (above x*, below) alternates element by element and between the two kink points, so
+  a scalar input gets both sides;
 - the point is rounded to the dtype, and an element is kept only where the exact distance
   at the rounded point is what the kink's place and slope predict, on the intended side,
   inside its domain, away from every singularity (a log, a division) and, in the narrow
@@ -173,18 +175,34 @@ def _kink(hazard, x0: np.ndarray, active: np.ndarray) -> tuple:
     return x, np.abs(slope), found
 
 
-def _band(dtype: str, star: np.ndarray) -> tuple:
-    """``(lo, hi, usable)`` per element: the distances from the kink at ``star`` to place
-    elements at (see the module's docstring)."""
+def _band(dtype: str, star: np.ndarray, slope: np.ndarray, size: np.ndarray) -> tuple:
+    """``(lo, hi, usable)`` per element: the distances from the kink to place elements
+    at, in the row's argument (its hazard's units), ``size`` the argument's scale at the
+    kink (the larger of its magnitude and the input's share of it, |slope·x*|: the terms
+    a witness rounds). From max(1e-6·s, 256 ulps) up to max(1e-3·s, 4× that), at most
+    MARGIN / 2 (s = max(1, size), an ulp the dtype's spacing at that scale); where MARGIN
+    / 2 holds fewer than 256 ulps, from a quarter of it; never nearer than 2 ulps of the
+    argument, nor than 2 of the input at x* (usable: where that leaves a band)."""
     from .dtypes import eps, smallest_normal
 
-    tiny = smallest_normal(dtype)
-    ulp = eps(dtype) * np.exp2(np.floor(np.log2(np.maximum(np.abs(star), tiny))))
-    scale = np.maximum(1.0, np.abs(star))
-    lo = np.maximum.reduce([NEAREST * scale, ULPS * ulp, 4 * tiny * np.ones_like(star)])
+    tiny, e = smallest_normal(dtype), eps(dtype)
+    ulp = e * np.maximum(size, tiny)
+    scale = np.maximum(1.0, size)
+    lo = np.maximum.reduce([NEAREST * scale, ULPS * ulp, np.full(star.shape, 4 * tiny)])
     hi = np.minimum(np.maximum(FARTHEST * scale, 4 * lo), MARGIN / 2)
-    lo = np.maximum(np.minimum(lo, hi / 4), FEWEST_ULPS * ulp)
+    floor = FEWEST_ULPS * np.maximum(ulp, e * np.abs(star) * slope)
+    lo = np.maximum(np.minimum(lo, hi / 4), floor)
     return lo, hi, lo <= hi
+
+
+def _scale(args: list, shape: tuple) -> np.ndarray:
+    """The largest magnitude among a row's float arguments, per element (flat)."""
+    out = np.zeros(shape)
+    for a in args:
+        a = np.asarray(a)
+        if a.dtype.kind == "f":
+            out = np.maximum(out, np.abs(np.broadcast_to(a, shape)))
+    return out.reshape(-1)
 
 
 def _place(target: Target, values: dict, free: np.ndarray, dtype: str, k: int,
@@ -199,7 +217,8 @@ def _place(target: Target, values: dict, free: np.ndarray, dtype: str, k: int,
     hazard = _distance(target.node, spec, values)
     x0 = np.asarray(values[spec.name], dtype=float).reshape(-1)
     star, slope, found = _kink(hazard, x0, free)
-    lo, hi, usable = _band(dtype, star)
+    at_kink = _scale(hazard(star)[1], target.node.shape)
+    lo, hi, usable = _band(dtype, star, slope, np.maximum(at_kink, slope * np.abs(star)))
     chosen = found & usable
     n = int(chosen.sum())
     if not n:
@@ -208,7 +227,8 @@ def _place(target: Target, values: dict, free: np.ndarray, dtype: str, k: int,
     rank[chosen] = rng.permutation(n)
     u = (rank + rng.uniform(0.0, 1.0, x0.shape)) / n   # stratified over the band
     with np.errstate(all="ignore"):
-        delta = np.exp(np.log(lo) + u * (np.log(hi) - np.log(lo)))
+        # (the distance in the argument, and so much in the input: d / slope)
+        delta = np.exp(np.log(lo) + u * (np.log(hi) - np.log(lo))) / slope
         side = np.where((np.cumsum(chosen) + k) % 2 == 1, 1.0, -1.0)   # alternating
         placed = np.where(chosen, round_to(star + side * delta, dtype), x0)
         d = hazard(placed)[0]
@@ -298,14 +318,16 @@ def _near(case, values: dict) -> tuple[str, ...]:
 
 def _described(t: Target, star: np.ndarray, values: dict, moved: np.ndarray,
                index: int) -> str:
-    """The note of a row's placed elements: how many, how far, on which sides."""
+    """The note of a row's placed elements: how many, how far (in the row's argument),
+    on which sides (of the kink's place x* in the input)."""
     name = t.spec.name
     x = np.asarray(values[name], dtype=float).reshape(-1)
-    off = (x - star)[moved & (x != star)]
-    if not off.size:
+    moved = moved & (x != star)
+    if not moved.any():
         return ""
-    d = np.abs(off)
+    d = _distance(t.node, t.spec, values)(x)[0][moved]
+    off = (x - star)[moved]
     below, above = int((off < 0).sum()), int((off > 0).sum())
     return (f"point {index} is a kink point: {off.size} element{'s' * (off.size != 1)} "
-            f"of {name} {d.min():.2g} to {d.max():.2g} from the kink of {t.node!r} "
-            f"({below} below it, {above} above)")
+            f"of {name} where {t.node!r} is {d.min():.2g} to {d.max():.2g} from its kink "
+            f"({below} below it in {name}, {above} above)")

@@ -79,7 +79,7 @@ def test_relu_points_sit_on_both_sides_of_0_within_the_band(dtype):
             assert np.abs(x).min() < 1e-5
         assert point.near == ("relu",)
         assert CONVENTION in point.notes
-        assert any("is a kink point: 64 elements of x" in n and "32 below it, 32 above"
+        assert any("is a kink point: 64 elements of x" in n and "32 below it in x, 32 above"
                    in n for n in point.notes)
 
 
