@@ -14,7 +14,8 @@ small distances from the kink:
   rule table's ``hazard`` column) along that input's element finds where the kink lies
   in the input (x*): a kink of an elementwise affine function of the input is found in
   one step, a smooth monotone one in a few, and an element whose distance does not go
-  to zero is left at its base value;
+  to zero, or whose kink lies outside the bulk's interval (real: [-2, 2]), is left at
+  its base value;
 - the element is put at x* ± δ/slope, the distance δ in the row's argument log-spread
   from ``max(1e-6·s, 256 ulps)`` up to ``max(1e-3·s, 4× that)``, at most MARGIN / 2
   (s = max(1, the argument's scale at the kink), an ulp the run's dtype's spacing
@@ -195,6 +196,18 @@ def _band(dtype: str, star: np.ndarray, slope: np.ndarray, size: np.ndarray) -> 
     return lo, hi, lo <= hi
 
 
+def _in_bulk(spec, star: np.ndarray) -> np.ndarray:
+    """Whether each kink's place lies where the bulk draws ``spec``'s elements (real:
+    [-2, 2]): round(x·y) with y = 5e-4 has a jump at x = 944, where sigmoid of it is no
+    longer finite in the reference's derivative; the bulk's interval is checked ground."""
+    from .domains import RANGES
+
+    domain = spec.domain
+    lo, hi = ((-2.0, 2.0) if domain == "nonzero" else
+              RANGES[domain] if isinstance(domain, str) else domain)
+    return (lo <= star) & (star <= hi)
+
+
 def _scale(args: list, shape: tuple) -> np.ndarray:
     """The largest magnitude among a row's float arguments, per element (flat)."""
     out = np.zeros(shape)
@@ -217,6 +230,7 @@ def _place(target: Target, values: dict, free: np.ndarray, dtype: str, k: int,
     hazard = _distance(target.node, spec, values)
     x0 = np.asarray(values[spec.name], dtype=float).reshape(-1)
     star, slope, found = _kink(hazard, x0, free)
+    found &= _in_bulk(spec, star)
     at_kink = _scale(hazard(star)[1], target.node.shape)
     lo, hi, usable = _band(dtype, star, slope, np.maximum(at_kink, slope * np.abs(star)))
     chosen = found & usable

@@ -84,9 +84,9 @@ def test_relu_points_sit_on_both_sides_of_0_within_the_band(dtype):
 
 
 def test_an_affine_argument_is_placed_near_its_kink_in_the_input():
-    case = make_case("sum(relu(2 * x - 0.7) + abs(3 - y))", {"x": [32], "y": [32]})
+    case = make_case("sum(relu(2 * x - 0.7) + abs(1.5 - y))", {"x": [32], "y": [32]})
     for point in kinks_of(case):
-        a, b = 2 * point.values["x"] - 0.7, 3 - point.values["y"]
+        a, b = 2 * point.values["x"] - 0.7, 1.5 - point.values["y"]
         for arg in (a, b):
             assert np.all(np.abs(arg) < 3e-3) and (arg > 0).any() and (arg < 0).any()
 
@@ -202,3 +202,13 @@ def test_kink_points_is_a_case_key_with_a_default_of_2():
     with pytest.raises(CaseFileError, match="kink_points"):
         case_from_dict({"name": "t", "expr": "relu(x)", "inputs": {"x": {}},
                         "kink_points": -1})
+
+
+def test_a_kink_beyond_the_bulk_is_not_approached():
+    """round(x·y) with y = -5e-4 jumps at x = 944 (found at this seed): there sigmoid's
+    derivative is not finite in the reference; kinks are approached inside the bulk."""
+    case = make_case("sum(sigmoid(round(x * y) + x) ** 2)", {"x": [24], "y": [24]},
+                     name="k27")
+    for point in kinks_of(case):
+        assert all(np.all(np.abs(v) <= 2) for v in point.values.values())
+    assert run_case(case, "float64", timeout=None).status == PASSED
