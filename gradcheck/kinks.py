@@ -96,9 +96,11 @@ def _kinked(node: Node, root: Node, exact: set, steady: set) -> bool:
 
 
 def targets(case) -> list[list[Target]]:
-    """Per kink row of the case's formulas (its output, a surrogate's forwards), the
-    inputs that can place its elements; rows no input places are left out."""
-    roots = [case.output, *getattr(case, "forward", ())]
+    """Per kink row of the case's reference formulas (the formula; an op's outputs'),
+    the inputs that can place its elements; rows no input places are left out. A
+    surrogate's forward formulas are not approached: their jumps (a straight-through
+    sign) are no kink of the gradient checked, and sampling keeps points off them."""
+    roots = list(getattr(case, "outputs", ()) or (case.output,))
     free = [s for s in case.inputs if s.value is None and not s.integer]
     out, seen = [], set()
     for root in roots:
