@@ -427,6 +427,7 @@ def _device_present(device: str) -> bool:
 
 def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) -> CaseResult:
     from .backends.op import OpDtypeError
+    from .kinks import CONVENTION, count
     from .opcheck import run_op_case
     from .opprocess import OpRaised
 
@@ -446,9 +447,12 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
                           output=getattr(exc, "output", ""))
     status, message, kind = verdict(case, results)
     results = strictly(case, results)
+    # (an op's checks keep no point's notes; the convention at kinks is the case's)
+    convention = (CONVENTION,) if count(case) else ()
     return CaseResult(**base, status=status, witnesses=tuple(results), message=message,
                       seconds=time.perf_counter() - start, mode="op", error_kind=kind,
-                      notes=tuple(dict.fromkeys(n for r in results for n in r.notes)),
+                      notes=tuple(dict.fromkeys([*(n for r in results for n in r.notes),
+                                                 *convention])),
                       output=output)
 
 

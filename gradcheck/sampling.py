@@ -36,9 +36,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .arrays import unbroadcast
-from .forward import counted_hazards, evaluate
+from .forward import evaluate
 from .heap import for_formula
+from . import kinks
 # (REACH, STRATIFIED, EXPONENTIAL, PERIODIC, PERIODIC_REACH: named here as well, where
 # they were defined before domains.py and overflow.py held them)
 from .domains import (LARGE, RANGES, REACH, SMALL, STRATIFIED, place as _place,  # noqa: F401
@@ -46,10 +46,12 @@ from .domains import (LARGE, RANGES, REACH, SMALL, STRATIFIED, place as _place, 
 from .overflow import (EXPONENTIAL, PERIODIC, PERIODIC_REACH, beyond as _beyond,  # noqa: F401
                        ceiling, first, fits_range, largest, limit as range_limit,
                        out_of_range, over as _over)
+# (MARGIN and the helpers below were defined here before kinks.py needed them too)
+from .margins import (MARGIN, bodies as _bodies, culprits as _culprits,  # noqa: F401
+                      roots as _roots, too_close as _too_close, within as _within)
 from .rules import COMPARISON, ELEMENTWISE
-from .tree import elementwise_split, walk
+from .tree import walk
 
-MARGIN = 0.05      # distance kept from every kink and singularity
 MAX_ROUNDS = 60    # redraws before giving up (the result then says so)
 RANGE_ROUNDS = 8   # redraws of a whole point beyond the dtype's range before pulling in
 
@@ -101,9 +103,11 @@ def _round(x: np.ndarray, dtype: str, spec=None) -> np.ndarray:
     return round_to(x, dtype)
 
 
-def sample(case, dtype: str, index: int) -> Point:
-    """Point number ``index`` of ``case`` for a run in ``dtype``."""
-    rng = case_rng(case, dtype, index)
+def sample(case, dtype: str, index: int,
+           rng: np.random.Generator | None = None) -> Point:
+    """Point number ``index`` of ``case`` for a run in ``dtype`` (drawn by ``rng``: a
+    kink point's base draws with a generator of its own)."""
+    rng = case_rng(case, dtype, index) if rng is None else rng
     values = {}
     free = []
     for spec in case.inputs:
@@ -181,15 +185,6 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
     return [(node, near) for _b, node, near in bad]
 
 
-def _within(case, dtype: str) -> float | None:
-    """The range a point keeps the formula as written within (:mod:`gradcheck.overflow`):
-    the dtype's, for a formula case in float32, float16 or bfloat16; None for float64
-    and for an op case, whose reference is what the op must equal, not what it runs:
-    an op gets no inf where the exact value is finite (softplus in float16 is right at
-    x = 30, where log(1 + exp(x)) as written overflows; an op computing it so is not)."""
-    return None if getattr(case, "op", None) is not None else range_limit(dtype)
-
-
 def _both(one: Callable | None, other: Callable | None) -> Callable | None:
     """One visitor of a forward pass calling both (either may be None)."""
     if one is None or other is None:
@@ -236,29 +231,6 @@ def _pull_to_range(case, values: dict, free: list, rng, dtype: str, within: floa
                         f"overflows {dtype} ({why})")
 
 
-def _bodies(case) -> tuple[list, bool]:
-    """The formulas whose kinks and singularities points keep away from: the case's
-    output and a surrogate op's forward formulas (the op computes both); each one's
-    elementwise body when all are elementwise (then True: hazards are fixed element by
-    element), else the formulas themselves (False: the whole point is redrawn)."""
-    roots = [case.output, *getattr(case, "forward", ())]
-    splits = [elementwise_split(r) for r in roots]
-    if all(split is not None for split in splits):
-        return [split[0] for split in splits], True
-    return roots, False
-
-
-def _culprits(shape: tuple, body: tuple, near: np.ndarray) -> np.ndarray:
-    """The elements of an input of ``shape`` behind the elements ``near`` of an
-    elementwise body of shape ``body``: each body element depends on the input's
-    element it is broadcast from (on all of them where the input is not broadcast to
-    the body: a formula that does not use it)."""
-    near = np.broadcast_to(near, body)
-    if tuple(np.broadcast_shapes(shape, body)) != tuple(body):
-        return np.full(shape, bool(near.any()))
-    return unbroadcast(near, shape, np.any)
-
-
 def _blamed(spec, node, near: np.ndarray):
     """The elements of input ``spec`` behind a hazard ``near`` of ``node`` in a formula
     that mixes elements: the whole input (True), but for a structural row whose hazard
@@ -274,17 +246,6 @@ def _blamed(spec, node, near: np.ndarray):
     if spec.name not in {n.name for n in walk(arg) if n.op == "input"}:
         return False
     return _culprits(spec.shape, arg.shape, near)
-
-
-def _too_close(body, values, also=None) -> list:
-    """(node, mask) for every hazard closer than MARGIN somewhere (``also``: as for
-    :func:`gradcheck.forward.hazard_distances`)."""
-    out = []
-    for node, distance in counted_hazards(body, values, also):
-        mask = distance < MARGIN
-        if mask.any():
-            out.append((node, mask))
-    return out
 
 
 # --------------------------------------------------------------------------- extremes
@@ -336,12 +297,6 @@ def _too_close(body, values, also=None) -> list:
 #   extreme points. The generator depends on (seed, case, dtype, j), not on ``points``.
 
 EXTREME_ROUNDS = 8     # redraws inside the band before an element is drawn from the bulk
-
-
-def _roots(case) -> tuple:
-    """Every formula an extreme point must keep finite: the outputs (an op's reference,
-    one per output) and a surrogate's forward formulas."""
-    return (*(case.outputs or (case.output,)), *getattr(case, "forward", ()))
 
 
 def _pulled_in(case, values: dict, placed: dict, limit: float) -> float:
@@ -434,8 +389,10 @@ def _extreme_note(index, band, dtype, limit, pull, values, free, rays) -> str:
 
 def case_points(case, dtype: str) -> Iterator[Point]:
     """Every point of ``case`` in ``dtype``, in order: ``case.points`` bulk points
-    (numbered 0, 1, ...), then ``case.extreme_points`` extreme ones numbered after them.
-    The bulk points do not depend on the extreme ones (nor the extreme on ``points``).
+    (numbered 0, 1, ...), then ``case.extreme_points`` extreme ones numbered after them,
+    then up to ``case.kink_points`` kink points where the formula has a kink
+    (:mod:`gradcheck.kinks`). The bulk points do not depend on the extreme ones (nor the
+    extreme on ``points``), nor either on the kink points.
 
     A large formula's points are drawn with their temporaries served from the heap
     (:func:`gradcheck.heap.for_formula`): an extreme point redraws and evaluates arrays
@@ -451,3 +408,24 @@ def case_points(case, dtype: str) -> Iterator[Point]:
             with heap():
                 point = extreme(case, dtype, j, case.points + j)
             yield point
+        index = case.points + case.extreme_points
+        for k in range(kinks.count(case)):
+            with heap():
+                point = _kink_point(case, dtype, k, index)
+            if point is not None:   # (numbered in turn: a row no element reached is none)
+                index += 1
+                yield point
+
+
+def _kink_point(case, dtype: str, k: int, index: int) -> Point | None:
+    """Kink point ``k`` of ``case`` as point ``index`` (:mod:`gradcheck.kinks`): its base
+    is a bulk point drawn with a generator of its own, so no other point moves."""
+    base = sample(case, dtype, index, rng=case_rng(case, dtype, k, "kink"))
+    if base.overflow or base.near:   # (a base must be clean: kinks come near on purpose)
+        return None
+    found = kinks.kink_point(case, dtype, k, index, base.values,
+                             case_rng(case, dtype, k, "kink-distances"))
+    if found is None:
+        return None
+    values, notes, near = found
+    return Point(values, (*base.notes, *notes), near)

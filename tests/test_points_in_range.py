@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -194,7 +195,9 @@ def _digest(files, dtype: str) -> str:
     h = hashlib.sha256()
     for f in files:
         for case in load_cases(CASES / f):
-            for point in sampling.case_points(case, dtype):
+            # (the bulk and extreme points: kink points, added since, come after them)
+            for point in itertools.islice(sampling.case_points(case, dtype),
+                                          case.points + case.extreme_points):
                 for name in sorted(point.values):
                     h.update(np.ascontiguousarray(point.values[name], np.float64).tobytes())
     return h.hexdigest()

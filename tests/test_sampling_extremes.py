@@ -57,14 +57,17 @@ GOLDEN = dict(name="golden", expr="sum(abs(x) * y + log(z)) + sum(w)", seed=5,
     ("float32", "664beb392075a3e54f39fa9cfce8aa5e1fc92ffb5debe6ed62881ded82aeec6d"),
 ])
 def test_extreme_points_0_gives_exactly_the_old_points(dtype, digest):
-    off = case_from_dict({**GOLDEN, "extreme_points": 0})
+    off = case_from_dict({**GOLDEN, "extreme_points": 0, "kink_points": 0})
     assert len(points(off, dtype)) == off.points == 3
     assert _digest(points(off, dtype)) == digest
-    # with extreme points on, the bulk is the same and the extremes come after it
+    # with extreme points on, the bulk is the same and the extremes come after it, then
+    # the kink points (abs's: gradcheck.kinks)
     on = case_from_dict(GOLDEN)
     assert on.extreme_points == 2
     assert _digest(points(on, dtype)[:3]) == digest
-    assert len(points(on, dtype)) == 5
+    assert len(points(on, dtype)) == 7
+    assert _digest(points(case_from_dict({**GOLDEN, "extreme_points": 0}), dtype)[:3]) \
+        == digest
 
 
 def test_points_are_reproducible_per_seed_and_do_not_depend_on_points():

@@ -20,6 +20,7 @@ from gradcheck import sampling
 from gradcheck.backends import numeric as numeric_witness
 from gradcheck.backends import torch as torch_witness
 from gradcheck.errors import CaseFileError
+from gradcheck.kinks import count
 from gradcheck.report import render
 from gradcheck.result import RunResult
 from gradcheck.rules import RULES
@@ -33,8 +34,9 @@ def at(case, dtype="float64", index=0):
 
 
 def points(case) -> int:
-    """Points a run of ``case`` checks: the bulk's and the extreme ones."""
-    return case.points + case.extreme_points
+    """Points a run of ``case`` checks: the bulk's, the extreme ones and the kink
+    points (where the formula has a kink an input reaches: gradcheck.kinks)."""
+    return case.points + case.extreme_points + count(case)
 
 
 def per_point(case) -> int:

@@ -28,6 +28,7 @@ SECOND_ORDERS = ("tensor", "expanded")
 SUFFIXES = (".toml", ".yaml", ".yml")
 MAX_POINTS = 1000
 EXTREME_POINTS = 2   # points at large and small magnitudes, after the bulk (sampling.py)
+KINK_POINTS = 2      # points close to the formula's kinks, after the extremes (kinks.py)
 
 
 #: dtypes an input may declare besides the case's float dtype: integer and boolean
@@ -86,6 +87,7 @@ class Case:
     dtypes: tuple[str, ...] = ("float64",)
     points: int = 3
     extreme_points: int = EXTREME_POINTS
+    kink_points: int = KINK_POINTS
     seed: int = 0
     atol: float | None = None
     rtol: float | None = None

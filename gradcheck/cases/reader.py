@@ -17,11 +17,11 @@ from ..witnesses import OP, REFERENCE, case_names, formula_names
 from .call import parse_call
 from .files import Lines
 from .inputs import INPUT_KEYS, numbers, read_input
-from .model import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, MAX_POINTS, SECOND_ORDERS,
-                    Case, InputSpec)
+from .model import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, KINK_POINTS, MAX_POINTS,
+                    SECOND_ORDERS, Case, InputSpec)
 
-DEFAULT_KEYS = {"dtype", "points", "extreme_points", "seed", "atol", "rtol", "witnesses",
-                "strict"}
+DEFAULT_KEYS = {"dtype", "points", "extreme_points", "kink_points", "seed", "atol", "rtol",
+                "witnesses", "strict"}
 _OP_KEYS = {"op", "reference", "args", "order", "second_order", "device", "nondet_tol",
             "strict_shapes", "forward", "call"}
 _CASE_KEYS = DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
@@ -72,6 +72,7 @@ class CaseReader:
             gradient=self.read_gradient(output), retain_grad=retain,
             dtypes=self.read_dtypes(), points=self.read_int("points", 3, 1, MAX_POINTS),
             extreme_points=self.read_int("extreme_points", EXTREME_POINTS, 0, MAX_POINTS),
+            kink_points=self.read_int("kink_points", KINK_POINTS, 0, MAX_POINTS),
             seed=self.read_int("seed", 0, 0, 2**63 - 1), atol=self.read_tol("atol"),
             rtol=self.read_tol("rtol"), witnesses=self.read_witnesses(bool(op)),
             expect=self.read_expect(), description=str(raw.get("description", "")),
