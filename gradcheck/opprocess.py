@@ -220,6 +220,24 @@ class OpProcess:
                 "cotangents": [_real(c, "a cotangent") for c in _list(reply, "cotangents")],
                 "again": [_real(y, "an output") for y in _list(reply, "again")]}
 
+    def layouts(self, point: dict, vs: list) -> dict:
+        """op.layout's calls (:func:`gradcheck.backends.op_calls.layouts`): by layout,
+        ``{"outputs": [...], "grads": {...}}`` or ``{"error": message}``."""
+        got = self.call("layouts", point=point, vs=vs).get("layouts")
+        if not isinstance(got, dict):
+            raise _malformed("layouts")
+        out = {}
+        for layout, done in got.items():
+            if not isinstance(done, dict):
+                raise _malformed("layouts")
+            if "error" in done:
+                out[str(layout)] = {"error": str(done["error"])}
+                continue
+            out[str(layout)] = {
+                "outputs": [_real(y, "an output") for y in _list(done, "outputs")],
+                "grads": self._grads(done.get("grads"))}
+        return out
+
     def double(self, vs: list, us: dict) -> dict:
         got = self.call("double", vs=vs, us=us).get("got")
         if not isinstance(got, dict):

@@ -166,6 +166,11 @@ class Server:
                 "cotangents": [plain(t) for t in cotangents],
                 "again": [plain(y) for y in runner.forward(runner.leaves(point))]}
 
+    def call_layouts(self, point: dict, vs: list) -> dict:
+        from .backends.op_calls import layouts
+
+        return {"layouts": {} if self.kind.engine else layouts(self.runner, point, vs)}
+
     def call_double(self, vs: list, us: dict) -> dict:
         from .backends.op_calls import second_derivatives
 

@@ -128,3 +128,18 @@ def test_the_library_runs_an_op_object_apart_too():
                         dtype="float64").status == "passed"
     finally:
         sys.path.remove(str(FORGE))
+
+
+def test_an_op_wrong_only_for_non_contiguous_inputs_is_caught(tmp_path):
+    code, log, report = run_gradcheck(tmp_path, "layout.toml")
+    assert code == ExitCode.OK, log   # the wrong ones expect to fail, the right one passes
+    layouts = {(c["name"], c["dtype"]): c["witnesses"]["op.layout"]["status"]
+               for c in report["cases"]}
+    assert layouts == {(name, dtype): "failed" if name != "square-right" else "passed"
+                       for name in ("square-strided", "matmul-transposed", "square-right")
+                       for dtype in ("float64", "float32")}
+    # every other check passes: only the layouts tell
+    wrong = next(c for c in report["cases"] if c["name"] == "matmul-transposed")
+    assert all(w["status"] == "passed" for n, w in wrong["witnesses"].items()
+               if n != "op.layout")
+    assert "(transposed)" in wrong["message"]

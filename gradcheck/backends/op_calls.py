@@ -74,3 +74,54 @@ def second_derivatives(runner, leaves: dict, vs: list, us: dict) -> dict:
     got.update({f"d/d grad_output{k}": plain(g)
                 for k, g in enumerate(second[len(grads):])})
     return got
+
+
+#: the layouts op.layout gives the op its inputs in, besides the contiguous one
+LAYOUTS = ("strided", "transposed")
+
+
+def layouts(runner, point: dict, vs: list) -> dict:
+    """The op's outputs and vᵀJ with its inputs laid out otherwise (the same values):
+    ``strided``, every other element of a buffer twice as long in the last axis;
+    ``transposed``, the transpose of a contiguous tensor (inputs of two axes or more).
+    ``{layout: {"outputs", "grads"} or {"error"}}``; a layout that changes no input is
+    left out."""
+    from ..errors import describe_exception
+
+    out = {}
+    for layout in LAYOUTS:
+        try:
+            got = _in_layout(runner, point, vs, layout)
+        except Exception as exc:   # an op that cannot take such an input: its failure
+            got = {"error": describe_exception(exc)[:2000]}
+        if got is not None:
+            out[layout] = got
+    return out
+
+
+def _in_layout(runner, point: dict, vs: list, layout: str) -> dict | None:
+    leaves = runner.leaves(point)
+    given = {n: _arranged(t, layout) for n, t in leaves.items()}
+    if all(given[n] is leaves[n] for n in leaves):
+        return None
+    outs = runner.forward(given)
+    # gradients with respect to the arranged views themselves: in the inputs' shapes
+    grads = runner.vjp(given, outs, vs)
+    return {"outputs": [plain(y) for y in outs],
+            "grads": {n: plain(g) for n, g in grads.items()}}
+
+
+def _arranged(t, layout: str):
+    """``t``'s values in ``layout``, a view of a tensor of its own that requires grad as
+    ``t`` does (``t`` itself where the layout does not apply to it)."""
+    import torch
+
+    grad = t.requires_grad
+    if layout == "strided" and t.dim() >= 1 and t.shape[-1] > 0:
+        base = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)
+        base[..., ::2] = t.detach()
+        return base.requires_grad_(grad)[..., ::2]
+    if layout == "transposed" and t.dim() >= 2:
+        base = t.detach().mT.contiguous().requires_grad_(grad)
+        return base.mT
+    return t

@@ -30,7 +30,7 @@ def plain(t):
         base = _base(t)
         wide = torch.complex128 if base.is_complex() else torch.float64
         return base.cpu().to(wide).numpy().copy()
-    from .dtypes import to_numpy
+    from ..dtypes import to_numpy
 
     return np.asarray(to_numpy(t))
 

@@ -122,3 +122,36 @@ def _unchanged(before: dict, after: dict, stage: str) -> list[Outcome]:
                     problem=None if np.array_equal(after[name], value, equal_nan=True)
                     else f"{stage} modified input {name} in place")
             for name, value in before.items() if name in after]
+
+
+LAYOUT_WORDS = {"strided": "every other element of a longer buffer",
+                "transposed": "a transposed view"}
+
+
+def layout(done: dict, values: dict, grads: dict, i: int, tolerance: dict, loose=None,
+           point: dict | None = None) -> list[Outcome]:
+    """op.layout: the op given its inputs as non-contiguous views with the same values
+    (``done``: :meth:`gradcheck.opprocess.OpProcess.layouts`) computes the outputs and
+    vᵀJ that are exact (``values``, ``grads``), to the point's tolerances; each quantity
+    named with its layout (``x.grad (strided)``)."""
+    out: list[Outcome] = []
+    for name, got in done.items():
+        words = LAYOUT_WORDS.get(name, name)
+        if "error" in got:
+            out.append(Finding(problem=f"the op raised for {name} inputs ({words}) where "
+                                       f"it takes contiguous ones: {got['error']}"))
+            continue
+        if len(got["outputs"]) != len(values):
+            out.append(Finding(problem=f"the op returned {len(got['outputs'])} outputs for "
+                                       f"{name} inputs ({words}); {len(values)} otherwise"))
+            continue
+        obtained = {**{f"out{k}": y for k, y in enumerate(got["outputs"])},
+                    **grad_quantities(got["grads"])}
+        expected = {**values, **grads}
+        rename = {q: f"{q} ({name})" for q in obtained if q in expected}
+        out.append(Comparison({rename[q]: v for q, v in obtained.items() if q in rename},
+                              {rename[q]: expected[q] for q in rename}, i,
+                              _renamed(tolerance, rename),
+                              loose=None if loose is None else _renaming(loose, rename),
+                              values=point))
+    return out

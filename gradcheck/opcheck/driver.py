@@ -19,7 +19,7 @@ from ..dtypes import round_to
 from ..result import FAILED, WitnessResult
 from ..sampling import case_points, case_rng
 from .checks import (backward, determinism, forward, inplace, jacobian,
-                     jacobian_checked, zero)
+                     jacobian_checked, layout, zero)
 from .double import double
 from .exact import exact_rows, forward_references, forward_values, grad_quantities, references
 from .shapes import shapes
@@ -27,7 +27,7 @@ from .tolerances import OpTolerance
 
 COTANGENTS = 2             # random v per point
 CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
-          "double")
+          "layout", "double")
 #: checks that compare against another call of the op, not the exact values: they allow
 #: the case's nondet_tol and nothing else
 _SELF_CONSISTENCY = ("determinism", "inplace")
@@ -159,6 +159,8 @@ class OpCheck:
         self.record("shapes", shapes(op.raw_backward(vs), op.info, self.case, leaves,
                                      ex.grads, self.dtype))
         self.record("inplace", inplace(op.inplace(point, vs), point, vs, values, i))
+        self.record("layout", layout(op.layouts(point, vs), wanted, expected, i, tolerance,
+                                     loose, point))
         if self.case.order == 2:
             self.record("double", double(op, self.refs, self.case, self.dtype, point,
                                          vs, i))

@@ -210,3 +210,35 @@ def environment_seen(x):
     if seen:
         raise RuntimeError(f"the op sees {seen}")
     return Square.apply(x)
+
+
+# ----------------------------------------------------------------- layouts
+
+class WrongWhenStrided(Square):
+    """Right for contiguous inputs; for a non-contiguous one its backward reads the
+    input's memory as if it were contiguous (a kernel that ignores strides)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if x.is_contiguous():
+            return 2 * x * g
+        flat = torch.as_strided(x, x.shape, torch.empty(x.shape).stride())
+        return 2 * flat * g
+
+
+class MatmulWrongWhenTransposed(torch.autograd.Function):
+    """x @ w, right unless w comes transposed: then its backward uses w's storage as
+    if w were contiguous."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        if not w.is_contiguous():
+            w = torch.as_strided(w, w.shape, torch.empty(w.shape).stride())
+        return g @ w.mT, x.mT @ g
