@@ -37,6 +37,8 @@ OUTPUT_LIMIT = 64 * 1024     # bytes of an op's output kept for the report
 _STALL = 60.0                # seconds a reply may stall once it has begun
 _SLACK = 1 << 26             # bytes a reply may hold beyond its arrays' expected size
 FORKS = sys.platform.startswith("linux") and hasattr(os, "memfd_create")
+#: start every op's process as a new interpreter, as a CUDA case's is (for the tests)
+SPAWN = os.environ.get("GRADCHECK_OP_SPAWN") == "1"
 
 
 class OpRaised(Exception):
@@ -66,6 +68,7 @@ class OpProcess:
         self.output = ""
         self.info: dict = {}
         self._local = None
+        self._popen = None
 
     def __enter__(self) -> "OpProcess":
         try:
@@ -85,6 +88,39 @@ class OpProcess:
             self._local = opserver.Server(self.case, self.dtype)
             self.info = self._local.info()
             return
+        if self.case.device != "cpu" or SPAWN:
+            self._spawn()
+        else:
+            self._fork()
+        reply = self._reply()
+        if "load_error" in reply:
+            raise _load_error(reply["load_error"], self.case.op)
+        self.info = dict(reply.get("info") or {})
+
+    def _spawn(self) -> None:
+        """A new interpreter for the op (a CUDA case: CUDA allows no fork of a process
+        that has initialised it, as the judge may have), sent the case, pickled."""
+        import pickle
+        import struct
+        import subprocess
+
+        self.capture = os.memfd_create("gradcheck-op-output")
+        ours, theirs = socket.socketpair()
+        env = {k: v for k, v in os.environ.items() if not opserver.controlled(k)}
+        code = (f"from gradcheck.opserver import spawned; "
+                f"spawned({theirs.fileno()}, {os.getpid()})")
+        process = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=self.capture,
+            stderr=self.capture, pass_fds=(theirs.fileno(),), env=env, process_group=0)
+        theirs.close()
+        self.pid, self.sock, self._popen = process.pid, ours, process
+        data = pickle.dumps((self.case, self.dtype))
+        try:
+            ours.sendall(struct.pack("<Q", len(data)) + data)
+        except OSError:
+            pass   # it died already: the reply says how
+
+    def _fork(self) -> None:
         try:   # once per judge: else every op's process would import torch itself
             import torch  # noqa: F401
         except ImportError:   # (an engine op needs none)
@@ -121,10 +157,6 @@ class OpProcess:
                     os._exit(0)
         theirs.close()
         self.pid, self.sock = pid, ours
-        reply = self._reply()
-        if "load_error" in reply:
-            raise _load_error(reply["load_error"], self.case.op)
-        self.info = dict(reply.get("info") or {})
 
     # ------------------------------------------------------------------ calls
 
@@ -185,8 +217,15 @@ class OpProcess:
         done, status = os.waitpid(self.pid, os.WNOHANG)
         if not done:
             return ""
+        return how_ended(self._reaped(status))
+
+    def _reaped(self, status: int) -> int:
+        """The reaped process's return code (its Popen told, where it has one)."""
+        code = os.waitstatus_to_exitcode(status)
+        if self._popen is not None:
+            self._popen.returncode = code
         self.pid = 0
-        return how_ended(os.waitstatus_to_exitcode(status))
+        return code
 
     # ------------------------------------------------------------------ typed calls
     # (what the op's process sends is checked for its form here: a reply that is no
@@ -273,10 +312,9 @@ class OpProcess:
             except OSError:
                 pass
             try:
-                os.waitpid(self.pid, 0)
+                self._reaped(os.waitpid(self.pid, 0)[1])
             except ChildProcessError:
-                pass
-            self.pid = 0
+                self.pid = 0
         if self.capture >= 0:
             self.output = _read_output(self.capture)
             os.close(self.capture)

@@ -60,6 +60,37 @@ def become_apart(channel: int, capture: int, judge: int) -> None:
         del os.environ[name]
 
 
+def spawned(channel: int, judge: int) -> None:
+    """The op's process started as a new interpreter (``python -c``; where the judge may
+    not fork: it holds a CUDA context): its stdout and stderr are the capture already,
+    and its first message is the case, pickled by the judge (the judge sends it; nothing
+    the op's process sends is ever unpickled)."""
+    import pickle
+    import socket
+    import struct
+
+    sock = socket.socket(fileno=channel)
+    become_apart(channel, 1, judge)
+    (size,) = struct.unpack("<Q", _exactly(sock, 8))
+    case, dtype = pickle.loads(_exactly(sock, size))
+    try:
+        main(sock, case, dtype)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _exactly(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            os._exit(0)   # the judge is gone
+        data += chunk
+    return data
+
+
 def main(sock, case, dtype: str) -> None:
     """Import the op, then answer calls until the judge closes the channel."""
     try:

@@ -143,3 +143,17 @@ def test_an_op_wrong_only_for_non_contiguous_inputs_is_caught(tmp_path):
     assert all(w["status"] == "passed" for n, w in wrong["witnesses"].items()
                if n != "op.layout")
     assert "(transposed)" in wrong["message"]
+
+
+def test_a_spawned_op_process_holds_as_a_forked_one(tmp_path):
+    """The op's process a CUDA case gets (a new interpreter: CUDA allows no fork of a
+    process that initialised it), forced here on the CPU: the same verdicts, the op's
+    output captured, no control variable."""
+    code, log, report = run_gradcheck(tmp_path, "speaks.toml", GRADCHECK_OP_SPAWN="1",
+                                      GITHUB_ACTIONS="true", GITHUB_ENV=str(tmp_path / "e"))
+    assert code == ExitCode.MISMATCH, log
+    assert statuses(report) == {"speaks": "passed", "environment": "passed",
+                                "wrong-after": "failed"}
+    assert workflow_commands(log) == github_annotations(RunResult.from_dict(report))
+    speaks = next(c for c in report["cases"] if c["name"] == "speaks")
+    assert "from C printf" in speaks["output"] and "from a child" in speaks["output"]
