@@ -84,11 +84,14 @@ class OpProcess:
     # ------------------------------------------------------------------ starting
 
     def _start(self) -> None:
-        if not FORKS:
+        spawn = self.case.device != "cpu" or SPAWN
+        # an op object (the library's check_op) is the caller's own: a new interpreter
+        # could not import it, and where it must not fork it runs with the judge
+        if not FORKS or (spawn and not isinstance(self.case.op, str)):
             self._local = opserver.Server(self.case, self.dtype)
             self.info = self._local.info()
             return
-        if self.case.device != "cpu" or SPAWN:
+        if spawn:
             self._spawn()
         else:
             self._fork()
