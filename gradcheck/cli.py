@@ -36,13 +36,15 @@ def _parser() -> argparse.ArgumentParser:
                     "backward(v), the Jacobian when small, and every .grad (and why one "
                     "is None), at one sampled point."))
     cache = sub.add_parser(
-        "cache", help="show or clear the cache of compiled reference kernels",
-        description="The symbolic reference's compiled kernels are cached on disk, so a "
-                    "re-run skips SymPy's differentiation and code printing. The folder "
-                    "is $GRADCHECK_CACHE_DIR, else $XDG_CACHE_HOME/gradcheck, else "
-                    "~/.cache/gradcheck; GRADCHECK_NO_CACHE=1 (or run --no-cache) turns "
-                    "the cache off. Without options: the folder, its entries and size.")
-    cache.add_argument("--clear", action="store_true", help="remove every cached kernel")
+        "cache", help="show or remove the files an older gradcheck's kernel cache left",
+        description="gradcheck keeps compiled reference kernels in each process's memory "
+                    "only: it never reads kernels from the disk (a file there could be "
+                    "written by an op under test, and would run as code). gradcheck "
+                    "0.1.0 stored them under $GRADCHECK_CACHE_DIR, else "
+                    "$XDG_CACHE_HOME/gradcheck, else ~/.cache/gradcheck; this shows "
+                    "how many such files are left there, and --clear removes them.")
+    cache.add_argument("--clear", action="store_true",
+                       help="remove the old cache's files (never read)")
     _bench_arguments(sub.add_parser(
         "bench", help="measure gradcheck against other checkers",
         description="Run fixed workloads side by side and save reports/bench.json and "
@@ -118,20 +120,15 @@ def _cmd_cache(args) -> int:
     from . import kernelcache
     from .report.text import printable   # the folder's name comes from the environment
 
-    where = printable(str(kernelcache.folder()))
+    where = printable(str(kernelcache.old_folder()))
     if args.clear:
-        print(f"removed {kernelcache.clear()} cached kernels from {where}")
+        print(f"removed {kernelcache.remove_old()} old cached kernels from {where}")
         return ExitCode.OK
-    found = kernelcache.entries()
-    size = 0
-    for path in found:
-        try:
-            size += path.stat().st_size
-        except OSError:   # removed meanwhile by another process
-            pass
-    print(where)
-    print(f"{len(found)} kernels, {size / 1024:.1f} KiB"
-          + ("" if kernelcache.enabled() else " (off: GRADCHECK_NO_CACHE is set)"))
+    found = kernelcache.old_entries()
+    print("compiled kernels are kept in each process's memory only; nothing is read "
+          "from the disk")
+    print(f"{len(found)} files of an older gradcheck's disk cache in {where}"
+          + (" (never read; gradcheck cache --clear removes them)" if found else ""))
     return ExitCode.OK
 
 

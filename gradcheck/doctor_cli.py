@@ -35,18 +35,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def command(args) -> int:
-    from .errors import describe_exception
-    from .health import doctor
-    from .health.factory import FactoryError, setup
+    from .health.apart import run
     from .health.render import text, to_json
 
-    made = setup(args.factory, tuple(args.allow_op_module))
-    try:
-        report = doctor(made["model"], made["loss_fn"], *made["batch"],
-                        optimizer=made.get("optimizer"), frozen=made.get("frozen", ()),
-                        train_step=made.get("train_step"))
-    except Exception as exc:   # the user's model or loss raised: theirs to fix
-        raise FactoryError(f"{args.factory}: the setup raised "
-                           f"{describe_exception(exc)}") from None
-    print((to_json if args.format == "json" else text)(report), end="")
+    # the factory runs in a process of its own, its output captured (health/apart.py)
+    report, output = run(args.factory, tuple(args.allow_op_module))
+    print((to_json if args.format == "json" else text)(report, output), end="")
     return HEALTHY if report.healthy else FINDINGS

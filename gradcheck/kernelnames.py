@@ -21,9 +21,8 @@ uses is resolved alone, in lambdify's order (``builtins`` and ``range``, then
 
 So a process imports SciPy only when a kernel calls one of its functions, and a kernel
 computes exactly what it computed in lambdify's namespace (tests/test_kernelnames.py
-checks every name of that namespace). A kernel compiled here (:func:`lambdify`) and one
-loaded from the disk cache (:mod:`gradcheck.kernelcache`) get their namespace the same
-way, from their code.
+checks every name of that namespace). :mod:`gradcheck.kernelcache` memoises the compiled
+kernels within a process; none is ever loaded from a file.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ import warnings
 import numpy as np
 
 from . import opserver, wire
+from .cienv import without_control
 from .backends.op import OpImportError, OpRefused
 
 OUTPUT_LIMIT = 64 * 1024     # bytes of an op's output kept for the report
@@ -109,7 +110,7 @@ class OpProcess:
 
         self.capture = os.memfd_create("gradcheck-op-output")
         ours, theirs = socket.socketpair()
-        env = {k: v for k, v in os.environ.items() if not opserver.controlled(k)}
+        env = without_control(os.environ)
         code = (f"from gradcheck.opserver import spawned; "
                 f"spawned({theirs.fileno()}, {os.getpid()})")
         process = subprocess.Popen(

@@ -20,20 +20,11 @@ import traceback
 
 
 from . import wire
+from .cienv import controlled
 from .backends.op_calls import backward_method
 from .backends.storage import describe, plain
 
-#: environment variables an op's process never sees: the CI's control files and
-#: tokens (GitHub Actions reads GITHUB_ENV, GITHUB_OUTPUT, GITHUB_PATH,
-#: GITHUB_STEP_SUMMARY and GITHUB_STATE back after the step; ACTIONS_* hold its
-#: runtime tokens; GitLab's job token and JWTs)
-CONTROL_PREFIXES = ("GITHUB_", "ACTIONS_", "RUNNER_", "CI_JOB_TOKEN", "CI_JOB_JWT",
-                    "CI_REGISTRY_PASSWORD", "BUILDKITE_AGENT_ACCESS_TOKEN")
 _MESSAGE = 8000   # characters of an exception's text and traceback sent back
-
-
-def controlled(name: str) -> bool:
-    return name.startswith(CONTROL_PREFIXES)
 
 
 def become_apart(channel: int, capture: int, judge: int) -> None:
@@ -56,7 +47,7 @@ def become_apart(channel: int, capture: int, judge: int) -> None:
     sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")
     sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-    for name in [n for n in os.environ if controlled(n)]:
+    for name in [n for n in os.environ if controlled(n)]:   # (gradcheck.cienv)
         del os.environ[name]
 
 

@@ -160,8 +160,9 @@ def _execution(run: argparse.ArgumentParser) -> None:
                           "is at ADDRESS, e.g. tcp://host:8786 (pip install "
                           "'gradcheck[distributed]')")
     run.add_argument("--no-cache", action="store_true",
-                     help="neither read nor write the cache of compiled reference "
-                          "kernels (see `gradcheck cache`)")
+                     help="compile every reference kernel anew: turn off the memo "
+                          "that reuses a compiled kernel within a process (there is "
+                          "no disk cache)")
     run.add_argument("--max-memory", type=_size, metavar="SIZE",
                      help="the memory a case may take, 1M to 1P, e.g. 4G or 512M: a "
                           "case whose estimate (its elements times its points, and its "

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import sys
-import tempfile
 from contextlib import contextmanager
 
 import pytest
@@ -22,12 +19,6 @@ settings.register_profile(
     "repeatable", derandomize=True, database=None, deadline=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
-
-# The kernel cache of this test session (and of the processes it starts, which inherit
-# the environment): a folder of its own, never the user's ~/.cache. Each xdist worker
-# imports this file and gets its own.
-os.environ["GRADCHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradcheck-test-cache-")
-atexit.register(shutil.rmtree, os.environ["GRADCHECK_CACHE_DIR"], ignore_errors=True)
 
 # `gradcheck run` runs each case in a worker process by default: a fresh interpreter that
 # imports torch (seconds) for every main([...]) the tests call. The suite runs its cases

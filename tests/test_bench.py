@@ -237,15 +237,13 @@ def test_tensor_section_has_layers_the_4096_input_checkers_and_the_cache_rows(qu
     cache = [r for r in rows(saved, "tensor") if "cases" in r["sizes"]
              and "cases/" in r["name"]]
     assert [r["name"].rsplit(": ", 1)[1] for r in cache] == [
-        "first run, empty cache", "second run, same cache", "first / second",
-        "references built cold", "references built from the disk cache",
-        "the cold build's share of the first run"]
-    assert cache[2]["ratio"] == pytest.approx(cache[0]["seconds"] / cache[1]["seconds"])
-    assert cache[2]["target"] == ">= 3×"
-    # what the cache can save: the symbolic build, cold and cached, of the same cases
-    assert cache[3]["sizes"]["references"] >= cache[3]["sizes"]["cases"] >= 1
-    assert cache[3]["seconds"] > 0 and cache[4]["seconds"] > 0
-    assert cache[5]["ratio"] == pytest.approx(cache[3]["seconds"] / cache[0]["seconds"])
+        "one run", "references built cold",
+        "references built again, kernels from the memo", "the cold build's share of the run"]
+    assert cache[0]["seconds"] > 0 and cache[0]["extra"]["returncode"] == 0
+    # what compiling costs: the symbolic build, cold and memoised, of the same cases
+    assert cache[1]["sizes"]["references"] >= cache[1]["sizes"]["cases"] >= 1
+    assert cache[1]["seconds"] > 0 and cache[2]["seconds"] > 0
+    assert cache[3]["ratio"] == pytest.approx(cache[1]["seconds"] / cache[0]["seconds"])
 
 
 def test_every_layer_case_file_reads_back_at_both_sizes(tmp_path):

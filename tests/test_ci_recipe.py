@@ -123,7 +123,6 @@ def _environment(env_dir: Path) -> dict[str, str]:
            and k not in ("PYTHONPATH", "PYTHONHOME")}
     env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(env_dir)
-    env["GRADCHECK_CACHE_DIR"] = str(env_dir.parent / "kernel-cache")
     return env
 
 

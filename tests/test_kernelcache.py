@@ -1,12 +1,10 @@
-"""The disk cache of compiled reference kernels (gradcheck.kernelcache) and the formula
-text it is keyed by (gradcheck.tree.canonical): a hit computes what the built kernel
-computes and skips SymPy; a corrupt entry, an unwritable folder, a changed source or
---no-cache never serve a wrong kernel or fail a run."""
+"""The memo of compiled reference kernels (gradcheck.kernelcache) and the formula text it
+is keyed by (gradcheck.tree.canonical): a kernel compiled once in a process is reused
+and computes what a fresh build computes; --no-cache compiles every kernel; nothing is
+read from or written to the disk (the old cache folder's files are never run)."""
 
 from __future__ import annotations
 
-import gc as garbage
-import hashlib
 import json
 import os
 import subprocess
@@ -37,19 +35,12 @@ FORMULAS = [
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    """A fresh, enabled cache folder, and no kernel of this process remembered."""
-    where = tmp_path / "cache"
-    monkeypatch.setenv("GRADCHECK_CACHE_DIR", str(where))
+def memo(monkeypatch):
+    """The memo on and empty."""
     monkeypatch.delenv("GRADCHECK_NO_CACHE", raising=False)
-    kernelcache._loaded.clear()
-    return where
-
-
-def forget() -> None:
-    """Drop this process's kernels: the next build reads the disk."""
-    kernelcache._loaded.clear()
-    garbage.collect()
+    kernelcache.clear()
+    yield
+    kernelcache.clear()
 
 
 def counts() -> dict:
@@ -78,58 +69,33 @@ def everything(ref, rng) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("expr, extra", FORMULAS, ids=[f for f, _ in FORMULAS])
-def test_a_hit_computes_what_the_built_kernel_computes(cache, expr, extra):
+def test_a_memoised_kernel_computes_what_a_fresh_build_computes(memo, expr, extra,
+                                                                 monkeypatch):
     from gradcheck.reference import Reference
 
-    before = counts()
+    monkeypatch.setenv("GRADCHECK_NO_CACHE", "1")
     built = everything(Reference(case_of(expr, extra)), np.random.default_rng(0))
-    assert delta(before) == {"misses": 4, "written": 4}   # main, second, magnitude, first
-    forget()
+    monkeypatch.delenv("GRADCHECK_NO_CACHE")
     before = counts()
-    ref = Reference(case_of(expr, extra))
-    again = everything(ref, np.random.default_rng(0))
-    assert delta(before) == {"hits": 4}
-    assert len(kernelcache.entries()) == 4
+    everything(Reference(case_of(expr, extra)), np.random.default_rng(0))
+    assert delta(before) == {"misses": 4}   # main, second, magnitude, first
+    before = counts()
+    again = everything(Reference(case_of(expr, extra)), np.random.default_rng(0))
+    assert delta(before) == {"memory": 4}
     for a, b in zip(built, again, strict=True):
         np.testing.assert_array_equal(a, b)     # the same code: the same floats
-    assert ref._kernel.__code__.co_filename.startswith("<lambdifygenerated-cached-")
 
 
-def test_every_name_a_kernel_uses_resolves(cache):
-    """Plain lambdify (SymPy's cse) over every name MODULES provides and NumPy's."""
-    import sympy
-
-    from gradcheck.reference.derivatives import MODULES
-
-    x, y = sympy.symbols("_x _y", real=True)
-    exprs = [sympy.tanh(x) * sympy.erf(y), sympy.Piecewise((x, x > y), (y ** 2, True)),
-             sympy.Heaviside(x - y), sympy.sign(x) * sympy.Max(x, y), sympy.pi + sympy.E,
-             sympy.sqrt(sympy.Abs(y)) + sympy.log(1 + x ** 2) + sympy.atan2(x, y)]
-
-    def build():
-        return sympy.lambdify([x, y], exprs, modules=MODULES, cse=True)
-
-    a, b = np.linspace(-2, 2, 9), np.linspace(1.5, -2.5, 9)
-    first = kernelcache.cached_lambdify("test names", build, modules=MODULES)(a, b)
-    forget()
-    before = counts()
-    second = kernelcache.cached_lambdify("test names", build, modules=MODULES)(a, b)
-    assert delta(before) == {"hits": 1}
-    for p, q in zip(first, second, strict=True):
-        np.testing.assert_array_equal(p, q)
-
-
-def test_a_hit_does_no_sympy_work(cache, monkeypatch):
+def test_a_memoised_kernel_does_no_sympy_work(memo, monkeypatch):
     from gradcheck.reference import Reference
     from gradcheck.reference import elementwise
     from gradcheck.reference.adjoint import Program
 
     expr, extra = FORMULAS[2]
     built = everything(Reference(case_of(expr, extra)), np.random.default_rng(1))
-    forget()
 
     def refuse(*args, **kwargs):
-        raise AssertionError("SymPy work on a cache hit")
+        raise AssertionError("SymPy work for a memoised kernel")
 
     monkeypatch.setattr(Program, "gradient", refuse)
     monkeypatch.setattr(Program, "lambdify", refuse)
@@ -140,105 +106,51 @@ def test_a_hit_does_no_sympy_work(cache, monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not json", "edited source", "bytes",
-                                    "wrong name", "no function"])
-def test_a_corrupt_entry_is_rebuilt(cache, damage):
-    from gradcheck.reference import Reference
-
-    expr, extra = FORMULAS[0]
-    built = everything(Reference(case_of(expr, extra)), np.random.default_rng(2))
-    for path in kernelcache.entries():
-        text = path.read_text()
-        entry = json.loads(text)
-        if damage == "truncated":
-            path.write_text(text[: len(text) // 2])
-        elif damage == "not json":
-            path.write_text("[1, 2")
-        elif damage == "edited source":     # the checksum no longer matches
-            path.write_text(json.dumps(dict(entry, source=entry["source"] + "\nx = 1\n")))
-        elif damage == "bytes":
-            path.write_bytes(b"\xff\xfe\x00garbage")
-        elif damage == "wrong name":
-            path.write_text(json.dumps(dict(entry, name="0" * 64)))
-        else:
-            source = "def f():\n    return 1\n"
-            path.write_text(json.dumps(dict(entry, source=source, sha256=hashlib.sha256(
-                source.encode()).hexdigest())))
-    forget()
-    before = counts()
-    again = everything(Reference(case_of(expr, extra)), np.random.default_rng(2))
-    assert delta(before) == {"misses": 4, "written": 4}
-    for a, b in zip(built, again, strict=True):
-        np.testing.assert_array_equal(a, b)
-    for path in kernelcache.entries():      # overwritten whole
-        assert json.loads(path.read_text())["format"] == kernelcache.FORMAT
+def test_different_modules_are_different_kernels(memo):
+    built = []
+    for modules in (["numpy"], [{"f": abs}, "numpy"]):
+        built.append(kernelcache.cached_lambdify("same key", lambda: object(),
+                                                 modules=modules))
+    assert built[0] is not built[1]
+    assert kernelcache.cached_lambdify("same key", lambda: None,
+                                       modules=["numpy"]) is built[0]
 
 
-def test_an_unwritable_folder_does_not_fail(tmp_path, monkeypatch):
-    from gradcheck.reference import Reference
-
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
-    monkeypatch.setenv("GRADCHECK_CACHE_DIR", str(blocker / "cache"))   # cannot exist
-    monkeypatch.delenv("GRADCHECK_NO_CACHE", raising=False)
-    forget()
-    before = counts()
-    everything(Reference(case_of(*FORMULAS[1])), np.random.default_rng(3))
-    assert delta(before) == {"misses": 4}
-    assert kernelcache.entries() == []
-    read_only = tmp_path / "read-only"
-    read_only.mkdir()
-    read_only.chmod(0o555)      # (root writes there anyway: then it is simply a cache)
-    try:
-        monkeypatch.setenv("GRADCHECK_CACHE_DIR", str(read_only))
-        forget()
-        everything(Reference(case_of(*FORMULAS[3])), np.random.default_rng(3))
-    finally:
-        read_only.chmod(0o755)
+def test_the_memo_keeps_the_most_recent_kernels(memo, monkeypatch):
+    monkeypatch.setattr(kernelcache, "SIZE", 3)
+    first = kernelcache.cached_lambdify("k0", object, modules=["numpy"])
+    for k in range(1, 4):
+        kernelcache.cached_lambdify(f"k{k}", object, modules=["numpy"])
+    assert len(kernelcache._memo) == 3
+    assert kernelcache.cached_lambdify("k0", object, modules=["numpy"]) is not first
+    kept = kernelcache.cached_lambdify("k3", object, modules=["numpy"])
+    assert kernelcache.cached_lambdify("k3", object, modules=["numpy"]) is kept
 
 
-def test_no_cache_reads_and_writes_nothing(cache, monkeypatch, tmp_path, capsys):
+def test_no_cache_compiles_every_kernel_and_is_restored_after_the_run(
+        memo, monkeypatch, tmp_path, capsys):
     from gradcheck.reference import Reference
 
     monkeypatch.setenv("GRADCHECK_NO_CACHE", "1")
     before = counts()
     Reference(case_of(*FORMULAS[0]))
-    assert delta(before) == {"uncached": 1}
+    Reference(case_of(*FORMULAS[0]))
+    assert delta(before) == {"uncached": 2}
     monkeypatch.delenv("GRADCHECK_NO_CACHE")
     cases = tmp_path / "c.toml"
     cases.write_text('[[case]]\nname = "t"\nexpr = "sum(tanh(x) * x)"\n'
                      'inputs.x = { shape = [3] }\npoints = 2\n')
+    before = counts()
     assert main(["run", str(cases), "--no-cache", "--witness", "numeric"]) == 0
-    assert kernelcache.entries() == [] and not cache.exists()
+    assert set(delta(before)) == {"uncached"}
     assert "GRADCHECK_NO_CACHE" not in os.environ        # restored after the run
+    before = counts()
     assert main(["run", str(cases), "--witness", "numeric"]) == 0
-    assert kernelcache.entries()
+    assert "uncached" not in delta(before)
     capsys.readouterr()
 
 
-def test_a_changed_source_digest_misses(cache, monkeypatch):
-    from gradcheck.reference import Reference
-
-    Reference(case_of(*FORMULAS[0]))
-    first = set(kernelcache.entries())
-    forget()
-    monkeypatch.setattr(kernelcache, "source_digest", lambda: "another gradcheck")
-    before = counts()
-    Reference(case_of(*FORMULAS[0]))
-    assert delta(before) == {"misses": 1, "written": 1}
-    assert first < set(kernelcache.entries())
-
-
-def test_the_digest_covers_the_code_that_decides_a_kernel():
-    """The rules and the reference, and the printer and namespaces a kernel is compiled
-    and run with (kernelnames): a change to any of them serves no old kernel."""
-    files = {str(p.relative_to(kernelcache._PACKAGE)) for pattern in kernelcache.SOURCES
-             for p in kernelcache._PACKAGE.glob(pattern)}
-    assert {"kernelnames.py", "kernelcache.py", "lowering.py", "tree.py",
-            "reference/adjoint.py", "reference/derivatives.py", "rules/table.py"} <= files
-
-
-def test_a_patched_meaning_is_never_cached(cache, monkeypatch):
+def test_a_patched_meaning_is_never_memoised(memo, monkeypatch):
     import dataclasses
 
     import sympy
@@ -251,31 +163,16 @@ def test_a_patched_meaning_is_never_cached(cache, monkeypatch):
     before = counts()
     Reference(case_of(*FORMULAS[0]))
     assert delta(before) == {"uncached": 1}
-    assert kernelcache.entries() == []
+    assert not kernelcache._memo
 
 
-def test_the_cache_command_shows_and_clears(cache, capsys):
-    import sympy
-
-    kernelcache.cached_lambdify("cmd", lambda: sympy.lambdify([], 1, modules=["numpy"]),
-                                modules=["numpy"])
-    (cache / "kernels" / "keep.txt").write_text("not ours")
-    assert main(["cache"]) == 0
-    out = capsys.readouterr().out
-    assert str(cache) in out and "1 kernels" in out
-    assert main(["cache", "--clear"]) == 0
-    assert "removed 1 cached kernels" in capsys.readouterr().out
-    assert kernelcache.entries() == [] and (cache / "kernels" / "keep.txt").exists()
-
-
-def test_a_rerun_of_the_cli_reuses_the_entries(tmp_path):
+def test_a_run_writes_nothing_to_the_old_cache_folder(tmp_path):
+    """Neither GRADCHECK_CACHE_DIR nor XDG_CACHE_HOME gets a file from a run."""
     cases = tmp_path / "c.toml"
-    cases.write_text('[defaults]\npoints = 2\n'
-                     '[[case]]\nname = "a"\nexpr = "sum(tanh(x) * erf(x))"\n'
-                     'inputs.x = { shape = [5] }\n'
-                     '[[case]]\nname = "b"\nexpr = "sum(where(x > 0, x, exp(x) - 1))"\n'
-                     'inputs.x = { shape = [5] }\n')
-    env = dict(os.environ, GRADCHECK_CACHE_DIR=str(tmp_path / "cache"))
+    cases.write_text('[[case]]\nname = "a"\nexpr = "sum(tanh(x) * erf(x))"\n'
+                     'inputs.x = { shape = [5] }\npoints = 2\n')
+    env = dict(os.environ, GRADCHECK_CACHE_DIR=str(tmp_path / "cache"),
+               XDG_CACHE_HOME=str(tmp_path / "xdg"))
     env.pop("GRADCHECK_NO_CACHE", None)
 
     def run() -> dict:
@@ -283,15 +180,25 @@ def test_a_rerun_of_the_cli_reuses_the_entries(tmp_path):
                                "--format", "json"], cwd=ROOT, env=env, text=True,
                               capture_output=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        report = json.loads(proc.stdout)
-        return without_seconds(report)
+        return without_seconds(json.loads(proc.stdout))
 
-    first = run()
-    stored = {p: p.stat().st_ino for p in kernelcache.entries(tmp_path / "cache")}
-    assert stored
-    assert run() == first
-    # nothing rebuilt: the same files, never replaced (a rewrite is a new inode)
-    assert {p: p.stat().st_ino for p in kernelcache.entries(tmp_path / "cache")} == stored
+    assert run() == run()
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "xdg").exists()
+
+
+def test_the_cache_command_names_and_removes_the_old_files(tmp_path, monkeypatch,
+                                                          capsys):
+    old = tmp_path / "cache"
+    (old / "kernels").mkdir(parents=True)
+    (old / "kernels" / ("0" * 64 + ".json")).write_text('{"source": "1/0"}')
+    (old / "kernels" / "keep.txt").write_text("not ours")
+    monkeypatch.setenv("GRADCHECK_CACHE_DIR", str(old))
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert str(old) in out and "1 files" in out and "never read" in out
+    assert main(["cache", "--clear"]) == 0
+    assert "removed 1 old cached kernels" in capsys.readouterr().out
+    assert kernelcache.old_entries() == [] and (old / "kernels" / "keep.txt").exists()
 
 
 def without_seconds(x):

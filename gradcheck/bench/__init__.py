@@ -17,7 +17,7 @@ Five sections, each a list of :class:`Row` (data only; printing is the caller's)
 (e) ``tensor`` (:mod:`.tensor`, fresh ``gradcheck run`` processes from :mod:`.clirun`):
     formulas that mix elements (matmul, attention, layer norm, cross-entropy) at real
     sizes: wall time and peak memory; ``sum(tanh(x @ W))`` at 4096 inputs against
-    ``torch.autograd.gradcheck`` and JAX; the bundled cases twice over one disk cache.
+    ``torch.autograd.gradcheck`` and JAX; the bundled cases once, and their compile.
 
 Rows with a target say whether it was met (``met``); in a ``--quick`` run the sizes are
 too small for the targets, which are then not assessed (``met`` is ``None``).

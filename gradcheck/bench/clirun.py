@@ -40,9 +40,9 @@ class CliRun:
         return next((c for c in cases if name is None or c["name"] == name), None)
 
 
-def _env(cache_dir: str, cache: bool) -> dict:
-    env = dict(os.environ, GRADCHECK_CACHE_DIR=cache_dir, **_ONE_THREAD)
-    if cache:   # the bench runs with the cache off; the runs that measure it, on
+def _env(cache: bool) -> dict:
+    env = dict(os.environ, **_ONE_THREAD)
+    if cache:   # the bench runs with the kernel memo off; the run that measures it, on
         env.pop("GRADCHECK_NO_CACHE", None)
     # the run as it comes: in a worker's case process, which measures a case's memory
     # (the test suite sets GRADCHECK_IN_PROCESS for its own runs)
@@ -53,12 +53,11 @@ def _env(cache_dir: str, cache: bool) -> dict:
     return env
 
 
-def run_cli(args: list[str], *, cache_dir: str, timeout: float,
-            cache: bool = False) -> CliRun:
+def run_cli(args: list[str], *, timeout: float, cache: bool = False) -> CliRun:
     """``python -m gradcheck run ARGS --format json --output FILE`` in a fresh process
-    with ``GRADCHECK_CACHE_DIR=cache_dir`` and one thread per pool; killed after
-    ``timeout`` seconds (``capped``). ``cache``: with the kernel cache on (the bench
-    turns it off for every other run)."""
+    with one thread per pool; killed after ``timeout`` seconds (``capped``).
+    ``cache``: with the memo of compiled kernels on (the bench turns it off for every
+    other run)."""
     with tempfile.TemporaryDirectory(prefix="gradcheck-bench-") as tmp:
         out = Path(tmp) / "report.json"
         killed = threading.Event()
@@ -69,7 +68,7 @@ def run_cli(args: list[str], *, cache_dir: str, timeout: float,
                  "--output", str(out)], stdout=subprocess.DEVNULL, stderr=err,
                 # run from the folder it writes in: a run writes only inside its project
                 # (gradcheck.confine), and the case paths it is given are absolute
-                env=_env(cache_dir, cache), cwd=tmp)
+                env=_env(cache), cwd=tmp)
 
             def kill():
                 killed.set()

@@ -75,7 +75,7 @@ class Config:
     chain: tuple[int, int] = (10_000, 1000)  # (d): elements, ops
     layers: str = "real"                # (e): the shapes of :data:`LAYERS` ("small")
     layer_names: tuple[str, ...] | None = None  # (e): which of LAYERS (None: all)
-    cache_cases: str = ""               # (e): the file below cases/ run twice ("": all)
+    cache_cases: str = ""               # (e): the file below cases/ run ("": all)
     cache_keyword: str | None = None    # (e): and its -k
     cli_cap: float = 300.0              # (e): seconds one `gradcheck run` may take
     repeat: int = 3                     # runs per measurement (the median is kept)
@@ -101,7 +101,6 @@ TARGET_LAYER_SECONDS = 10.0
 TARGET_LAYER_MEMORY = 20.0
 TARGET_OVER_FULL = 20.0       # torch's full check's seconds / gradcheck's, at least
 TARGET_OVER_FAST = 5.0        # gradcheck's seconds / torch fast_mode's, at most
-TARGET_CACHE_SPEEDUP = 3.0    # first run / second run of cases/, at least
 
 
 @dataclass(frozen=True)

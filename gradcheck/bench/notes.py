@@ -84,8 +84,8 @@ def _tensor_notes(cfg: Config) -> list[str]:
     return [
         "Each gradcheck row is `python -m gradcheck run FILE --dtype float64 --points 1 "
         "--extreme-points 0` (every witness, --no-cache) on a "
-        "generated case file, in a fresh process with an empty GRADCHECK_CACHE_DIR "
-        "and OMP/MKL/OpenBLAS on one thread; seconds: its wall time, start-up and "
+        "generated case file, in a fresh process "
+        "with OMP/MKL/OpenBLAS on one thread; seconds: its wall time, start-up and "
         "the reference's compile included. A case gradcheck cannot check is shown "
         "with its status and message, its targets not met.",
         "Peak memory: the case's own, from the JSON report (peak_memory: the resident "
@@ -103,7 +103,8 @@ def _tensor_notes(cfg: Config) -> list[str]:
         "torch's fast_mode, each a few milliseconds, are timed in turns (ten runs of "
         "one, then ten of the other, again, for at least 2 s of runs: the medians of "
         "dozens of runs, under one load).",
-        "Cache: `gradcheck run` on the bundled cases as they come, twice, with one "
-        "GRADCHECK_CACHE_DIR that is empty before the first; cache files: the files "
-        "in it after each run.",
+        "Compile: `gradcheck run` on the bundled cases as they come, once, in a fresh "
+        "process (kernels memoised within each process, none read from the disk), "
+        "and their references built in the bench's process, every kernel compiled, "
+        "then again from the memo: what compiling costs of the run.",
     ]

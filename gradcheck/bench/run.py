@@ -72,7 +72,7 @@ def run_bench(config: Config = FULL, *, sections: tuple[str, ...] | None = None,
     wanted = tuple(s for s in SECTIONS if s in (sections or SECTIONS))
     try:
         # every measurement compiles its reference, in this process and in children
-        # (the cache rows turn the cache on for theirs)
+        # (the compile rows turn the kernel memo on for theirs)
         with turned_off():
             _measure(_plan(config, wanted, notes, absent), rows, absent, say)
     finally:

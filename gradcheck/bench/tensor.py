@@ -7,7 +7,7 @@ real sizes, each checked by ``gradcheck run`` in a fresh process (:mod:`.clirun`
 - ``sum(tanh(x @ W))`` at 4096 inputs (:data:`~gradcheck.bench.config.CHECKED`):
   ``gradcheck run`` with its compile against ``torch.autograd.gradcheck`` (full and
   ``fast_mode``) and, when importable, JAX's ``check_grads``;
-- the disk cache: the bundled cases run twice with one fresh ``GRADCHECK_CACHE_DIR``.
+- the bundled cases run once, and what compiling their references costs of that run.
 
 A case gradcheck cannot check (a formula too large for the reference it has) is a row
 whose ``extra["error"]`` is the case's message, its target not met.
@@ -43,15 +43,14 @@ def _sizes(case: dict) -> dict:
 
 
 def check(cases: list[dict], cfg: Config) -> CliRun:
-    """``gradcheck run`` of ``cases`` (one file) with :data:`CHECK_ARGS`, a fresh empty
-    ``GRADCHECK_CACHE_DIR`` and ``--no-cache``. Raises when the CLI
+    """``gradcheck run`` of ``cases`` (one file) with :data:`CHECK_ARGS` and
+    ``--no-cache`` (every kernel compiled). Raises when the CLI
     wrote no report (it crashed)."""
     with tempfile.TemporaryDirectory(prefix="gradcheck-bench-") as tmp:
         path = Path(tmp) / "cases.toml"
         path.write_text(case_toml(cases), encoding="utf-8")
         run = run_cli([str(path), *CHECK_ARGS, "--timeout", f"{cfg.cli_cap:g}",
-                       "--no-cache"], cache_dir=str(Path(tmp) / "cache"),
-                      timeout=cfg.cli_cap + 60)
+                       "--no-cache"], timeout=cfg.cli_cap + 60)
     if run.report is None and not run.capped:
         raise RuntimeError(f"gradcheck run exited with {run.returncode} and wrote no "
                            f"report: {run.stderr}")
@@ -185,7 +184,7 @@ def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
     with ``torch.autograd.gradcheck(fast_mode=True)`` on the same function
     (:func:`~gradcheck.bench.checkers.side_by_side`: their ratio is taken under one
     load): every witness, one point, compile included (SymPy's cache cleared and the
-    disk cache off for each run, each run a case of its own)."""
+    kernel memo off for each run, each run a case of its own)."""
     import sympy
 
     from ..cases import case_from_dict
@@ -324,7 +323,7 @@ def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
     plan = [Workload("tensor", f"gradcheck run {label} (fresh processes: small, real)",
                      lambda label=label: _layer_rows(label, cfg))
             for label in layer_names(cfg)]
-    plan.append(Workload("tensor", "gradcheck run cases/ twice, one cache",
+    plan.append(Workload("tensor", "gradcheck run cases/",
                          lambda: cache_rows(cfg, state)))
     plan += [Workload("tensor", f"torch.autograd.gradcheck beside {label}",
                       lambda label=label: _layer_torch(label, cfg))
@@ -333,7 +332,7 @@ def tensor_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
                       lambda: _checked_gradcheck(cfg, state)),
              Workload("tensor", "torch.autograd.gradcheck, 4096 inputs",
                       lambda: _checked_torch(cfg, state)),
-             Workload("tensor", "the bundled cases' references, built cold and cached",
+             Workload("tensor", "the bundled cases' references, built cold and memoised",
                       lambda: symbolic_rows(cfg, state))]
     try:
         mods = load_jax()

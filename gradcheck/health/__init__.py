@@ -5,7 +5,6 @@ without a graph, a target that requires grad. See docs/design.md, "The doctor"."
 
 from __future__ import annotations
 
-from .checks import diagnose
 from .findings import KINDS, DoctorReport, Finding
 
 __all__ = ["doctor", "assert_healthy", "DoctorReport", "Finding", "KINDS"]
@@ -23,6 +22,10 @@ def doctor(model, loss_fn, *batch, optimizer=None, train_step=None,
     parameters (or of modules above them) frozen on purpose. The model's weights and
     ``.grad`` are as they were when this returns.
     """
+    # (imported here: `gradcheck doctor`'s own process renders reports without torch,
+    # which only the factory's process needs)
+    from .checks import diagnose
+
     if isinstance(frozen, str):
         frozen = (frozen,)
     return DoctorReport(diagnose(model, loss_fn, batch, optimizer, train_step,

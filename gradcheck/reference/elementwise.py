@@ -29,13 +29,13 @@ class ElementwiseReference(Reference):
         self.body, self.top = elementwise_split(case.output)
         self._double: dict | None = None   # double backward's derivatives, on first use
         self._second: dict = {}            # and their kernels, by kind
-        # On a cache hit, no SymPy work at all: lowering and differentiation are in _build
+        # A kernel this process compiled already: no SymPy work at all: lowering and differentiation are in _build
         self._kernel = cached_lambdify(self._key("main"), self._build, modules=MODULES)
 
     def _key(self, kind: str) -> str | None:
         """The cache key of one kernel: everything its generated code depends on (the
-        scalar kernel does not depend on shapes). None: not to be cached (nor written
-        when the cache is off)."""
+        scalar kernel does not depend on shapes). None: not to be memoised (a row's
+        meaning patched, or the memo off)."""
         case = self.case
         lets = [case.nodes[n] for n in case.retain_grad]
         if not enabled() or not own_meanings(self.body, *lets):
