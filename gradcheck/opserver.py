@@ -100,7 +100,12 @@ def main(sock, case, dtype: str) -> None:
             reply = getattr(server, "call_" + request.pop("call"))(**request)
         except BaseException as exc:   # SystemExit, KeyboardInterrupt: the op's too
             reply = {"error": _error(exc)}
-        wire.send(sock, reply)
+        try:
+            parts = wire.encode(reply)
+        except Exception as exc:   # what the op returned cannot travel (an object array)
+            parts = wire.encode({"error": _error(exc)})
+        for part in parts:
+            sock.sendall(part)
 
 
 def _error(exc: BaseException) -> dict:

@@ -16,8 +16,10 @@ README = (Path(__file__).parent.parent / "README.md").read_text()
 def test_python_examples_run():
     blocks = re.findall(r"```python\n(.*?)```", README, re.S)
     assert blocks
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
+    for i, block in enumerate(blocks):
+        # (a name that is no file: inspect, which Hypothesis asks for a test's source,
+        # would read README.md's own lines at the block's line numbers)
+        exec(compile(block, f"<README.md python block {i}>", "exec"), {})
 
 
 def test_toml_example_is_a_valid_case_file(tmp_path):

@@ -159,8 +159,8 @@ class OpCheck:
         self.record("shapes", shapes(op.raw_backward(vs), op.info, self.case, leaves,
                                      ex.grads, self.dtype))
         self.record("inplace", inplace(op.inplace(point, vs), point, vs, values, i))
-        self.record("layout", layout(op.layouts(point, vs), wanted, expected, i, tolerance,
-                                     loose, point))
+        self.record("layout", layout(op.layouts(point, vs), values, got, i, tolerance,
+                                     point))
         if self.case.order == 2:
             self.record("double", double(op, self.refs, self.case, self.dtype, point,
                                          vs, i))
