@@ -149,13 +149,15 @@ def test_an_op_wrong_only_for_non_contiguous_inputs_is_caught(tmp_path):
 
 def test_a_spawned_op_process_holds_as_a_forked_one(tmp_path):
     """The op's process a CUDA case gets (a new interpreter: CUDA allows no fork of a
-    process that initialised it), forced here on the CPU: the same verdicts, the op's
-    output captured, no control variable."""
-    code, log, report = run_gradcheck(tmp_path, "speaks.toml", GRADCHECK_OP_SPAWN="1",
-                                      GITHUB_ACTIONS="true", GITHUB_ENV=str(tmp_path / "e"))
-    assert code == ExitCode.MISMATCH, log
-    assert statuses(report) == {"speaks": "passed", "environment": "passed",
-                                "wrong-after": "failed"}
-    assert workflow_commands(log) == github_annotations(RunResult.from_dict(report))
-    speaks = next(c for c in report["cases"] if c["name"] == "speaks")
+    process that initialised it), forced here on the CPU: the op's output captured, no
+    workflow command in the log, no control variable (one case: each new interpreter
+    imports torch)."""
+    code, log, report = run_gradcheck(tmp_path, "speaks.toml", "-k", "speaks",
+                                      GRADCHECK_OP_SPAWN="1", GITHUB_ACTIONS="true",
+                                      GITHUB_ENV=str(tmp_path / "e"))
+    assert code == ExitCode.OK, log
+    assert statuses(report) == {"speaks": "passed"}
+    assert workflow_commands(log) == []
+    speaks = report["cases"][0]
     assert "from C printf" in speaks["output"] and "from a child" in speaks["output"]
+    assert not (tmp_path / "e").exists()
