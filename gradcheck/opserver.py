@@ -198,6 +198,12 @@ class Server:
 
         return {"layouts": {} if self.kind.engine else layouts(self.runner, point, vs)}
 
+    def call_torch_gradcheck(self, point: dict, settings: dict, order: int,
+                             chars: int) -> dict:
+        from .backends.op_calls import torch_gradcheck
+
+        return torch_gradcheck(self.runner, point, settings, order, chars)
+
     def call_double(self, vs: list, us: dict) -> dict:
         from .backends.op_calls import second_derivatives
 

@@ -125,3 +125,46 @@ def _arranged(t, layout: str):
         base = t.detach().mT.contiguous().requires_grad_(grad)
         return base.mT
     return t
+
+
+def torch_gradcheck(runner, point: dict, settings: dict, order: int,
+                    chars: int = 300) -> dict:
+    """``torch.autograd.gradcheck`` (and ``gradgradcheck`` at ``order = 2``) on the op at
+    ``point``, called as gradcheck calls it (``call =``, integer inputs, keywords), the
+    inputs whose gradients are checked perturbed and the others left as they are:
+    ``{"verdict": "passed" | "mismatch" | "error: <type>", "message": ...}``. Torch's
+    verdict, beside gradcheck's in the bench (:mod:`gradcheck.bench.verdicts`); run in
+    the op's own process like every other call of the op."""
+    import warnings
+
+    import torch
+    from torch.autograd.gradcheck import GradcheckError
+
+    leaves, wanted = runner.leaves(point), runner.wanted
+
+    def fn(*xs):
+        out = runner.forward({**leaves, **dict(zip(wanted, xs))})
+        return out if len(out) > 1 else out[0]
+
+    checks = [torch.autograd.gradcheck]
+    if order == 2:
+        checks.append(torch.autograd.gradgradcheck)
+    try:
+        with warnings.catch_warnings():
+            # "not a double precision floating point": asked for on purpose in float32
+            warnings.simplefilter("ignore", UserWarning)
+            for check in checks:
+                check(fn, tuple(leaves[n] for n in wanted), **settings)
+    except GradcheckError as exc:
+        return {"verdict": "mismatch", "message": _first_line(exc, chars)}
+    except Exception as exc:   # anything else the op or the checker raised
+        return {"verdict": f"error: {type(exc).__name__}",
+                "message": _first_line(exc, chars)}
+    return {"verdict": "passed", "message": ""}
+
+
+def _first_line(exc: BaseException, chars: int) -> str:
+    # torch's mismatch message goes on with both Jacobians in full: its first line says
+    # what mismatched
+    lines = str(exc).strip().splitlines() or [""]
+    return lines[0][:chars]

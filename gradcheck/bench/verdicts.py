@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -211,56 +210,30 @@ def gradcheck_cell(meant: str, result) -> str:
 def torch_verdict(case, dtype: str) -> tuple[str, str]:
     """torch.autograd.gradcheck (and for an ``order = 2`` case gradgradcheck too) on the
     case's op at its first point in ``dtype``, with :data:`TORCH_SETTINGS`:
-    ``("passed" | "mismatch" | "n/a" | "error: <type>", message)``."""
-    import torch
-    from torch.autograd.gradcheck import GradcheckError
-
-    from ..backends.op import kind_of, load
+    ``("passed" | "mismatch" | "n/a" | "error: <type>", message)``. The op runs in a
+    process of its own, as in every check (:mod:`gradcheck.opprocess`; there
+    :func:`gradcheck.backends.op_calls.torch_gradcheck`): the bench never imports it."""
+    from ..opprocess import OpProcess, OpRaised
     from ..sampling import case_points
-
-    try:
-        kind = kind_of(load(case.op, case.file, case.allow_op_modules))
-    except Exception as exc:   # an op that cannot be imported: say so in its cell
-        return f"error: {type(exc).__name__}", str(exc)
-    if kind.engine:
-        return "n/a", "a gradcheck.engine Function runs on NumPy, not on torch tensors"
-    from ..backends.op import Runner
 
     # a nondeterministic op declares how far its backward may differ from itself; a user
     # of torch's checker would pass the same (its tolerances stay the defaults)
     settings = dict(TORCH_SETTINGS[dtype], nondet_tol=case.nondet_tol)
-    checks = [torch.autograd.gradcheck]
-    if case.order == 2:
-        checks.append(torch.autograd.gradgradcheck)
     try:
-        point = next(iter(case_points(case, dtype)))
-        # called as gradcheck calls it (call =, integer inputs, keywords); torch's checker
-        # perturbs the inputs the op's gradients are checked for, the others stay put
-        runner = Runner(case, kind, dtype, "cpu")
-        leaves, wanted = runner.leaves(point.values), runner.wanted
-
-        def fn(*xs):
-            out = runner.forward({**leaves, **dict(zip(wanted, xs))})
-            return out if len(out) > 1 else out[0]
-
-        inputs = tuple(leaves[n] for n in wanted)
-        with warnings.catch_warnings():
-            # "not a double precision floating point": asked for on purpose in float32
-            warnings.simplefilter("ignore", UserWarning)
-            for check in checks:
-                check(fn, inputs, **settings)
-    except GradcheckError as exc:
-        return "mismatch", _first_line(exc)
-    except Exception as exc:   # anything else the op, its sampling or the checker raised
+        with OpProcess(case, dtype) as op:
+            if op.info.get("engine"):
+                return "n/a", "a gradcheck.engine Function runs on NumPy, not on torch tensors"
+            point = next(iter(case_points(case, dtype)))
+            got = op.call("torch_gradcheck", point=point.values, settings=settings,
+                          order=case.order, chars=MESSAGE_CHARS)
+    except OpRaised as exc:   # the op's process died, or sent no verdict
+        return "error: OpRaised", _first_line(exc)
+    except Exception as exc:   # an op that cannot be imported: say so in its cell
         return f"error: {type(exc).__name__}", _first_line(exc)
-    return "passed", ""
-
-
-def _first_line(exc: BaseException) -> str:
-    # torch's mismatch message goes on with both Jacobians in full: its first line says
-    # what mismatched
-    lines = str(exc).strip().splitlines() or [""]
-    return lines[0][:MESSAGE_CHARS]
+    verdict, message = got.get("verdict"), got.get("message")
+    if not (isinstance(verdict, str) and isinstance(message, str)):
+        return "error: OpRaised", "the op's process sent a malformed verdict"
+    return verdict, message
 
 
 def torch_cell(meant: str, verdict: str) -> str:
