@@ -32,9 +32,9 @@ import numpy as np
 
 from . import opserver, wire
 from .cienv import without_control
+from .processes import Capture
 from .backends.op import OpImportError, OpRefused
 
-OUTPUT_LIMIT = 64 * 1024     # bytes of an op's output kept for the report
 _STALL = 60.0                # seconds a reply may stall once it has begun
 _SLACK = 1 << 26             # bytes a reply may hold beyond its arrays' expected size
 FORKS = sys.platform.startswith("linux") and hasattr(os, "memfd_create")
@@ -65,7 +65,7 @@ class OpProcess:
         self.limit = 64 * 16 * 4 * elements + _SLACK
         self.pid = 0
         self.sock: socket.socket | None = None
-        self.capture = -1
+        self.capture: Capture | None = None
         self.output = ""
         self.info: dict = {}
         self._local = None
@@ -108,14 +108,15 @@ class OpProcess:
         import struct
         import subprocess
 
-        self.capture = os.memfd_create("gradcheck-op-output")
+        self.capture = Capture("gradcheck-op-output")
         ours, theirs = socket.socketpair()
         env = without_control(os.environ)
         code = (f"from gradcheck.opserver import spawned; "
                 f"spawned({theirs.fileno()}, {os.getpid()})")
         process = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=self.capture,
-            stderr=self.capture, pass_fds=(theirs.fileno(),), env=env, process_group=0)
+            [sys.executable, "-c", code], stdin=subprocess.DEVNULL,
+            stdout=self.capture.fd, stderr=self.capture.fd, pass_fds=(theirs.fileno(),),
+            env=env, process_group=0)
         theirs.close()
         self.pid, self.sock, self._popen = process.pid, ours, process
         data = pickle.dumps((self.case, self.dtype))
@@ -129,7 +130,7 @@ class OpProcess:
             import torch  # noqa: F401
         except ImportError:   # (an engine op needs none)
             pass
-        self.capture = os.memfd_create("gradcheck-op-output", os.MFD_CLOEXEC)
+        self.capture = Capture("gradcheck-op-output")
         ours, theirs = socket.socketpair()
         judge = os.getpid()
         sys.stdout.flush()
@@ -150,8 +151,7 @@ class OpProcess:
         if pid == 0:   # the op's process: never returns into the judge's code
             try:
                 ours.close()
-                os.set_inheritable(self.capture, True)
-                opserver.become_apart(theirs.fileno(), self.capture, judge)
+                opserver.become_apart(theirs.fileno(), self.capture.fd, judge)
                 opserver.main(theirs, self.case, self.dtype)
             finally:
                 try:
@@ -319,22 +319,14 @@ class OpProcess:
                 self._reaped(os.waitpid(self.pid, 0)[1])
             except ChildProcessError:
                 self.pid = 0
-        if self.capture >= 0:
-            self.output = _read_output(self.capture)
-            os.close(self.capture)
-            self.capture = -1
+        if self.capture is not None:
+            data, size = self.capture.read()
+            self.output = data.decode("utf-8", errors="backslashreplace")
+            if size > len(data):
+                self.output += f"\n[... {size - len(data)} more bytes not kept]"
+            self.capture.close()
+            self.capture = None
         return self.output
-
-
-def _read_output(fd: int) -> str:
-    size = os.fstat(fd).st_size
-    if not size:
-        return ""
-    data = os.pread(fd, OUTPUT_LIMIT, 0)
-    text = data.decode("utf-8", errors="backslashreplace")
-    if size > OUTPUT_LIMIT:
-        text += f"\n[... {size - OUTPUT_LIMIT} more bytes not kept]"
-    return text
 
 
 def _load_error(error: dict, spec) -> Exception:

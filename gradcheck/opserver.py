@@ -62,8 +62,11 @@ def spawned(channel: int, judge: int) -> None:
 
     sock = socket.socket(fileno=channel)
     become_apart(channel, 1, judge)
-    (size,) = struct.unpack("<Q", _exactly(sock, 8))
-    case, dtype = pickle.loads(_exactly(sock, size))
+    try:
+        (size,) = struct.unpack("<Q", wire.exactly(sock, 8))
+        case, dtype = pickle.loads(wire.exactly(sock, size))
+    except wire.WireError:   # the judge is gone
+        os._exit(0)
     try:
         main(sock, case, dtype)
     finally:
@@ -72,25 +75,15 @@ def spawned(channel: int, judge: int) -> None:
         os._exit(0)
 
 
-def _exactly(sock, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            os._exit(0)   # the judge is gone
-        data += chunk
-    return data
-
-
 def main(sock, case, dtype: str) -> None:
     """Import the op, then answer calls until the judge closes the channel."""
     try:
         server = Server(case, dtype)
         info = server.info()
     except BaseException as exc:   # the import's failure (or refusal) is the reply
-        wire.send(sock, {"load_error": _error(exc)})
+        _send(sock, {"load_error": _error(exc)})
         return
-    wire.send(sock, {"info": info})
+    _send(sock, {"info": info})
     while True:
         try:
             request = wire.recv(sock)
@@ -100,12 +93,18 @@ def main(sock, case, dtype: str) -> None:
             reply = getattr(server, "call_" + request.pop("call"))(**request)
         except BaseException as exc:   # SystemExit, KeyboardInterrupt: the op's too
             reply = {"error": _error(exc)}
-        try:
-            parts = wire.encode(reply)
-        except Exception as exc:   # what the op returned cannot travel (an object array)
-            parts = wire.encode({"error": _error(exc)})
-        for part in parts:
-            sock.sendall(part)
+        _send(sock, reply)
+
+
+def _send(sock, reply: dict) -> None:
+    """``reply`` on the channel; the op's error instead where it cannot travel (what
+    the op returned is no array of a dtype the channel carries)."""
+    try:
+        parts = wire.encode(reply)
+    except Exception as exc:
+        parts = wire.encode({"error": _error(exc)})
+    for part in parts:
+        sock.sendall(part)
 
 
 def _error(exc: BaseException) -> dict:

@@ -36,3 +36,32 @@ def how_ended(code: int) -> str:
     return f"exit code {code}"
 
 
+
+
+#: bytes of a child's output (an op's, a doctor factory's) kept for the report
+OUTPUT_KEPT = 64 * 1024
+
+
+class Capture:
+    """An anonymous file in memory (Linux's ``memfd``; a temporary file elsewhere) that
+    a child process's stdout and stderr point at, read once the child is done: there is
+    no pipe to drain while it runs, and none that a process it started can hold open."""
+
+    def __init__(self, name: str):
+        if hasattr(os, "memfd_create"):
+            self.fd = os.memfd_create(name)
+        else:   # pragma: no cover - off Linux
+            import tempfile
+
+            with tempfile.TemporaryFile() as f:
+                self.fd = os.dup(f.fileno())
+
+    def read(self, limit: int = OUTPUT_KEPT) -> tuple[bytes, int]:
+        """The first ``limit`` bytes written, and how many were written in all."""
+        size = os.fstat(self.fd).st_size
+        return os.pread(self.fd, min(limit, size), 0) if size else b"", size
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -84,7 +84,7 @@ def send(sock: socket.socket, body) -> None:
         sock.sendall(part)
 
 
-def _exactly(sock: socket.socket, n: int, buf=None):
+def exactly(sock: socket.socket, n: int, buf=None):
     """``n`` bytes from ``sock``, read into ``buf`` (a new bytearray when None)."""
     buf = bytearray(n) if buf is None else buf
     view, got = memoryview(buf).cast("B"), 0
@@ -99,11 +99,11 @@ def _exactly(sock: socket.socket, n: int, buf=None):
 def recv(sock: socket.socket, limit: int = DEFAULT_LIMIT):
     """The next message's body, its arrays in place; ``limit``: the most bytes of arrays
     accepted (checked from the header, before any array is read)."""
-    (size,) = _LENGTH.unpack(_exactly(sock, _LENGTH.size))
+    (size,) = _LENGTH.unpack(exactly(sock, _LENGTH.size))
     if size > MAX_HEADER:
         raise WireError(f"a header of {size} bytes is over {MAX_HEADER}")
     try:
-        header = json.loads(_exactly(sock, size))
+        header = json.loads(exactly(sock, size))
         kinds = [(_dtype(name), tuple(int(n) for n in shape))
                  for name, shape in header["arrays"]]
         body = header["body"]
@@ -122,7 +122,7 @@ def recv(sock: socket.socket, limit: int = DEFAULT_LIMIT):
     for dtype, shape in kinds:   # read straight into the arrays: no copy
         a = np.empty(shape, dtype)
         if a.nbytes:
-            _exactly(sock, a.nbytes, a.reshape(-1).view(np.uint8))
+            exactly(sock, a.nbytes, a.reshape(-1).view(np.uint8))
         arrays.append(a)
     try:
         return _unflatten(body, arrays)

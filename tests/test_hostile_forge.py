@@ -161,3 +161,28 @@ def test_a_spawned_op_process_holds_as_a_forked_one(tmp_path):
     speaks = report["cases"][0]
     assert "from C printf" in speaks["output"] and "from a child" in speaks["output"]
     assert not (tmp_path / "e").exists()
+
+
+def test_where_no_op_process_can_start_the_same_calls_run_with_the_judge(monkeypatch):
+    """Off Linux the op is served in the judge's process through the same calls (no
+    isolation, README: Security): the verdicts are the same, and a raising op is still
+    the op's failure."""
+    import gradcheck.opprocess as opprocess
+
+    monkeypatch.setattr(opprocess, "FORKS", False)
+    sys.path.insert(0, str(FORGE))
+    try:
+        import forge_ops
+
+        from gradcheck.testing import check_op
+
+        def check(op):
+            return check_op(op, "x ** 2", inputs={"x": [4]}, dtype="float64", points=1,
+                            extreme_points=0)
+
+        assert check(forge_ops.Square).status == "passed"
+        assert check(forge_ops.WrongSquare).status == "failed"
+        raised = check(forge_ops.WrongRaisesDtypeError)
+        assert (raised.status, raised.error_kind) == ("failed", "op raised")
+    finally:
+        sys.path.remove(str(FORGE))

@@ -1,9 +1,9 @@
 """``gradcheck doctor``'s factory run apart: in a fresh interpreter (:mod:`.child`) whose
 environment has no CI control variables (:mod:`gradcheck.cienv`) and whose stdout and
 stderr (file descriptors 1 and 2, so Python's ``print``, ``sys.stderr``,
-``os.write(1, ...)``, C's ``printf`` and every process it starts) go to a pipe this
-process reads: the factory's output reaches the report, scrubbed, never the terminal or
-a CI log raw. A fresh interpreter rather than a fork: a forked child would keep this
+``os.write(1, ...)``, C's ``printf`` and every process it starts) go to a capture this
+process reads once it is done (:class:`gradcheck.processes.Capture`, as an op's do): the
+factory's output reaches the report, scrubbed, never the terminal or a CI log raw. A fresh interpreter rather than a fork: a forked child would keep this
 process's initial environment in ``/proc/self/environ`` and its threads' state.
 
 Only JSON comes back, checked field by field (:func:`report_of`); a factory that
@@ -15,22 +15,18 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..cienv import without_control
+from ..processes import OUTPUT_KEPT as KEEP
+from ..processes import Capture
 from .factory import FactoryError
 from .findings import KINDS, DoctorReport, Finding
 
-#: the bytes of the factory's output kept for the report (the rest counted, not kept)
-KEEP = 64 * 1024
 #: the bytes of the result document read at most (a report of every parameter of a
 #: large model fits many times over)
 RESULT_LIMIT = 64 * 1024 * 1024
-#: seconds the pipes are read after the factory's process ended: a process it started
-#: may hold them open; its session is then killed
-GRACE = 2.0
 
 
 @dataclass(frozen=True)
@@ -46,8 +42,7 @@ def run(spec: str, allowed: tuple[str, ...] = ()) -> tuple[DoctorReport, Output]
     """The doctor's report on the factory ``spec`` (``module:function``), with what the
     factory printed; raises :class:`FactoryError` (its message ends with that output)
     when the factory cannot be loaded or its setup raises."""
-    result_r, result_w = os.pipe()
-    output_r, output_w = os.pipe()
+    output, result = Capture("gradcheck-doctor-output"), Capture("gradcheck-doctor-result")
     root = str(Path(__file__).resolve().parents[2])   # the folder holding gradcheck
     env = without_control(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -55,21 +50,20 @@ def run(spec: str, allowed: tuple[str, ...] = ()) -> tuple[DoctorReport, Output]
         # -P: the working folder is not put on sys.path (a project's file named like a
         # module gradcheck imports is not imported); the factory is found as an op is
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "gradcheck.health.child", str(result_w), spec,
-             *allowed], stdin=subprocess.DEVNULL, stdout=output_w, stderr=output_w,
-            pass_fds=(result_w,), env=env, start_new_session=True)
+            [sys.executable, "-P", "-m", "gradcheck.health.child", str(result.fd), spec,
+             *allowed], stdin=subprocess.DEVNULL, stdout=output.fd, stderr=output.fd,
+            pass_fds=(result.fd,), env=env, start_new_session=True)
+        try:
+            proc.wait()
+        finally:
+            _end_session(proc)
+        data, size = output.read(KEEP)
+        document, _ = result.read(RESULT_LIMIT)
     finally:
-        os.close(result_w)
-        os.close(output_w)
-    kept, result = _Reader(output_r, KEEP), _Reader(result_r, RESULT_LIMIT)
-    try:
-        proc.wait()
-    finally:
-        _end_session(proc)
-        for reader in (kept, result):
-            reader.join(GRACE)
-    output = Output(bytes(kept.data).decode("utf-8", "replace"), kept.size)
-    return _reply(spec, bytes(result.data), proc.returncode, output), output
+        output.close()
+        result.close()
+    shown_output = Output(data.decode("utf-8", "replace"), size)
+    return _reply(spec, document, proc.returncode, shown_output), shown_output
 
 
 def _reply(spec: str, data: bytes, returncode: int, output: Output) -> DoctorReport:
@@ -125,31 +119,9 @@ def _amount(output: Output) -> str:
 
 
 def _end_session(proc: subprocess.Popen) -> None:
-    """Kill what the factory started and left running (its session, which holds the
-    pipes open); the factory's process itself has ended."""
+    """Kill what the factory started and left running (its session, which could go on
+    writing to the capture); the factory's process itself has ended."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-class _Reader(threading.Thread):
-    """Reads a pipe to its end in the background, keeping the first ``limit`` bytes and
-    counting the rest."""
-
-    def __init__(self, fd: int, limit: int):
-        super().__init__(daemon=True)
-        self.fd, self.limit = fd, limit
-        self.data, self.size = bytearray(), 0
-        self.start()
-
-    def run(self) -> None:
-        try:
-            while chunk := os.read(self.fd, 65536):
-                self.size += len(chunk)
-                if len(self.data) < self.limit:
-                    self.data += chunk[:self.limit - len(self.data)]
-        except OSError:
-            pass
-        finally:
-            os.close(self.fd)
