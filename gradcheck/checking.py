@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .budgets import check_case, exhausted, out_of_memory
+from .budgets import check_case, exhausted
 from .cases import Case
 from .compare import Tally
 from .diagnose import Kept, Sample

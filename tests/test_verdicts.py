@@ -228,3 +228,12 @@ def test_the_sources_digest_changes_with_a_case_file(saved, tmp_path):
     assert verdicts.sources_digest([tmp_path]) == before
     (tmp_path / "a.toml").write_text(FORMULAS + "\n")
     assert verdicts.sources_digest([tmp_path]) != before
+
+
+def test_torch_verdict_of_an_op_that_cannot_be_imported_says_why():
+    from gradcheck.cases import case_from_dict
+
+    case = case_from_dict({"name": "s", "op": "nosuchmod:F", "reference": "x**2",
+                           "inputs": {"x": [3]}})
+    verdict, why = verdicts.torch_verdict(case, "float64")
+    assert verdict == "error: OpRefused" and "nosuchmod" in why

@@ -236,6 +236,11 @@ def torch_verdict(case, dtype: str) -> tuple[str, str]:
     return verdict, message
 
 
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines() or [""]
+    return lines[0][:MESSAGE_CHARS]
+
+
 def torch_cell(meant: str, verdict: str) -> str:
     if verdict == "passed":
         return "missed" if meant == "wrong" else "pass"
