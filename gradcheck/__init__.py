@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import (ApproximateGradient, CaseFileError, GradcheckError, GradientMismatch,
-                     UnsupportedOpError)
+from .base.errors import (ApproximateGradient, CaseFileError, GradcheckError, GradientMismatch,
+                          UnsupportedOpError)
 
-__version__ = "0.1.0"
+from .base import __version__
 
 _LAZY = {
     "check": ("testing", "check"),

@@ -1,7 +1,7 @@
 """``gradcheck explain``: what autograd does with one formula, as data.
 
 The formula is built as a case (:func:`gradcheck.cases.case_from_dict`) and evaluated at
-its first sampled point (:func:`gradcheck.sampling.case_points`) in float64, so every
+its first sampled point (:func:`gradcheck.sampling.points.case_points`) in float64, so every
 value shown is real: PyTorch's ``grad_fn`` graph and the engine's (walked through
 ``next_functions``, each node with the rule table's words for what it computes), each
 input's exact gradient as a tensor formula (the tensor reference's
@@ -20,7 +20,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .errors import CaseFileError
+from .base.errors import CaseFileError
 
 # NumPy is imported by the functions that compute: the CLI's parser imports this module
 # for its arguments, and ``gradcheck --help`` loads no NumPy
@@ -118,7 +118,7 @@ def parse_inputs(text: str) -> dict[str, list[int]]:
 
 def arguments(p) -> None:
     """``gradcheck explain``'s arguments on the argparse parser ``p``."""
-    from .cli_values import gradient_argument
+    from .cases.arguments import gradient_argument
 
     p.add_argument("expr", metavar="EXPR", help="the formula, e.g. 'sum(tanh(x @ W))'")
     p.add_argument("--inputs", required=True, metavar="SHAPES",
@@ -171,9 +171,9 @@ def explain(expr: str, inputs: Mapping[str, Any], *, gradient: Any = None,
     import numpy as np
 
     from .cases import case_from_dict
-    from .checking import cotangent
+    from .checking.case import cotangent
     from .reference import TensorReference
-    from .sampling import case_points
+    from .sampling.points import case_points
     from .testing import _input_table
 
     raw = {"name": expr, "expr": expr, "inputs": _input_table(inputs), "seed": seed,
@@ -220,7 +220,7 @@ def _check_size(case) -> None:
 def _graph(y, made: dict[int, Any], leaves: dict[str, Any]) -> tuple[GraphNode, ...]:
     """``y``'s backward graph as data: ``made`` maps ``id(grad_fn)`` to the formula node
     that recorded it, ``leaves`` names the inputs (found back from AccumulateGrad)."""
-    from .backends.drive import grad_fns
+    from .witnesses.drive import grad_fns
 
     nodes = grad_fns(y)
     index = {id(fn): i for i, fn in enumerate(nodes)}
@@ -253,7 +253,7 @@ def _graph(y, made: dict[int, Any], leaves: dict[str, Any]) -> tuple[GraphNode, 
 
 
 def _label(node) -> str:
-    from .diagnose.points import _text
+    from .checking.diagnose.points import _text
 
     label = _text(node)
     return label if len(label) <= LABEL else label[: LABEL - 1] + "…"
@@ -282,7 +282,7 @@ def _vjp(node) -> str:
 @functools.lru_cache(maxsize=256)   # a formula repeats its rows; SymPy is slow
 def _row_vjp(expr: str, inputs: tuple, scalar: bool) -> str:
     from .cases import case_from_dict
-    from .errors import GradcheckError
+    from .base.errors import GradcheckError
     from .reference import TensorReference
 
     try:
@@ -300,7 +300,7 @@ def _row_vjp(expr: str, inputs: tuple, scalar: bool) -> str:
 def _computes(rule) -> str:
     """What a node of ``rule`` does: the backward of the row (as ``gradcheck functions``
     spells it), with the row's own words where it has them."""
-    from .rules.docs import signature
+    from .formula.docs import signature
 
     sig = signature(rule)
     return f"backward of {sig}" + (f": {rule.doc}" if rule.doc and rule.doc != sig else "")
@@ -330,9 +330,9 @@ def _run_torch(case, point: dict, v: np.ndarray) -> dict:
     mis-shaped v, run backward as the case says, and read every ``.grad`` back."""
     import torch
 
-    from .backends import torch as tb
-    from .backends.drive import rebuild
-    from .dtypes import to_numpy
+    from .witnesses import torch as tb
+    from .witnesses.drive import rebuild
+    from .base.dtypes import to_numpy
 
     leaves = tb.leaves(case, point, "float64")
     made: dict[int, Any] = {}
@@ -381,8 +381,8 @@ def _v_errors(y) -> dict[str, str]:
 
 def _run_engine(case, point: dict, v: np.ndarray) -> tuple[GraphNode, ...]:
     """The same formula on gradcheck's engine: its backward graph."""
-    from .backends import engine as eb
-    from .backends.drive import rebuild
+    from .witnesses import engine as eb
+    from .witnesses.drive import rebuild
 
     leaves = {s.name: eb.leaf(s, point[s.name], "float64") for s in case.inputs}
     made: dict[int, Any] = {}

@@ -9,7 +9,7 @@ installed).
   takes a ``gradcheck_case`` argument: every case of the case files (in every dtype) is a
   test item of its own, ``test_name[file::case[dtype]]``. The item fails with the case's
   diagnosis when the case fails or errors; the test body receives the
-  :class:`~gradcheck.result.CaseResult` and may check more. Relative paths are resolved
+  :class:`~gradcheck.base.result.CaseResult` and may check more. Relative paths are resolved
   against the folder of the test file that carries the marker.
 * ``--gradcheck-report=PATH``: one JSON report (the schema of ``gradcheck run --format
   json``) of every case-file case run in the session, written atomically at the end, also
@@ -86,10 +86,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _confined(path: Path, start: Path) -> None:
     """Raise pytest's usage error where ``--gradcheck-report`` would write outside the
-    project pytest runs in (see :mod:`gradcheck.confine`): addopts in a pyproject.toml
+    project pytest runs in (see :mod:`gradcheck.cases.confine`): addopts in a pyproject.toml
     can set it, and a pull request can change that file."""
-    from .confine import write_problem
-    from .project import project_root
+    from .cases.confine import write_problem
+    from .cases.project import project_root
 
     problem = write_problem(path, project_root(start))
     if problem:
@@ -162,9 +162,9 @@ class _Reporter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput"):   # an xdist worker: the controller writes
             return
-        from .io import write_atomic
+        from .base.io import write_atomic
         from .report.json import render_json
-        from .result import CaseResult, RunResult
+        from .base.result import CaseResult, RunResult
 
         # a record is a dict (it may have come from an xdist worker): back to the result
         records = sorted(self.records, key=lambda r: r["order"])
@@ -192,10 +192,10 @@ class _Run:
 
     def result(self, config: pytest.Config):
         if self.error is not None:
-            from .checking import file_error
+            from .checking.case import file_error
 
             return file_error(self.error)
-        from .checking import run_case
+        from .checking.case import run_case
 
         state = _state(config)
         # A case's symbolic reference is reused across its dtypes (adjacent items); keep
@@ -223,7 +223,7 @@ def _warn_if_approximate(result) -> None:
     if result.status == "approximate":
         import warnings
 
-        from .errors import ApproximateGradient
+        from .base.errors import ApproximateGradient
 
         warnings.warn(ApproximateGradient(failure_text(result)), stacklevel=2)
 
@@ -233,11 +233,11 @@ def _runs_for(marker, base: Path) -> tuple[list[_Run], list[str]]:
     (``file::name`` for a case-file error). Files come in order, each file's errors
     before its cases; ``file`` is relative to the named folder (the name of a file)."""
     from .cases import case_files, read_file
-    from .checking import file_error
-    from .errors import CaseFileError
+    from .checking.case import file_error
+    from .base.errors import CaseFileError
     from .report.details import title
-    from .runner import select
-    from .timelimit import DEFAULT_TIMEOUT
+    from .session.runner import select
+    from .process.timelimit import DEFAULT_TIMEOUT
 
     options = dict(marker.kwargs)
     unknown = sorted(set(options) - _MARKER_OPTIONS)
@@ -296,7 +296,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def gradcheck_case(request: pytest.FixtureRequest):
-    """The :class:`~gradcheck.result.CaseResult` of this item's case (tests marked
+    """The :class:`~gradcheck.base.result.CaseResult` of this item's case (tests marked
     ``@pytest.mark.gradcheck_cases(...)`` only). The item fails after the test body when
     the case failed or errored, and is skipped when the case was skipped."""
     run = getattr(request, "param", None)
@@ -341,7 +341,7 @@ class GradcheckFixture:
 
     def run_case_file(self, path: str | Path, **options):
         """Run the cases of a case file or folder; returns the
-        :class:`~gradcheck.result.RunResult`. Options as :func:`gradcheck.run` (``k`` or
+        :class:`~gradcheck.base.result.RunResult`. Options as :func:`gradcheck.run` (``k`` or
         ``keyword``, ``dtype``, ``seed``, ``points``, ``extreme_points``, ``witnesses``,
         ``timeout``, ``device``, ``allow_op_modules``). It does not fail the test: assert
         on the result."""
@@ -438,9 +438,9 @@ class CaseFile(pytest.File):
 
     def collect(self):
         from .cases import read_file
-        from .checking import file_error
+        from .checking.case import file_error
         from .report.details import title
-        from .runner import select
+        from .session.runner import select
 
         cases, errors = read_file(self.path)
         for e in errors:

@@ -13,7 +13,7 @@ or yours) against gradcheck's exact symbolic reference:
   from them. Failing examples shrink to small formulas: the simplest draw is a bare
   input name, then one function of it (``sin(x)``).
 - :func:`points` draws input points for a case: a dict of float64 arrays by input name,
-  inside each input's domain and at least :data:`gradcheck.sampling.MARGIN` away from
+  inside each input's domain and at least :data:`gradcheck.sampling.points.MARGIN` away from
   every kink and singularity of the formula.
 
 This module is the only part of gradcheck that imports Hypothesis (install it with the
@@ -24,7 +24,7 @@ reference on random formulas:
 
 >>> from hypothesis import given, settings
 >>> from gradcheck.cases import case_from_dict
->>> from gradcheck.runner import run_case
+>>> from gradcheck.session.runner import run_case
 >>> from gradcheck.strategies import formulas
 >>> @settings(max_examples=5, derandomize=True, database=None, deadline=None)
 ... @given(formulas(depth=2))
@@ -81,15 +81,16 @@ from hypothesis.errors import InvalidArgument
 from hypothesis.extra import numpy as hnp
 
 from .cases import Case, case_from_dict
-from .dtypes import NAMES as DTYPES
-from .errors import CaseFileError
-from .expr import MAX_ELEMENTS, parse
+from .base.dtypes import NAMES as DTYPES
+from .base.errors import CaseFileError
+from .formula.parser import MAX_ELEMENTS, parse
 from .rules import COMPARISON, RULES
-from .sampling import RANGES, _round, sample, settle
-from .shapes import ShapeError, broadcast
-from .strategy_inputs import check_inputs as _check_inputs, check_shape as _check_shape
-from .templates import SPECIAL, TEMPLATES, Template, into_domain, template_dtype, template_inputs
-from .tree import Node
+from .sampling.points import RANGES, _round, sample, settle
+from .base.shapes import ShapeError, broadcast
+from .generate.inputs import check_inputs as _check_inputs, check_shape as _check_shape
+from .generate.templates import (SPECIAL, TEMPLATES, Template, into_domain, template_dtype,
+                                 template_inputs)
+from .formula.tree import Node
 
 __all__ = ["formulas", "points", "into_domain", "functions_for", "DEFAULT_INPUTS",
            "DEFAULT_FUNCTIONS", "GUARDS", "MAX_DEPTH"]
@@ -195,7 +196,7 @@ def formulas(*, depth: int = 3, functions: Iterable[str] | None = None,
             as given. Default :data:`DEFAULT_INPUTS`: x [3], y [2, 3], s []; with
             the default, the convolutions and poolings, whose operands have 3 or 4
             dimensions, may also draw small inputs of their own
-            (:data:`gradcheck.templates.TEMPLATE_INPUTS`: ``img`` [2, 2, 2, 3], ``k``...).
+            (:data:`gradcheck.generate.templates.TEMPLATE_INPUTS`: ``img`` [2, 2, 2, 3], ``k``...).
 
     Every row is drawn from the rule table's data: an argument mapped into the row's
     domain (:func:`into_domain`), bounded first when the row grows, reductions over the
@@ -419,10 +420,10 @@ def points(case: Case | Mapping[str, Any], dtype: str = "float64") -> st.SearchS
 
     Values are drawn by Hypothesis inside each input's domain (in the ranges gradcheck's
     sampler uses: [-2, 2] for ``real``, [0.05, 3] for ``positive``...) and rounded to
-    ``dtype``. Elements closer than :data:`gradcheck.sampling.MARGIN` to a kink or
-    singularity of the formula (per :func:`gradcheck.forward.counted_hazards`), or
+    ``dtype``. Elements closer than :data:`gradcheck.sampling.points.MARGIN` to a kink or
+    singularity of the formula (per :func:`gradcheck.formula.forward.counted_hazards`), or
     pushed out of the domain by the rounding, are redrawn the way
-    :func:`gradcheck.sampling.sample` does (element by element for elementwise formulas,
+    :func:`gradcheck.sampling.points.sample` does (element by element for elementwise formulas,
     the whole input otherwise) from a generator seeded by Hypothesis. A pinned ``value``
     is used as given. The rare point still too close after that many rounds is
     rejected, so a pinned value sitting on a kink makes the strategy unsatisfiable.

@@ -2,7 +2,7 @@
 get a result, or assert and get a ``GradientMismatch`` that explains the failure.
 
 An approximate result (a float64 check within float32's tolerance only) passes an
-assertion with an :class:`~gradcheck.errors.ApproximateGradient` warning, unless the
+assertion with an :class:`~gradcheck.base.errors.ApproximateGradient` warning, unless the
 call says ``strict=True`` (the case-file key), which makes it a failure."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import ApproximateGradient, GradientMismatch
-from .result import APPROXIMATE, PASSED, CaseResult
+from .base.errors import ApproximateGradient, GradientMismatch
+from .base.result import APPROXIMATE, PASSED, CaseResult
 
 
 def _input_table(inputs: Mapping[str, Any]) -> dict:
@@ -56,7 +56,7 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
         CaseFileError: the reference or an option is invalid.
     """
     from .cases import case_from_dict
-    from .runner import override, run_case
+    from .session.runner import override, run_case
 
     label = name or getattr(op, "__name__", "op")
     allowed = options.pop("allow_op_modules", ())
@@ -87,7 +87,7 @@ def check(expr: str, inputs: Mapping[str, Any], *, dtype: str = "float64",
         CaseFileError: the formula or an option is invalid.
     """
     from .cases import case_from_dict
-    from .runner import run_case
+    from .session.runner import run_case
 
     raw = {"name": name or expr, "expr": expr, "inputs": _input_table(inputs), **options}
     return run_case(case_from_dict(raw, file="<check>"), dtype, timeout=None)

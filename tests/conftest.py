@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import pytest
 from hypothesis import HealthCheck, settings
 
-from gradcheck.threads import one_thread_each
+from gradcheck.process.threads import one_thread_each
 
 one_thread_each()   # before NumPy loads (xdist workers each import this file first)
 
@@ -59,7 +59,7 @@ def count_numeric_evaluations(monkeypatch) -> list:
     """A list that grows by one for each evaluation of a formula by the numeric witness:
     the value at the point, then each perturbed one (through the compiled forward; the
     rounding bound is taken once per input)."""
-    from gradcheck.backends import numeric
+    from gradcheck.witnesses import numeric
 
     calls: list = []
 
@@ -87,7 +87,7 @@ def make_case(expr: str, inputs: dict, **keys):
 
 def check(case, dtype: str = "float64"):
     """Run one case in one dtype; the CaseResult."""
-    from gradcheck.runner import run_case
+    from gradcheck.session.runner import run_case
 
     return run_case(case, dtype, timeout=None)
 
@@ -119,10 +119,10 @@ def assert_torch_within_bounds(case, point, v, dtype) -> None:
     at float64's u), without the witnesses' safety factor."""
     import numpy as np
 
-    from gradcheck.backends.torch import run as torch_run
-    from gradcheck.dtypes import unit_roundoff
+    from gradcheck.witnesses.torch import run as torch_run
+    from gradcheck.base.dtypes import unit_roundoff
     from gradcheck.reference import Reference
-    from gradcheck.rounding import error_bounds
+    from gradcheck.bounds.model import error_bounds
 
     exact = Reference(case).evaluate(point, v).quantities()
     got = torch_run(case, point, v, dtype).quantities()

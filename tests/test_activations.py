@@ -1,4 +1,4 @@
-"""The elementwise rows of gradcheck/rules/activations.py (hypot ... hardtanh), each run
+"""The elementwise rows of gradcheck/rules/activation/rows.py (hypot ... hardtanh), each run
 against PyTorch itself: the engine's ops and their grad_fn names, the rounding bound
 against torch's real float32/bfloat16/float16 kernels where their formulas cancel, the
 steps' jumps, and deliberately wrong VJPs caught by a check."""
@@ -14,14 +14,14 @@ import torch
 import gradcheck.engine as engine
 from conftest import assert_torch_within_bounds, check, make_case
 from gradcheck.cases import case_from_dict
-from gradcheck.dtypes import round_to, unit_roundoff
-from gradcheck.forward import hazard_distances
+from gradcheck.base.dtypes import round_to, unit_roundoff
+from gradcheck.formula.forward import hazard_distances
 from gradcheck.reference import Reference
-from gradcheck.rounding import error_bounds
+from gradcheck.bounds.model import error_bounds
 from gradcheck.rules import RULES
-from gradcheck.rules import activation_columns as ac
+from gradcheck.rules.activation import columns as ac
 from gradcheck.rules.terms import Terms
-from gradcheck.sampling import MARGIN, case_points
+from gradcheck.sampling.points import MARGIN, case_points
 
 F = torch.nn.functional
 M, V = [4, 3], [3]
@@ -159,7 +159,7 @@ def test_steps_are_sampled_away_from_their_jumps(expr, jump):
 def test_steps_keep_extreme_arguments_within_reach():
     # the jumps recur at every magnitude and finite differences' steps grow with |x|:
     # at |x| = 43, floor(30·x) jumped inside the stencil (the numeric witness failed)
-    from gradcheck.sampling import PERIODIC_REACH
+    from gradcheck.sampling.points import PERIODIC_REACH
 
     case = make_case("floor(x * 30) * y", {"x": M, "y": V}, points=4)
     for p in case_points(case, "float32"):
@@ -207,7 +207,7 @@ def test_bound_covers_torchs_actual_error(expr, domain, dtype):
 
 def _worst_ratio(expr, domain, dtype) -> float:
     """max |torch - exact| / bound over the value and x.grad at 256 points of ``domain``."""
-    from gradcheck.backends.torch import run as torch_run
+    from gradcheck.witnesses.torch import run as torch_run
 
     case = case_from_dict({"name": "b", "expr": expr, "gradient": "random",
                            "inputs": {"x": {"shape": [256]}}})

@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.approximate import Near
-from gradcheck.cli import ExitCode, main
-from gradcheck.compare import Comparison, Finding, Tally
+from gradcheck.checking.approximate import Near
+from gradcheck.cli.main import ExitCode, main
+from gradcheck.checking.compare import Comparison, Finding, Tally
 from gradcheck.report import render
 from gradcheck.report.annotations import github_annotations
-from gradcheck.runner import run
+from gradcheck.session.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "cases" / "ops" / "approximations.toml"
@@ -96,7 +96,7 @@ def test_the_same_wrong_op_unmarked_fails_in_float64(tmp_path):
 
 def _float64(results):
     """The run's float64 results, as one RunResult."""
-    from gradcheck.result import RunResult
+    from gradcheck.base.result import RunResult
 
     return RunResult(tuple(c for (n, d), c in results[False].items() if d == "float64"))
 
@@ -134,7 +134,7 @@ def test_every_report_says_approximate(results):
 
 
 def test_a_strict_run_reports_failures(results):
-    from gradcheck.result import RunResult
+    from gradcheck.base.result import RunResult
 
     result = RunResult(tuple(c for (n, d), c in results[True].items()
                              if d == "float64" and n in RIGHT))

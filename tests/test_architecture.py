@@ -10,6 +10,9 @@
   ``__init__`` importing its submodules and a submodule importing a name from its
   package close a cycle. Imports by ``importlib`` at run time cannot be read and do not
   count.
+- **layers**: every module sits in one layer of :data:`LAYERS` (by its package under
+  ``gradcheck``, or its own name at the root) and imports only from its own package or a
+  lower layer; two packages of one layer import neither of each other.
 - **no module longer than** :data:`MAX_MODULE_LINES` lines.
 - **no function longer than** :data:`MAX_FUNCTION_LINES` lines (its ``def`` line to its
   last line) **without its reason**: a comment ``# long: <why>`` on the line right above
@@ -39,7 +42,7 @@ LONG_REASON = re.compile(r"#\s*long:\s*\S")
 
 @dataclass(frozen=True)
 class Module:
-    name: str          # dotted, e.g. "gradcheck.bench.run"
+    name: str          # dotted, e.g. "gradcheck.cli.bench.run"
     path: Path
     is_package: bool   # an __init__.py
 
@@ -194,6 +197,71 @@ def test_the_import_graph_has_no_cycle():
         _describe(graph, c) for c in components)
 
 
+# --------------------------------------------------------------------------- layers
+
+#: the layers, lowest first: a module imports from its own package or a lower layer only.
+#: Each entry is a package under ``gradcheck`` or a module at its root ("" is the root
+#: package itself, whose ``__init__`` resolves the public names lazily into the faces
+#: below it); packages of one layer are peers and import neither of each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("base",),                       # dtypes, shapes, arrays, errors, results, io
+    ("process",),                    # heap, signals, time and memory limits, children
+    ("report",),                     # renderers of results
+    ("rules",),                      # the rule table
+    ("engine",),                     # gradcheck's own autograd
+    ("formula",),                    # the language: parser, tree, forward evaluation
+    ("bounds", "sampling"),          # the rounding model; where points are drawn
+    ("reference", "generate"),       # the exact reference; formula generators
+    ("witnesses",),                  # torch, engine, finite differences
+    ("cases",),                      # case files, project settings, case memory
+    ("checking",),                   # one case's check, comparisons, op checks
+    ("session", "health"),           # runs of many cases; doctor
+    ("testing",),                    # the public faces
+    ("explanation", "strategies"),
+    ("",),                           # gradcheck/__init__.py: the public names
+    ("plugin",),                     # the pytest plugin, which offers them
+    ("cli",),                        # the command line
+    ("__main__",),
+)
+
+
+def layer_of(module: str) -> str:
+    """``gradcheck.bounds.model`` -> ``bounds``; ``gradcheck.plugin`` -> ``plugin``;
+    ``gradcheck`` -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def upward_imports(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Every import that is not downward, as ``file:line: a (layer) -> b (layer)``; a
+    module in no layer is one too."""
+    rank = {name: i for i, names in enumerate(LAYERS) for name in names}
+    out = []
+    for a in sorted(graph):
+        if layer_of(a) not in rank:
+            out.append(f"{_rel(MODULES[a].path)}: {a} is in no layer of LAYERS")
+            continue
+        for b, line in sorted(graph[a].items()):
+            if any(c.startswith(b + ".") and graph[a][c] == line for c in graph[a]):
+                continue   # the package of a module the same line imports: said once
+            la, lb = layer_of(a), layer_of(b)
+            if la != lb and rank[la] <= rank.get(lb, len(LAYERS)):
+                out.append(f"{_rel(MODULES[a].path)}:{line}: {a} ({la or 'root'}, layer "
+                           f"{rank[la]}) imports {b} ({lb or 'root'}, layer "
+                           f"{rank.get(lb, '?')})")
+    return out
+
+
+def test_every_import_goes_down_the_layers():
+    bad = upward_imports(import_graph())
+    assert not bad, "imports that do not go down the layers:\n  " + "\n  ".join(bad)
+
+
+def test_at_most_a_few_modules_sit_at_the_root():
+    root = [m for m in MODULES if m.count(".") == 1 and not MODULES[m].is_package]
+    assert len(root) <= 8, root
+
+
 # --------------------------------------------------------------------------- sizes
 
 def test_no_module_is_longer_than_the_limit():
@@ -285,3 +353,21 @@ def test_a_long_function_passes_with_its_reason_only(graph_of):
                       f"    # long: a table\n    '''doc'''\n{body}\n"
                       f"def short():\n    pass\n"})
     assert [name for _, _, name, _ in long_functions()] == ["bare"]
+
+
+def test_an_upward_import_fails_the_layer_test(graph_of):
+    ok = {"__init__.py": "", "base/__init__.py": "", "base/errors.py": "",
+          "rules/__init__.py": "", "rules/row.py": "from ..base import errors\n",
+          "cli/__init__.py": "", "cli/main.py": "def main():\n    from ..rules import row\n"}
+    assert upward_imports(graph_of(ok)) == []
+    # a deferred import from the rule table up into the command line, and a peer import
+    bad = upward_imports(graph_of({
+        "rules/row.py": "def f():\n    from ..cli import main\n",
+        "bounds/__init__.py": "", "bounds/model.py": "from ..sampling import points\n",
+        "sampling/__init__.py": "", "sampling/points.py": "", "stray.py": ""}))
+    assert bad == [
+        "gradcheck/bounds/model.py:1: gradcheck.bounds.model (bounds, layer 6) imports "
+        "gradcheck.sampling.points (sampling, layer 6)",
+        "gradcheck/rules/row.py:2: gradcheck.rules.row (rules, layer 3) imports "
+        "gradcheck.cli.main (cli, layer 16)",
+        "gradcheck/stray.py: gradcheck.stray is in no layer of LAYERS"]

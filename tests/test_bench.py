@@ -14,10 +14,9 @@ from dataclasses import replace
 
 import pytest
 
-from gradcheck.bench import (CHAINS, QUICK, SECTIONS, TEMPLATES, count_ops,
-                             formula_of_size, markdown, random_formula, run_bench,
-                             size_goal, to_json)
-from gradcheck.cli import main
+from gradcheck.cli.bench import (CHAINS, QUICK, SECTIONS, TEMPLATES, count_ops, formula_of_size,
+                                 markdown, random_formula, run_bench, size_goal, to_json)
+from gradcheck.cli.main import main
 
 JAX = importlib.util.find_spec("jax") is not None
 ROW_KEYS = {"section", "name", "sizes", "seconds", "runs", "ratio", "ratio_of", "verified",
@@ -184,7 +183,7 @@ def test_random_formulas_are_seeded_exactly_deep_and_use_only_the_listed_ops():
 
 
 def test_a_capped_compile_is_shown_as_over_the_cap_with_a_lower_bound_ratio():
-    from gradcheck.bench import Report, Row
+    from gradcheck.cli.bench import Report, Row
 
     sizes = {"depth": 8, "ops": 190, "inputs": 8, "seed": 1}
     report = Report(False, [
@@ -202,7 +201,7 @@ def test_a_capped_compile_is_shown_as_over_the_cap_with_a_lower_bound_ratio():
 
 
 def test_tensor_section_has_layers_the_4096_input_checkers_and_the_cache_rows(quick):
-    from gradcheck.bench.config import CHECKED, LAYERS
+    from gradcheck.cli.bench.config import CHECKED, LAYERS
 
     saved = quick[0]
     by = {r["name"]: r for r in rows(saved, "tensor")}
@@ -247,9 +246,9 @@ def test_tensor_section_has_layers_the_4096_input_checkers_and_the_cache_rows(qu
 
 
 def test_every_layer_case_file_reads_back_at_both_sizes(tmp_path):
-    from gradcheck.bench.clirun import case_toml
-    from gradcheck.bench.config import CHECKED, LAYERS
-    from gradcheck.bench.tensor import _case
+    from gradcheck.cli.bench.clirun import case_toml
+    from gradcheck.cli.bench.config import CHECKED, LAYERS
+    from gradcheck.cli.bench.tensor import _case
     from gradcheck.cases import read_paths
 
     specs = [(keys, shapes) for keys, shapes in LAYERS.values()]
@@ -269,9 +268,9 @@ def test_every_layer_case_file_reads_back_at_both_sizes(tmp_path):
 
 
 def test_a_case_gradcheck_cannot_check_is_a_row_with_its_message_not_a_crash():
-    from gradcheck.bench import Report, Row
-    from gradcheck.bench.clirun import CliRun
-    from gradcheck.bench.tensor import outcome, verified
+    from gradcheck.cli.bench import Report, Row
+    from gradcheck.cli.bench.clirun import CliRun
+    from gradcheck.cli.bench.tensor import outcome, verified
 
     message = ("the formula mixes elements (matmul or an inner reduction) and its inputs "
                "have 2097152 elements; ... up to 4096 elements.")

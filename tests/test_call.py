@@ -13,7 +13,7 @@ from conftest import bounded_work
 from gradcheck.cases import case_from_dict
 from gradcheck.cases.call import parse_call
 from gradcheck.cases.model import OpArgument
-from gradcheck.errors import CaseFileError
+from gradcheck.base.errors import CaseFileError
 
 
 def _op_case(**keys):

@@ -14,16 +14,16 @@ import pytest
 import torch
 
 from conftest import check, make_case
-from gradcheck.backends import engine as engine_backend
-from gradcheck.backends import numeric as numeric_backend
-from gradcheck.backends import torch as torch_backend
-from gradcheck.backends.drive import rebuild
-from gradcheck.errors import CaseFileError
-from gradcheck.forward import evaluate, exact_nodes
+from gradcheck.witnesses import engine as engine_backend
+from gradcheck.witnesses import numeric as numeric_backend
+from gradcheck.witnesses import torch as torch_backend
+from gradcheck.witnesses.drive import rebuild
+from gradcheck.base.errors import CaseFileError
+from gradcheck.formula.forward import evaluate, exact_nodes
 from gradcheck.reference import ExpandedReference, TensorReference
-from gradcheck.rounding import error_bounds
+from gradcheck.bounds.model import error_bounds
 from gradcheck.rules import RULES
-from gradcheck.sampling import case_points, sample
+from gradcheck.sampling.points import case_points, sample
 
 INT = {"shape": [8], "dtype": "int64", "domain": [0, 10]}
 MASK = {"shape": [8], "dtype": "bool"}
@@ -268,7 +268,7 @@ def test_integers_beyond_what_a_low_dtype_holds_are_rounded_into_it(monkeypatch)
     becomes 256), and so does k - 256 once k is a float operand: the rounding model
     allows that conversion, and x * (k - 256), which it makes 0 for k = 257, passes.
     Without it (mutation: integers always exact) the torch witness fails."""
-    from gradcheck import rounding
+    from gradcheck.bounds import model as rounding
 
     x = torch.ones(2, dtype=torch.bfloat16)
     assert (x * torch.tensor([257, 1025])).tolist() == [256.0, 1024.0]

@@ -13,7 +13,7 @@ import pytest
 from gradcheck.cases import (FORMULA_WITNESSES, WITNESSES, Case, case_files, case_from_dict,
                              load_cases, read_file, read_paths)
 from conftest import WORK_LIMIT, bounded_work
-from gradcheck.errors import CaseFileError
+from gradcheck.base.errors import CaseFileError
 
 
 def write(tmp_path: Path, text: str, name: str = "cases.toml") -> Path:

@@ -1,5 +1,5 @@
 """The command line end to end (DESIGN.md section 4): ``gradcheck run`` and ``list`` through
-``gradcheck.cli.main`` and once through a real subprocess; exit codes, filters and
+``gradcheck.cli.main.main`` and once through a real subprocess; exit codes, filters and
 overrides, the text and JSON reports, ``--output``, escaping, and repeatability."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli import ExitCode, main
+from gradcheck.cli.main import ExitCode, main
 
 PASSING_A = """
 [defaults]
@@ -312,7 +312,7 @@ def test_unknown_witness_is_a_usage_error(capsys, passing):
 
 
 def test_witness_choices_are_the_registry(capsys, monkeypatch):
-    from gradcheck import witnesses
+    from gradcheck.witnesses import registry as witnesses
 
     with pytest.raises(SystemExit):
         main(["run", "--help"])
@@ -557,7 +557,7 @@ def test_no_command_prints_help_and_exits_2(capsys):
 def test_help_does_not_import_torch_or_sympy():
     script = textwrap.dedent("""
         import sys
-        from gradcheck.cli import main
+        from gradcheck.cli.main import main
         for argv in (["--help"], ["run", "--help"], ["list", "--help"]):
             try:
                 main(argv)

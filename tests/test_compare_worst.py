@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from gradcheck.compare import WORST_KEPT, _largest
+from gradcheck.checking.compare import WORST_KEPT, _largest
 
 
 @given(arrays(np.float64, st.integers(0, 40),
@@ -23,7 +23,7 @@ def test_a_comparison_slab_by_slab_is_the_comparison_of_every_element(monkeypatc
     """Large quantities are compared in slabs (compare.COMPARED elements): the counts,
     the maxima and the worst elements, ties in index order, are what one comparison of
     the whole array gives."""
-    import gradcheck.compare as compare
+    import gradcheck.checking.compare as compare
 
     rng = np.random.default_rng(len(shape))
     expected = rng.standard_normal(shape)

@@ -18,12 +18,12 @@ import torch
 import gradcheck.engine as E
 from conftest import check, make_case
 from gradcheck.cases import case_from_dict
-from gradcheck.dtypes import round_to, unit_roundoff
-from gradcheck.errors import CaseFileError
-from gradcheck.rounding import error_bounds
+from gradcheck.base.dtypes import round_to, unit_roundoff
+from gradcheck.base.errors import CaseFileError
+from gradcheck.bounds.model import error_bounds
 from gradcheck.reference import Reference
 from gradcheck.rules import RULES
-from gradcheck.sampling import MARGIN, sample
+from gradcheck.sampling.points import MARGIN, sample
 from test_engine import parity, structure, uniform
 
 INF = math.inf
@@ -215,7 +215,7 @@ def test_inf_is_a_parameter_literal_only():
                                   "norm(x, ord=1, axis=1)", "std(x, axis=1)",
                                   "norm(x - 1.9, axis=1)"])
 def test_points_keep_off_ties_zeros_and_constant_slices(expr):
-    from gradcheck.forward import hazard_distances
+    from gradcheck.formula.forward import hazard_distances
 
     case = make_case(expr, {"x": [3, 8]}, points=4)
     for i in range(4):
@@ -250,8 +250,8 @@ BOUND_CASES = [
 def test_bound_covers_torchs_and_the_engines_actual_error(expr, shapes, domain, dtype):
     """As tests/test_tolerance_model.py's: PyTorch's own kernels (and the engine's, in
     the dtypes it runs in) err less than the bound, without the safety factor."""
-    from gradcheck.backends.engine import run as engine_run
-    from gradcheck.backends.torch import run as torch_run
+    from gradcheck.witnesses.engine import run as engine_run
+    from gradcheck.witnesses.torch import run as torch_run
 
     case = case_from_dict({"name": "b", "expr": expr, "gradient": "random",
                            "inputs": {k: {"shape": s} for k, s in shapes.items()}})

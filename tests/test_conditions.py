@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 
 import gradcheck.engine as engine
 from conftest import check, make_case
-from gradcheck.forward import steady_nodes
+from gradcheck.formula.forward import steady_nodes
 from gradcheck.rules import RULES
-from gradcheck.sampling import MARGIN, case_points
+from gradcheck.sampling.points import MARGIN, case_points
 from gradcheck.strategies import formulas
-from gradcheck.tree import walk
+from gradcheck.formula.tree import walk
 
 M, V = [4, 3], [3]
 IDX = {"shape": V, "dtype": "int64", "domain": [0, 4]}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli import ExitCode, main
-from gradcheck.result import CaseResult, RunResult
+from gradcheck.cli.main import ExitCode, main
+from gradcheck.base.result import CaseResult, RunResult
 
 CASE = """\
 [[case]]
@@ -95,7 +95,7 @@ def test_paths_and_reports_are_relative_to_the_pyproject(capsys, project, monkey
 def calls(monkeypatch) -> list[dict]:
     """What the runner is asked, and the memory budget it runs under (one passing case
     comes back)."""
-    import gradcheck.runner
+    import gradcheck.session.runner
 
     seen = []
 
@@ -104,7 +104,7 @@ def calls(monkeypatch) -> list[dict]:
                      "budget": os.environ.get("GRADCHECK_MAX_MEMORY")})
         return RunResult((CaseResult("c", "f.toml", 1, "float64", "passed"),))
 
-    monkeypatch.setattr(gradcheck.runner, "run", run)
+    monkeypatch.setattr(gradcheck.session.runner, "run", run)
     return seen
 
 
@@ -216,7 +216,7 @@ def test_the_help_mentions_the_table(capsys):
 
 def test_a_configured_path_that_is_not_there_is_named_as_the_tables(tmp_path, monkeypatch,
                                                                     capsys):
-    from gradcheck.cli import ExitCode, main
+    from gradcheck.cli.main import ExitCode, main
 
     (tmp_path / "pyproject.toml").write_text('[tool.gradcheck]\npaths = ["nope"]\n')
     monkeypatch.chdir(tmp_path)

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from gradcheck.cases import case_from_dict
-from gradcheck.constructors import CONSTRUCTORS, MAX_LITERAL
-from gradcheck.errors import CaseFileError
-from gradcheck.expr import parse
-from gradcheck.forward import evaluate
-from gradcheck.runner import run_case
-from gradcheck.tree import Node, walk
+from gradcheck.formula.constructors import CONSTRUCTORS, MAX_LITERAL
+from gradcheck.base.errors import CaseFileError
+from gradcheck.formula.parser import parse
+from gradcheck.formula.forward import evaluate
+from gradcheck.session.runner import run_case
+from gradcheck.formula.tree import Node, walk
 
 NAMES = {"x": Node("input", shape=(3, 4), name="x"), "v": Node("input", shape=(4,), name="v"),
          "y": Node("input", shape=(3, 4), name="y")}
@@ -91,7 +91,7 @@ def test_bad_constants_are_named(text, match):
 
 
 def test_every_constructors_example_parses():
-    from gradcheck.rules.docs import EXAMPLE_INPUTS
+    from gradcheck.formula.docs import EXAMPLE_INPUTS
 
     names = {n: Node("input", shape=s, name=n) for n, s in EXAMPLE_INPUTS.items()}
     for sig, example, _ in CONSTRUCTORS.values():

@@ -20,19 +20,19 @@ import gradcheck
 import gradcheck.engine as E
 from conftest import check, make_case
 from conv_ops import Conv2d, Conv2dWrongWeight
-from gradcheck.backends.drive import grad_fn_chain
+from gradcheck.witnesses.drive import grad_fn_chain
 from gradcheck.cases import case_from_dict, load_cases
-from gradcheck.errors import CaseFileError
+from gradcheck.base.errors import CaseFileError
 from gradcheck.reference import ExpandedReference, Reference, TensorReference
 from gradcheck.reference.texpr import Builder, evaluate, leaf
 from gradcheck.rules import RULES, TensorRule
-from gradcheck.rules import conv_tensor as ct
-from gradcheck.sampling import MARGIN, sample
-from gradcheck.forward import hazard_distances
+from gradcheck.rules.conv import tensor as ct
+from gradcheck.sampling.points import MARGIN, sample
+from gradcheck.formula.forward import hazard_distances
 from gradcheck.strategies import formulas
-from gradcheck.templates import TEMPLATE_INPUTS
+from gradcheck.generate.templates import TEMPLATE_INPUTS
 from gradcheck.testing import check_op
-from gradcheck.tree import walk
+from gradcheck.formula.tree import walk
 
 RNG = np.random.default_rng(0)
 ROWS = ("conv1d", "conv2d", "avg_pool2d", "max_pool2d")
@@ -248,9 +248,9 @@ LAYERS = [
 def test_the_bound_covers_torchs_own_convolution(expr, shapes, dtype):
     """torch's CPU kernels (oneDNN's orders of summation, pooling's backward adding in
     its own dtype) stay within the derived bound, without the safety factor."""
-    from gradcheck.backends.torch import run as torch_run
-    from gradcheck.dtypes import round_to, unit_roundoff
-    from gradcheck.rounding import error_bounds
+    from gradcheck.witnesses.torch import run as torch_run
+    from gradcheck.base.dtypes import round_to, unit_roundoff
+    from gradcheck.bounds.model import error_bounds
 
     case = make_case(expr, shapes, gradient="random")
     rng = np.random.default_rng(0)
@@ -415,7 +415,7 @@ def test_the_torch_witness_runs_cudnn_convolutions_in_float32_itself():
     """cuDNN's default TF32 (a 10-bit significand) is no float32: on a CUDA device the
     witness turns it off while it runs, and restores the user's setting (the flag is
     only a setting: this runs without a GPU)."""
-    from gradcheck.backends.torch import _ieee_float32
+    from gradcheck.witnesses.torch import _ieee_float32
 
     cudnn = torch.backends.cudnn
     kept = cudnn.allow_tf32

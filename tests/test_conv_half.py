@@ -17,12 +17,12 @@ import torch
 
 from conftest import check, make_case
 from conv_ops import Conv2d, Conv2dWrongWeight
-from gradcheck.backends.torch import run as torch_run
-from gradcheck.dtypes import round_to, unit_roundoff
+from gradcheck.witnesses.torch import run as torch_run
+from gradcheck.base.dtypes import round_to, unit_roundoff
 from gradcheck.reference import Reference
-from gradcheck.rounding import error_bounds
+from gradcheck.bounds.model import error_bounds
 from gradcheck.rules import RULES
-from gradcheck.rules.conv_columns import pad, torch_adds_in_dtype, windows
+from gradcheck.rules.conv.columns import pad, torch_adds_in_dtype, windows
 from gradcheck.testing import check_op
 
 H = np.float16
@@ -143,7 +143,7 @@ def test_the_model_follows_torchs_choice_of_kernel(slow):
 def test_the_bound_is_the_one_rounding_bound_where_torch_adds_in_float32(slow):
     """Same point, same dtype: aten's kernels get the larger bound, a float32-accumulating
     kernel (oneDNN, made to stand in by the choice itself) the smaller one."""
-    import gradcheck.conv_bounds as cb
+    import gradcheck.bounds.conv as cb
 
     case = make_case("conv2d(x, w, padding=1)", {"x": [2, 8, 6, 6], "w": [4, 8, 3, 3]},
                      gradient="random")
@@ -162,7 +162,7 @@ def test_the_bound_is_the_one_rounding_bound_where_torch_adds_in_float32(slow):
 def test_batched_cotangents_are_bounded_as_each_alone(slow):
     """op.jacobian's one-hot cotangents in one backward: the parts of each, as alone."""
     from test_tolerance_model import _assert_batched_equals_per_v
-    from gradcheck.sampling import sample
+    from gradcheck.sampling.points import sample
 
     case = make_case("conv1d(x, w, stride=2, padding=1, groups=2)",
                      {"x": [2, 4, 5], "w": [2, 2, 2]}, gradient="random")

@@ -1,4 +1,4 @@
-"""Decisions judged as the witness made them (gradcheck.decisions): a witness whose
+"""Decisions judged as the witness made them (gradcheck.checking.decisions): a witness whose
 rounded values order a sort, pick a max or land on a kink's other side than the exact
 values do is checked against the derivative of the branch it took, so right code passes
 in every dtype; a wrong backward of those rows (a wrong permutation, the wrong side, the
@@ -13,7 +13,7 @@ import pytest
 
 from gradcheck import check
 from gradcheck.rules import RULES
-from gradcheck.decisions import _tie_broken
+from gradcheck.checking.decisions import _tie_broken
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 
@@ -51,7 +51,7 @@ def test_a_flipped_sort_is_named_in_a_note(dtype):
 
 def test_without_the_branch_judge_the_sort_fails(monkeypatch):
     # the judge is what makes the narrow dtypes pass: taken away, the same runs fail
-    import gradcheck.decisions as decisions
+    import gradcheck.checking.decisions as decisions
 
     monkeypatch.setattr(decisions, "judged", lambda *a, **k: None)
     assert check(*SWEPT, dtype="float16").status == "failed"

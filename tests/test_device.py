@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import check, make_case
-from gradcheck.cli import main
+from gradcheck.cli.main import main
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(),
                                 reason="these tests check behaviour without a GPU")

@@ -1,4 +1,4 @@
-"""gradcheck.diagnose: each pattern triggers on its synthetic bug, naming the right input,
+"""gradcheck.checking.diagnose: each pattern triggers on its synthetic bug, naming the right input,
 and nothing triggers on correct gradients (up to rounding) or on unrelated arrays."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from gradcheck.diagnose import Sample, diagnose, diagnose_points, summarize
-from gradcheck.expr import parse
-from gradcheck.tree import Node
+from gradcheck.checking.diagnose import Sample, diagnose, diagnose_points, summarize
+from gradcheck.formula.parser import parse
+from gradcheck.formula.tree import Node
 
 SHAPES = [(), (5,), (3, 4), (2, 3, 4)]
 
@@ -525,7 +525,7 @@ def test_formula_witness_diagnosis_sees_branches_and_points(monkeypatch):
     """A witness wrong on one branch of the formula: the runner's diagnosis names that
     branch (it passes the reference and each point's values along)."""
     import gradcheck
-    import gradcheck.checking as runner
+    import gradcheck.checking.case as runner
 
     real = runner.witness
 
@@ -568,8 +568,8 @@ def test_a_pattern_seen_at_one_point_only_is_not_the_diagnosis():
 
 
 def test_the_package_keeps_its_names_and_splits_its_two_jobs():
-    import gradcheck.diagnose as d
-    from gradcheck.diagnose import gradient, points, summary
+    import gradcheck.checking.diagnose as d
+    from gradcheck.checking.diagnose import gradient, points, summary
 
     assert d.diagnose is gradient.diagnose and d.summarize is summary.summarize
     assert d.Sample is points.Sample and d.diagnose_points is points.diagnose_points

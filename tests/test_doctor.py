@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gradcheck
-from gradcheck.cli import main
+from gradcheck.cli.main import main
 from gradcheck.health import KINDS, doctor
 from gradcheck.health.factory import FactoryError, setup
 

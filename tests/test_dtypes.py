@@ -1,4 +1,4 @@
-"""float16 and bfloat16 (issue 10, part 2): the dtype facts of gradcheck/dtypes.py, and
+"""float16 and bfloat16 (issue 10, part 2): the dtype facts of gradcheck/base/dtypes.py, and
 their plumbing: case files and the CLI accept the four dtypes, sampled points and
 cotangents are representable in the dtype, the torch witness and ops get tensors of the
 dtype, the engine and numeric witnesses are skipped with the reason, and every report
@@ -24,20 +24,21 @@ import torch
 from hypothesis import given, settings
 
 import gradcheck
-from gradcheck import dtypes, engine
-from gradcheck.witnesses import skip_reason
-from gradcheck.backends import torch as torch_witness
-from gradcheck.backends.op import OpKind, Runner, to_numpy
+from gradcheck.base import dtypes
+from gradcheck import engine
+from gradcheck.witnesses.registry import skip_reason
+from gradcheck.witnesses import torch as torch_witness
+from gradcheck.checking.opcheck.loader import OpKind, Runner, to_numpy
 from gradcheck.cases import case_from_dict, read_file
-from gradcheck.cli import main
+from gradcheck.cli.main import main
 from gradcheck.report import render
 from gradcheck.report.annotations import github_annotations
-from gradcheck.result import (FAILED, PASSED, SKIPPED, CaseResult, RunResult,
-                              WitnessResult, Worst)
+from gradcheck.base.result import (FAILED, PASSED, SKIPPED, CaseResult, RunResult, WitnessResult,
+                                   Worst)
 from gradcheck.rules import COMPARISON, LINALG, REDUCTION, RULES
-from gradcheck.checking import cotangent
-from gradcheck.verdicts import grad_fn_parity
-from gradcheck.sampling import sample
+from gradcheck.checking.case import cotangent
+from gradcheck.checking.verdicts import grad_fn_parity
+from gradcheck.sampling.points import sample
 from gradcheck.strategies import points
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -266,10 +267,10 @@ def test_torch_witness_leaves_have_the_dtype(dtype, monkeypatch):
 def _example_on_torch(rule, leaf):
     """(the row's example formula on torch leaves, its first float leaf): indices as
     int64."""
-    from gradcheck.backends.drive import rebuild
-    from gradcheck.expr import parse
-    from gradcheck.rules.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS
-    from gradcheck.tree import Node, walk
+    from gradcheck.witnesses.drive import rebuild
+    from gradcheck.formula.parser import parse
+    from gradcheck.formula.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS
+    from gradcheck.formula.tree import Node, walk
 
     names = {n: Node("input", shape=s, name=n, dtype=EXAMPLE_DTYPES.get(n))
              for n, s in EXAMPLE_INPUTS.items()}
@@ -530,7 +531,7 @@ def test_annotations_leave_skipped_witnesses_out():
 
 
 def test_to_numpy_takes_anything_a_witness_or_an_op_returns():
-    from gradcheck.backends import op
+    from gradcheck.checking.opcheck import loader as op
 
     assert op.to_numpy is dtypes.to_numpy               # one helper, not a copy
     assert dtypes.to_numpy(None) is None

@@ -19,12 +19,12 @@ from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 import gradcheck.engine as E
-from gradcheck.backends.drive import rebuild
+from gradcheck.witnesses.drive import rebuild
 from gradcheck.cases import case_from_dict
 from gradcheck.rules import COMPARISON, REDUCTION, RULES, EngineRule
 from gradcheck.strategies import formulas, functions_for
-from gradcheck.templates import TEMPLATES
-from gradcheck.tree import walk
+from gradcheck.generate.templates import TEMPLATES
+from gradcheck.formula.tree import walk
 
 RNG = np.random.default_rng(0)
 
@@ -382,7 +382,7 @@ def test_attention_scores_record_torchs_chain():
     # expand; transpose(k) is not contiguous, so its reshape is an alias (not a view).
     q, k = (E.Tensor(uniform((2, 4, 3)), requires_grad=True) for _ in "qk")
     tq, tk = (torch.tensor(t.data, requires_grad=True) for t in (q, k))
-    from gradcheck.backends import grad_fn_chain
+    from gradcheck.witnesses import grad_fn_chain
 
     chain = grad_fn_chain(E.matmul(q, E.transpose(k)))
     assert chain == grad_fn_chain(tq @ tk.mT)

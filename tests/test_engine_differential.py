@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import gradcheck.engine as E
 from gradcheck.rules import RULES
 from gradcheck.strategies import DEFAULT_FUNCTIONS, formulas, functions_for
-from gradcheck.templates import TEMPLATE_LABELS, TEMPLATES
+from gradcheck.generate.templates import TEMPLATE_LABELS, TEMPLATES
 from test_engine import Side, arr, formula_program, ops, outcome, primitives, structure
 
 EXAMPLES = 500

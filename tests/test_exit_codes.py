@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import SQUARE_OP
-from gradcheck import opcheck
-from gradcheck.cli import ExitCode, exit_code, main
-from gradcheck.result import CaseResult, RunResult
-from gradcheck.runner import cotangent, run
+from gradcheck.checking import opcheck
+from gradcheck.cli.main import ExitCode, exit_code, main
+from gradcheck.base.result import CaseResult, RunResult
+from gradcheck.session.runner import cotangent, run
 
 OPS = """
 import time
@@ -126,7 +126,7 @@ def test_an_op_module_that_raises_on_import_is_a_case_error(capsys, tmp_path):
 
 def test_a_bug_in_the_checking_code_is_internal_exit_3(capsys, tmp_path, monkeypatch):
     # an exception raised in gradcheck's own code, not the op's: here cotangent()
-    # handed a None case (an AttributeError inside gradcheck/runner.py)
+    # handed a None case (an AttributeError inside gradcheck/session/runner.py)
     monkeypatch.setattr(opcheck.OpCheck, "run", lambda self: cotangent(None, "float64", 0))
     path = write(tmp_path, case("fine", "Square"))
     code, report, _ = gc(capsys, path)

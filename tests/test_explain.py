@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from gradcheck.cli import main
-from gradcheck.errors import CaseFileError
+from gradcheck.cli.main import main
+from gradcheck.base.errors import CaseFileError
 from gradcheck.explanation import explain, parse_inputs, parse_let
 from gradcheck.report.explain import render_json, render_text
 

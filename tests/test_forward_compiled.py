@@ -1,6 +1,6 @@
 """The float forward without callbacks runs as a loop over precomputed steps
-(:func:`gradcheck.forward.program`); with a callback it is the walk every witness uses
-(:func:`gradcheck.tree.fold`). Both are one computation: bit for bit equal, on random
+(:func:`gradcheck.formula.forward.program`); with a callback it is the walk every witness uses
+(:func:`gradcheck.formula.tree.fold`). Both are one computation: bit for bit equal, on random
 formulas over every row, with overrides by name and by node, merged or not."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradcheck.cases import case_from_dict
-from gradcheck.forward import evaluate
+from gradcheck.formula.forward import evaluate
 from gradcheck.strategies import formulas
-from gradcheck.tree import walk
+from gradcheck.formula.tree import walk
 
 
 def _walked(root, env, overrides=None, merge=False):

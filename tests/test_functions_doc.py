@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.expr import parse
+from gradcheck.formula.parser import parse
 from gradcheck.rules import RULES
-from gradcheck.rules.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS, example, markdown
-from gradcheck.tree import Node, walk
+from gradcheck.formula.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS, example, markdown
+from gradcheck.formula.tree import Node, walk
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -39,7 +39,7 @@ def test_readme_function_table_is_generated_from_the_rows():
 
 
 def test_cli_lists_the_functions(capsys):
-    from gradcheck.cli import main
+    from gradcheck.cli.main import main
 
     assert main(["functions"]) == 0
     out = capsys.readouterr().out

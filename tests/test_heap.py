@@ -1,4 +1,4 @@
-"""gradcheck.heap: inside reused_allocations, a large temporary freed and allocated
+"""gradcheck.process.heap: inside reused_allocations, a large temporary freed and allocated
 again is served from the heap, not by fresh pages the kernel has to fault in (and zero)
 again. Faults are counted relative to one fresh temporary's: with transparent huge
 pages a 64 MiB array faults in 32 huge pages, without them 16384 small ones."""
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from gradcheck.heap import _glibc, reused_allocations
+from gradcheck.process.heap import _glibc, reused_allocations
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or _glibc() is None,
                                 reason="glibc's malloc only")
@@ -67,7 +67,8 @@ def test_blocks_nest(one):
 
 def test_only_formulas_with_an_array_over_the_threshold_reuse_the_heap():
     from gradcheck.cases import case_from_dict
-    from gradcheck.heap import HEAP_ELEMENTS, for_formula
+    from gradcheck.process.heap import HEAP_ELEMENTS
+    from gradcheck.sampling.points import for_formula
 
     def case(n):
         return case_from_dict({"name": "c", "expr": "sum(x @ transpose(x))",

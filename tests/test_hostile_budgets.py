@@ -20,10 +20,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import bounded_work
-from gradcheck import budgets
+from gradcheck.cases import memory
+from gradcheck.process import budgets
 from gradcheck.cases import Case, read_file, read_paths
-from gradcheck.checking import run_case
-from gradcheck.errors import CaseFileError
+from gradcheck.checking.case import run_case
+from gradcheck.base.errors import CaseFileError
 
 HERE = Path(__file__).parent
 CORPUS = HERE / "hostile" / "budgets"
@@ -138,19 +139,19 @@ def test_a_case_over_the_memory_budget_is_refused_before_sampling(path):
 def test_the_memory_budget_follows_max_memory(tmp_path):
     path = CORPUS / "memory-inputs.toml"
     (inputs,), _ = read_file(path)
-    need, elements, count = budgets.estimate(inputs)
+    need, elements, count = memory.estimate(inputs)
     assert (elements, count) == (200_000_001, 1)
-    largest, total = budgets.intermediates(inputs)   # 20 sums and 19 additions
+    largest, total = memory.intermediates(inputs)   # 20 sums and 19 additions
     assert (largest, total) == (1, 39)
     assert need == (elements * (budgets.WORK_BYTES + budgets.POINT_BYTES * count)
                     + largest * budgets.LARGEST_BYTES + total * budgets.KEPT_BYTES)
     with budgets.memory_budget("27G"):
-        budgets.check_case(inputs)   # 26.8 GiB: within
+        memory.check_case(inputs)   # 26.8 GiB: within
         assert os.environ[budgets.ENV] == str(27 * 2**30)
     assert budgets.ENV not in os.environ
     with budgets.memory_budget("1G"), pytest.raises(budgets.BudgetError,
                                                     match=r"26\.8 GiB .* 1\.0 GiB"):
-        budgets.check_case(inputs)
+        memory.check_case(inputs)
 
 
 def test_more_points_hold_no_more_memory():
@@ -159,12 +160,12 @@ def test_more_points_hold_no_more_memory():
     checked); a large formula's points are now drawn one at a time, and a failing check
     keeps the samples of only a few: the estimate stops growing with the points."""
     from conftest import make_case
-    from gradcheck.diagnose import KEPT_POINTS
+    from gradcheck.checking.diagnose import KEPT_POINTS
 
     few, many = (make_case("sum(x * x)", {"x": [1_000_000]}, points=n) for n in (3, 1000))
-    assert budgets.estimate(many) == budgets.estimate(few)
-    assert budgets.estimate(many)[2] == KEPT_POINTS + 1
-    budgets.check_case(many)   # within the default 2 GiB
+    assert memory.estimate(many) == memory.estimate(few)
+    assert memory.estimate(many)[2] == KEPT_POINTS + 1
+    memory.check_case(many)   # within the default 2 GiB
 
 
 def test_sizes():
@@ -178,7 +179,7 @@ def test_sizes():
 
 
 def test_max_memory_is_checked_by_the_command_line(capsys):
-    from gradcheck.cli import main
+    from gradcheck.cli.main import main
 
     with pytest.raises(SystemExit) as stop:
         main(["run", "--max-memory", "4x", str(CORPUS / "memory-inputs.toml")])
@@ -190,7 +191,7 @@ def test_max_memory_is_checked_by_the_command_line(capsys):
 def test_a_worker_past_max_memory_is_that_cases_error():
     """A real worker process under --max-memory 256M: the op's 1 GiB fails there with
     a MemoryError, which is the case's own clear error."""
-    from gradcheck.runner import run
+    from gradcheck.session.runner import run
 
     with budgets.memory_budget("256M"):
         result = run([CORPUS / "memory-hog.toml"], isolate=True, timeout=120)
@@ -205,7 +206,7 @@ def test_a_worker_past_max_memory_is_that_cases_error():
 def test_a_deep_dotted_key_is_a_file_error_in_list(capsys):
     """The issue's 2.5 KB file: `gradcheck list` (and run, which reads the same way)
     reports it as the file's error, exit 2, where it was a RecursionError (exit 3)."""
-    from gradcheck.cli import main
+    from gradcheck.cli.main import main
 
     assert main(["list", str(CORPUS / "deep-dotted-key.toml")]) == 2
     err = capsys.readouterr().err
@@ -236,7 +237,7 @@ def test_exhaustion_while_reading_a_case_is_its_error(tmp_path, monkeypatch, exc
      "ran out of memory")])
 def test_exhaustion_while_running_a_case_is_its_error(monkeypatch, exc, text):
     from conftest import make_case
-    from gradcheck import checking
+    from gradcheck.checking import case as checking
 
     case = make_case("sum(x * x)", {"x": [3]})
 

@@ -124,8 +124,8 @@ def test_an_error_shows_the_output_scrubbed(tmp_path):
 
 
 def test_the_factory_sees_no_control_variable(tmp_path, monkeypatch):
-    from gradcheck.cienv import CONTROL as REMOVED
-    from gradcheck.cienv import without_control
+    from gradcheck.process.cienv import CONTROL as REMOVED
+    from gradcheck.process.cienv import without_control
 
     assert set(CONTROL) <= REMOVED
     env = dict.fromkeys(CONTROL, "x") | {"GITHUB_ACTIONS": "true", "RUNNER_TEMP": "/t",

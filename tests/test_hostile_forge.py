@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli import ExitCode
+from gradcheck.cli.main import ExitCode
 from gradcheck.report.annotations import github_annotations
-from gradcheck.result import RunResult
+from gradcheck.base.result import RunResult
 
 FORGE = Path(__file__).parent / "hostile" / "forge"
 MODES = {"worker": [], "in-process": ["--in-process"], "jobs": ["--jobs", "2"]}
@@ -118,7 +118,7 @@ def test_the_library_runs_an_op_object_apart_too():
     try:
         import forge_ops
 
-        import gradcheck.compare as compare
+        import gradcheck.checking.compare as compare
         from gradcheck.testing import check_op
 
         before = compare.Tally.result
@@ -167,7 +167,7 @@ def test_where_no_op_process_can_start_the_same_calls_run_with_the_judge(monkeyp
     """Off Linux the op is served in the judge's process through the same calls (no
     isolation, README: Security): the verdicts are the same, and a raising op is still
     the op's failure."""
-    import gradcheck.opprocess as opprocess
+    import gradcheck.checking.opcheck.process as opprocess
 
     monkeypatch.setattr(opprocess, "FORKS", False)
     sys.path.insert(0, str(FORGE))

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli import ExitCode, main
-from gradcheck.interrupts import Interrupted
-from gradcheck.io import _in_place, write_atomic
-from gradcheck.runner import run
+from gradcheck.cli.main import ExitCode, main
+from gradcheck.process.interrupts import Interrupted
+from gradcheck.base.io import _in_place, write_atomic
+from gradcheck.session.runner import run
 
 HOSTILE = Path(__file__).parent / "hostile" / "isolation"
 CRASHES = HOSTILE / "crashes.toml"
@@ -314,7 +314,7 @@ def test_every_report_marks_an_incomplete_run():
     import xml.etree.ElementTree as ET
 
     from gradcheck.report import render
-    from gradcheck.result import CaseResult, RunResult
+    from gradcheck.base.result import CaseResult, RunResult
 
     done = CaseResult(name="done", file="f.toml", line=1, dtype="float64", status="passed")
     partial = RunResult((done,), 1.0, interrupted="SIGTERM", not_run=3)

@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck import budgets, limits, parallel
-from gradcheck.cli import main
-from gradcheck.exit_codes import ExitCode
+from gradcheck.cases import memory
+from gradcheck.process import budgets, limits
+from gradcheck.session import executors as parallel
+from gradcheck.cli.main import main
+from gradcheck.cli.exit_codes import ExitCode
 
 HERE = Path(__file__).parent
 PROBES = HERE / "hostile" / "limits"
@@ -52,7 +54,8 @@ def project(tmp_path, monkeypatch):
 @pytest.fixture
 def spawned(monkeypatch):
     """The worker processes a run starts, counted (each still starts for real)."""
-    from gradcheck import pool, spawn
+    from gradcheck.session import pool
+    from gradcheck.process import spawn
 
     started = []
     real = spawn.spawn
@@ -152,13 +155,13 @@ def test_the_estimate_counts_the_largest_intermediate():
     at 288 bytes; now at hundreds of MB from the parsed shapes, and 16 terms are refused
     under the default 2 GiB with the estimate in the message."""
     from gradcheck.cases import case_from_dict, read_file
-    from gradcheck.checking import run_case
+    from gradcheck.checking.case import run_case
 
     term = "sum(exp(x * ones([10000000])))"
     one = case_from_dict({"name": "one", "expr": term, "inputs": {"x": {"shape": []}}})
-    assert budgets.intermediates(one) == (10**7, 3 * 10**7 + 1)
-    assert 100 * 2**20 < budgets.estimate(one)[0] < 2**30
-    budgets.check_case(one)   # within the default budget
+    assert memory.intermediates(one) == (10**7, 3 * 10**7 + 1)
+    assert 100 * 2**20 < memory.estimate(one)[0] < 2**30
+    memory.check_case(one)   # within the default budget
     (sixteen,), errors = read_file(PROBES / "intermediates.toml")
     assert errors == []
     result = run_case(sixteen, "float64", timeout=None)
@@ -187,7 +190,7 @@ def test_a_worker_without_max_memory_is_limited(project, capsys, monkeypatch):
     """The op maps nine tenths of the available memory (untouched, so nothing is used
     where no limit stops it): its worker's default limit refuses it, and the case is
     its own clear error."""
-    from gradcheck.run_command import IN_PROCESS
+    from gradcheck.cli.run import IN_PROCESS
 
     monkeypatch.delenv(IN_PROCESS, raising=False)   # a worker process, as by default
     monkeypatch.delenv(budgets.ENV, raising=False)
@@ -223,7 +226,7 @@ def test_a_deeply_nested_table_is_a_usage_error(name, project, capsys):
 
 
 def test_a_gradient_nested_within_the_limit_is_read():
-    from gradcheck.cli_values import gradient_argument
+    from gradcheck.cli.values import gradient_argument
 
     assert gradient_argument("[[1.5, 2], [3, 4]]") == [[1.5, 2], [3, 4]]
     assert gradient_argument("[" * 32 + "]" * 32) is not None
@@ -233,7 +236,7 @@ def test_a_gradient_nested_within_the_limit_is_read():
 
 @pytest.fixture(scope="module")
 def hostile_run():
-    from gradcheck.runner import run
+    from gradcheck.session.runner import run
 
     sys.path.insert(0, str(PROBES))
     try:

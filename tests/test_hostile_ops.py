@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 import gradcheck
-from gradcheck.backends.op import OpRefused, load
+from gradcheck.checking.opcheck.loader import OpRefused, load
 
 CORPUS = Path(__file__).resolve().parent / "hostile" / "ops"
 MARKERS = "hostile_ops_marker*"
@@ -104,7 +104,7 @@ SCRIPT = """
 import json, sys
 import gradcheck
 
-from gradcheck.backends.op import OpRefused, load
+from gradcheck.checking.opcheck.loader import OpRefused, load
 
 corpus = sys.argv[1]
 for spec in ("this:s", "os:spawnl", "subprocess:run"):   # here, whatever run() does
@@ -115,13 +115,13 @@ for spec in ("this:s", "os:spawnl", "subprocess:run"):   # here, whatever run() 
 cases = {c.name: [c.status, c.error_kind, c.message]
          for c in gradcheck.run([corpus], timeout=None).cases}
 imported = "this" in sys.modules
-# a pattern that admits os is itself refused (gradcheck.op_patterns) ...
+# a pattern that admits os is itself refused (gradcheck.cases.op_patterns) ...
 (os_allowed,) = gradcheck.run([corpus + "/spawnl.toml"], timeout=None,
                               allow_op_modules=["os"]).cases
 # ... and with that check turned off here, the same case really runs /bin/sh (the
 # corpus is live)
-import gradcheck.op_patterns
-gradcheck.op_patterns.problem = lambda pattern: ""
+import gradcheck.cases.op_patterns
+gradcheck.cases.op_patterns.problem = lambda pattern: ""
 gradcheck.run([corpus + "/spawnl.toml"], timeout=None, allow_op_modules=["os"])
 print(json.dumps({"cases": cases, "this": imported, "os": os_allowed.message}))
 """
@@ -179,7 +179,7 @@ def test_a_refused_op_and_a_case_over_its_budget_start_no_worker(monkeypatch):
     not import, an estimate over the memory budget) is answered by the run's parent:
     no worker process is started for it (a worker imports torch first: seconds), and
     the result is the one the worker would have given."""
-    from gradcheck import pool, runner
+    from gradcheck.session import pool, runner
 
     def no_worker(*args, **kwargs):
         raise AssertionError("a worker process was started")

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.confine import write_problem
-from gradcheck.op_patterns import problem
+from gradcheck.cases.confine import write_problem
+from gradcheck.cases.op_patterns import problem
 
 HERE = Path(__file__).resolve().parent / "hostile" / "paths"
 _spec = importlib.util.spec_from_file_location("hostile_paths_escapes", HERE / "escapes.py")
@@ -185,9 +185,9 @@ def test_a_link_replaced_after_the_check_is_judged_again_before_writing(tmp_path
     # a report path made a link out of the project while the cases ran is not written
     from types import SimpleNamespace
 
-    from gradcheck.result import RunResult
-    from gradcheck.run_config import Report
-    from gradcheck.run_output import publish
+    from gradcheck.base.result import RunResult
+    from gradcheck.cli.settings import Report
+    from gradcheck.cli.output import publish
 
     places = layout(tmp_path)
     project = places["project"]

@@ -28,12 +28,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 import pytest
 
-from gradcheck.errors import describe_exception
+from gradcheck.base.errors import describe_exception
 from gradcheck.report import FORMATS, render
 from gradcheck.report.annotations import github_annotations
 from gradcheck.report.markdown import size
 from gradcheck.report.scrub import json_safe, neutral, one_line, printable
-from gradcheck.result import ERROR, FAILED, CaseResult, RunResult, WitnessResult
+from gradcheck.base.result import ERROR, FAILED, CaseResult, RunResult, WitnessResult
 
 CORPUS = Path(__file__).parent / "hostile" / "publish"
 HOSTILE_DIR = "dir\n::error::from a path ##[error]\u202e"

@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 
 from conftest import bounded_work, make_case
 from gradcheck.cases import case_from_dict, read_file
-from gradcheck.checking import run_case
-from gradcheck.compare import NotFiniteReference, Tally
+from gradcheck.checking.case import run_case
+from gradcheck.checking.compare import NotFiniteReference, Tally
 from gradcheck.reference import ExpandedReference, Reference
 from gradcheck.reference.second import others_adjoint
-from gradcheck.result import ERROR, FAILED, PASSED, SKIPPED, STATUSES
-from gradcheck.sampling import MARGIN, case_points
+from gradcheck.base.result import ERROR, FAILED, PASSED, SKIPPED, STATUSES
+from gradcheck.sampling.points import MARGIN, case_points
 from gradcheck.strategies import formulas
-from gradcheck.witnesses import REGISTRY, Witness, entry
+from gradcheck.witnesses.registry import REGISTRY, Witness, entry
 
 CORPUS = Path(__file__).parent / "hostile" / "verdicts"
 CASES = [c for p in sorted(CORPUS.glob("*.toml")) for c in read_file(p)[0]]
@@ -86,7 +86,7 @@ def test_a_witness_not_finite_where_the_reference_is_finite_mismatches():
 def test_an_op_compared_with_itself_may_repeat_nan():
     """op.determinism and op.inplace compare the op with its own earlier result
     (``exact=False``): the same NaN or inf again is what a deterministic op does."""
-    from gradcheck.compare import Comparison
+    from gradcheck.checking.compare import Comparison
 
     tally = Tally("op.determinism", "float64")
     same = {"x.grad": np.array([np.nan, np.inf, 1.0])}

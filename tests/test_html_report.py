@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from conftest import SQUARE_OP
-from gradcheck.compare import Tally
-from gradcheck.errormap import GRID, view
+from gradcheck.checking.compare import Tally
+from gradcheck.checking.errormap import GRID, view
 from gradcheck.report import render
 from gradcheck.report.html import render_html
-from gradcheck.result import (FAILED, HIST_EXPONENTS, PASSED, SKIPPED, CaseResult, ErrorMap,
-                              RunResult, WitnessResult)
+from gradcheck.base.result import (FAILED, HIST_EXPONENTS, PASSED, SKIPPED, CaseResult, ErrorMap,
+                                   RunResult, WitnessResult)
 
 HOSTILE = "<script>alert(1)</script>"
 OPS = '''
@@ -231,7 +231,7 @@ def test_round_trip_keeps_the_maps_exactly(run):
 
 
 def _brute(got, exp, tol):
-    """The map of :mod:`gradcheck.errormap` computed from whole arrays at once."""
+    """The map of :mod:`gradcheck.checking.errormap` computed from whole arrays at once."""
     signed = ((got - exp) / tol).reshape(view(exp.shape))
     rows, cols = signed.shape
     step = (-(-rows // GRID), -(-cols // GRID))
@@ -342,7 +342,7 @@ def test_an_interrupted_run_says_so():
 
 
 def test_the_histogram_puts_exact_elements_first_and_nan_and_inf_last():
-    from gradcheck.errormap import MapAccumulator
+    from gradcheck.checking.errormap import MapAccumulator
 
     acc = MapAccumulator("q", (6,))
     signed = np.array([[0.0, -1e-7, 1.0, -1.5, np.inf, np.nan]])

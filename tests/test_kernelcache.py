@@ -1,5 +1,5 @@
-"""The memo of compiled reference kernels (gradcheck.kernelcache) and the formula text it
-is keyed by (gradcheck.tree.canonical): a kernel compiled once in a process is reused
+"""The memo of compiled reference kernels (gradcheck.reference.kernelcache) and the formula text it
+is keyed by (gradcheck.formula.tree.canonical): a kernel compiled once in a process is reused
 and computes what a fresh build computes; --no-cache compiles every kernel; nothing is
 read from or written to the disk (the old cache folder's files are never run)."""
 
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from conftest import make_case
-from gradcheck import kernelcache
-from gradcheck.cli import main
-from gradcheck.expr import parse
-from gradcheck.tree import Node, canonical
+from gradcheck.reference import kernelcache
+from gradcheck.cli.main import main
+from gradcheck.formula.parser import parse
+from gradcheck.formula.tree import Node, canonical
 
 ROOT = Path(__file__).resolve().parents[1]
 

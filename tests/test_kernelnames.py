@@ -1,4 +1,4 @@
-"""The namespace a compiled kernel runs in (gradcheck.kernelnames): every name binds to
+"""The namespace a compiled kernel runs in (gradcheck.reference.kernelnames): every name binds to
 exactly what lambdify's own namespace for the same modules binds it to, the code is the
 code lambdify prints for those modules, and a process imports SciPy only when one of its
 kernels calls a SciPy function."""
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from gradcheck import kernelnames
+from gradcheck.reference import kernelnames
 from gradcheck.cases import case_from_dict
 from gradcheck.strategies import formulas
 

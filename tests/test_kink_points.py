@@ -1,4 +1,4 @@
-"""Kink points (gradcheck.kinks, issue 31 item 7): a case whose formula reaches a kink
+"""Kink points (gradcheck.sampling.kinks, issue 31 item 7): a case whose formula reaches a kink
 through an input gets points with that input's elements close to the kink on both sides,
 after its bulk and extreme points, which do not move; ops wrong only there are caught
 (tests/hostile/kinks/), right ones and formulas pass, finite differences raise no alarm
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from gradcheck.cases import CaseFileError, case_from_dict, read_file
-from gradcheck.checking import run_case
-from gradcheck.dtypes import round_to
-from gradcheck.kinks import CONVENTION, kink_point, targets
-from gradcheck.result import FAILED, PASSED
-from gradcheck.sampling import MARGIN, case_points
+from gradcheck.checking.case import run_case
+from gradcheck.base.dtypes import round_to
+from gradcheck.sampling.kinks import CONVENTION, kink_point, targets
+from gradcheck.base.result import FAILED, PASSED
+from gradcheck.sampling.points import MARGIN, case_points
 
 from conftest import make_case
 

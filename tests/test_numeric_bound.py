@@ -10,9 +10,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from conftest import make_case
-from gradcheck.backends import numeric
-from gradcheck.rounding import forward_bound
-from gradcheck.sampling import case_points
+from gradcheck.witnesses import numeric
+from gradcheck.bounds.model import forward_bound
+from gradcheck.sampling.points import case_points
 from gradcheck.strategies import formulas
 
 

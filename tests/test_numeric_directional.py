@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 from conftest import check, make_case
-from gradcheck import checking
-from gradcheck.backends import numeric
-from gradcheck.compare import Tally
-from gradcheck.evaluation import PROJECTED, Evaluation
+from gradcheck.checking import case as checking
+from gradcheck.witnesses import numeric
+from gradcheck.checking.compare import Tally
+from gradcheck.base.evaluation import PROJECTED, Evaluation
 from gradcheck.reference import ExpandedReference, Reference
 from gradcheck.report import FORMATS, render
-from gradcheck.result import RunResult
-from gradcheck.rounding import error_bounds
-from gradcheck.sampling import sample
-from gradcheck.witnesses import entry
+from gradcheck.base.result import RunResult
+from gradcheck.bounds.model import error_bounds
+from gradcheck.sampling.points import sample
+from gradcheck.witnesses.registry import entry
 
 MATMUL = ("sum(tanh(x @ W))", {"x": (8, 40), "W": (40, 16)})
 SMALL = ("sum(tanh(x @ W))", {"x": (4, 12), "W": (12, 10)})   # both over 32 elements
@@ -193,9 +193,9 @@ def test_a_whole_check_reports_projections(monkeypatch):
 def test_the_numeric_witness_reuses_the_forward_bound_the_tolerance_computed(monkeypatch):
     """One running-bound forward per point in float64, not one more for the numeric
     witness's own rounding term (at a layer's size, hundreds of MB and a second)."""
-    from gradcheck import rounding
+    from gradcheck.bounds import model as rounding
     from gradcheck.cases import case_from_dict
-    from gradcheck.runner import run_case
+    from gradcheck.session.runner import run_case
 
     case = case_from_dict({"name": "reuse", "expr": "sum(tanh(x @ W))", "points": 1,
                            "extreme_points": 0,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import gradcheck
-from gradcheck.backends.op import load, op_folder
-from gradcheck.cli import ExitCode, main
+from gradcheck.checking.opcheck.loader import load, op_folder
+from gradcheck.cli.main import ExitCode, main
 
 SQUARE = """
 import dataclasses

@@ -19,13 +19,13 @@ import pytest
 import torch
 
 from gradcheck.cases import case_from_dict, load_cases
-from gradcheck.cli import main
-from gradcheck.errors import CaseFileError
-from gradcheck.opcheck import OpCheck, _exact
-from gradcheck.opcheck.shapes import shapes
-from gradcheck.opprocess import OpProcess
-from gradcheck.runner import run, run_case
-from gradcheck.sampling import sample
+from gradcheck.cli.main import main
+from gradcheck.base.errors import CaseFileError
+from gradcheck.checking.opcheck import OpCheck, _exact
+from gradcheck.checking.opcheck.shapes import shapes
+from gradcheck.checking.opcheck.process import OpProcess
+from gradcheck.session.runner import run, run_case
+from gradcheck.sampling.points import sample
 from gradcheck.testing import check_op
 
 OPS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "ops.toml"

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from gradcheck.cases import load_cases
-from gradcheck.opcheck import OpCheck
-from gradcheck.opprocess import OpProcess
-from gradcheck.runner import run, run_case
+from gradcheck.checking.opcheck import OpCheck
+from gradcheck.checking.opcheck.process import OpProcess
+from gradcheck.session.runner import run, run_case
 
 OPS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "ops.toml"
 CASES = {c.name: c for c in load_cases(OPS)}
@@ -453,7 +453,7 @@ def test_tally_records_comparisons_and_findings():
     """The op checks hand their tallies outcomes; a Tally counts them as before."""
     import numpy as np
 
-    from gradcheck.compare import Comparison, Finding, Tally
+    from gradcheck.checking.compare import Comparison, Finding, Tally
 
     t = Tally("op.inplace", "float64")
     t.record([Finding(checked=3), Finding(checked=2, problem="forward modified input x")])
@@ -478,8 +478,8 @@ def test_tally_records_comparisons_and_findings():
 def test_op_checks_are_functions_returning_outcomes():
     import numpy as np
 
-    from gradcheck.compare import Comparison
-    from gradcheck.opcheck import checks
+    from gradcheck.checking.compare import Comparison
+    from gradcheck.checking.opcheck import checks
 
     spec = dataclasses.make_dataclass("Spec", [("shape", tuple)])((2,))
     (c,) = checks.zero({"x": np.array([0.0, np.nan]), "w": None},
@@ -499,9 +499,9 @@ def test_jacobian_tolerances_in_one_pass_are_the_per_v_ones(name, dtype):
     are, element for element, those of each cotangent on its own."""
     import numpy as np
 
-    from gradcheck.opcheck.exact import exact, grad_quantities, one_hots, references
-    from gradcheck.opcheck.tolerances import OpTolerance
-    from gradcheck.sampling import case_points
+    from gradcheck.checking.opcheck.exact import exact, grad_quantities, one_hots, references
+    from gradcheck.checking.opcheck.tolerances import OpTolerance
+    from gradcheck.sampling.points import case_points
 
     case = CASES[name]
     refs = references(case, {})
@@ -527,9 +527,9 @@ def test_tolerances_kept_for_no_more_cotangents_are_each_rows_own(name, dtype):
     is kept after (neither the model's forward pass nor the peer's graph)."""
     import numpy as np
 
-    from gradcheck.opcheck.exact import exact, grad_quantities, references
-    from gradcheck.opcheck.tolerances import OpTolerance
-    from gradcheck.sampling import case_points
+    from gradcheck.checking.opcheck.exact import exact, grad_quantities, references
+    from gradcheck.checking.opcheck.tolerances import OpTolerance
+    from gradcheck.sampling.points import case_points
 
     case = CASES[name]
     refs = references(case, {})
@@ -555,9 +555,9 @@ def test_the_peer_of_all_rows_in_one_pass_is_each_rows_own(name, dtype):
     in one batched backward pass, is bit for bit what a backward pass per row gives."""
     import numpy as np
 
-    from gradcheck.opcheck.exact import one_hots
-    from gradcheck.opcheck.tolerances import OpTolerance
-    from gradcheck.sampling import case_points
+    from gradcheck.checking.opcheck.exact import one_hots
+    from gradcheck.checking.opcheck.tolerances import OpTolerance
+    from gradcheck.sampling.points import case_points
 
     case = CASES[name]
     point = next(iter(case_points(case, dtype))).values
@@ -580,9 +580,9 @@ def test_tolerances_without_a_batched_peer_are_taken_row_by_row(monkeypatch):
     import numpy as np
     import torch
 
-    from gradcheck.opcheck.exact import exact, grad_quantities, one_hots, references
-    from gradcheck.opcheck.tolerances import OpTolerance
-    from gradcheck.sampling import case_points
+    from gradcheck.checking.opcheck.exact import exact, grad_quantities, one_hots, references
+    from gradcheck.checking.opcheck.tolerances import OpTolerance
+    from gradcheck.sampling.points import case_points
 
     case = CASES["log-softmax"]
     refs = references(case, {})

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import SQUARE_OP
-from gradcheck import limits, parallel, pool
-from gradcheck.cli import ExitCode, main
-from gradcheck.runner import run
-from gradcheck.tasks import tasks_of
+from gradcheck.process import limits
+from gradcheck.session import executors as parallel, pool
+from gradcheck.cli.main import ExitCode, main
+from gradcheck.session.runner import run
+from gradcheck.session.tasks import tasks_of
 
 CASES = Path(__file__).parent.parent / "cases"
 # A bit of everything, from every bundled file: elementwise and expanded formulas, a YAML
@@ -262,7 +263,7 @@ def runs_of_a_moved_file(folder: Path, module: str):
     file's folder, overrides applied), their serial results, and the file's path, the
     file itself then renamed."""
     from gradcheck.cases import read_file
-    from gradcheck.runner import select
+    from gradcheck.session.runner import select
 
     path = write_crashes(folder, module, ["before", "square-op", "after"])
     cases, errors = read_file(path)
@@ -337,7 +338,7 @@ def test_gradcheck_run_starts_its_first_worker_early_and_uses_it(monkeypatch, tm
     """`gradcheck run` starts one worker before reading the case files; the pool takes
     that one (no second process is started for one worker), and the run's verdict is
     the worker's."""
-    from gradcheck import spawn
+    from gradcheck.process import spawn
 
     early = []
     real = spawn.spawn
@@ -363,7 +364,7 @@ def test_gradcheck_run_starts_its_first_worker_early_and_uses_it(monkeypatch, tm
 def test_an_early_worker_no_case_needs_is_killed(monkeypatch, tmp_path, capsys):
     """A run whose cases are all answered by the parent (a refused op module) kills
     the worker it started early instead of leaving it running."""
-    from gradcheck import spawn
+    from gradcheck.process import spawn
 
     early = []
     real = spawn.spawn

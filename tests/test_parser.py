@@ -1,4 +1,4 @@
-"""The safe expression parser (gradcheck.expr.parse): valid syntax builds the right
+"""The safe expression parser (gradcheck.formula.parser.parse): valid syntax builds the right
 formula DAG with the right shapes; hostile or wrong syntax fails fast with a located,
 readable CaseFileError and never executes anything."""
 
@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import bounded_work
-from gradcheck.errors import CaseFileError
-from gradcheck.expr import MAX_CHARS, MAX_DEPTH, MAX_EXPONENT, MAX_TREE_DEPTH, parse
+from gradcheck.base.errors import CaseFileError
+from gradcheck.formula.parser import MAX_CHARS, MAX_DEPTH, MAX_EXPONENT, MAX_TREE_DEPTH, parse
 from gradcheck.rules import FUNCTIONS, RULES
-from gradcheck.rules.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS
-from gradcheck.tree import Node, walk
+from gradcheck.formula.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS
+from gradcheck.formula.tree import Node, walk
 
 #: a safety bound, not a benchmark: hostile input must not hang the parser
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradcheck.peak_memory import PeakMemory, rss_kib
-from gradcheck.result import CaseResult
-from gradcheck.runner import run
+from gradcheck.process.peak_memory import PeakMemory, rss_kib
+from gradcheck.base.result import CaseResult
+from gradcheck.session.runner import run
 
 pytestmark = pytest.mark.skipif(rss_kib()[0] is None, reason="Linux's /proc only")
 

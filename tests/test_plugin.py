@@ -300,7 +300,7 @@ def test_report_holds_every_case_of_the_session(project):
 
 
 def test_report_has_the_schema_of_gradcheck_run(project):
-    from gradcheck.cli import main
+    from gradcheck.cli.main import main
 
     project.runpytest("-p", "no:cacheprovider", "--gradcheck-report=report.json")
     ours = _report(project.path / "report.json")
@@ -428,7 +428,7 @@ def test_a_result_that_travelled_as_a_dict_is_a_case_result_again():
     check made, equal field by field, non-finite floats and the worst elements too."""
     import dataclasses
 
-    from gradcheck.result import CaseResult, RunResult, WitnessResult, Worst
+    from gradcheck.base.result import CaseResult, RunResult, WitnessResult, Worst
 
     for cls in (Worst, WitnessResult, CaseResult, RunResult):
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen

@@ -1,4 +1,4 @@
-"""Points within range as written (issue 30, item 2; gradcheck.overflow): a formula whose
+"""Points within range as written (issue 30, item 2; gradcheck.sampling.overflow): a formula whose
 evaluation as written overflows the run's dtype at a drawn point (exp beyond 11.1 in
 float16, 88.7 in float32; a cube beyond 40 in float16) is checked at points pulled in
 within the range, or skipped with the reason, never failed; a wrong gradient is still
@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck import checking, sampling
+from gradcheck.checking import case as checking
+from gradcheck.sampling import points as sampling
 from gradcheck.cases import load_cases
-from gradcheck.result import FAILED, PASSED, SKIPPED
-from gradcheck.runner import run_case
-from gradcheck.witnesses import REGISTRY, Witness, entry
+from gradcheck.base.result import FAILED, PASSED, SKIPPED
+from gradcheck.session.runner import run_case
+from gradcheck.witnesses.registry import REGISTRY, Witness, entry
 
 from conftest import make_case
 
@@ -31,7 +32,7 @@ def _shapes(**shapes) -> dict:
 
 
 #: formulas whose float16/float32 evaluation as written overflowed at drawn points (the
-#: four of the issue's text, then those of the random sweep of gradcheck.bench.sweep)
+#: four of the issue's text, then those of the random sweep of gradcheck.cli.bench.sweep)
 OVERFLOWING = [
     ("issue-1", "float32", "mean(exp(((x @ W + b)**3) @ V))",
      _shapes(x=[3, 4], W=[4, 8], b=[8], V=[8, 4])),

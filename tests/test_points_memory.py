@@ -87,7 +87,7 @@ def test_a_large_failing_op_keeps_the_samples_of_a_few_points():
     import tempfile
     from pathlib import Path
 
-    from gradcheck.diagnose import KEPT_POINTS
+    from gradcheck.checking.diagnose import KEPT_POINTS
 
     wrong = SQUARE_OP.replace("return 2 * x * g", "return 3 * x * g")
     assert wrong != SQUARE_OP
@@ -105,8 +105,8 @@ def test_a_large_failing_witness_keeps_the_samples_of_a_few_points(monkeypatch):
     names the error."""
     import dataclasses
 
-    from gradcheck.backends import engine
-    from gradcheck.diagnose import KEPT_POINTS
+    from gradcheck.witnesses import engine
+    from gradcheck.checking.diagnose import KEPT_POINTS
 
     right = engine.run
 
@@ -131,7 +131,7 @@ def test_points_drawn_one_at_a_time_give_the_results_of_points_drawn_together(
     formula case of two files gives the same result to the last bit of its report."""
     from pathlib import Path
 
-    from gradcheck import arrays
+    from gradcheck.base import arrays
     from gradcheck.cases import read_paths
 
     root = Path(__file__).resolve().parent.parent / "cases"

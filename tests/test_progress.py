@@ -1,4 +1,4 @@
-"""The progress display (gradcheck.progress) and the start events the runner gives it:
+"""The progress display (gradcheck.cli.progress) and the start events the runner gives it:
 "lines" for a log (a line per finished run, "still running" for a slow one), "live"
 for a terminal (a line redrawn with a carriage return, erased at the end), "quiet";
 names printed literally; ``started`` called for every run, in this process and in
@@ -12,10 +12,10 @@ import textwrap
 
 import pytest
 
-from gradcheck import progress
+from gradcheck.cli import progress
 from gradcheck.cases import case_from_dict
-from gradcheck.result import ERROR, FAILED, PASSED, CaseResult
-from gradcheck.runner import run
+from gradcheck.base.result import ERROR, FAILED, PASSED, CaseResult
+from gradcheck.session.runner import run
 
 ESC = "\x1b"
 

@@ -1,4 +1,4 @@
-"""Finite differences never the cause of a false failure (gradcheck.refinement): a point
+"""Finite differences never the cause of a false failure (gradcheck.checking.refinement): a point
 where the numeric witness disagrees is measured again at finer steps; a finer step that
 agrees counts, measurements that do not settle make the point inconclusive, and a
 disagreement every step confirms (a wrong forward) still fails."""
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from gradcheck import check, run
-from gradcheck.refinement import _settled, refine
-from gradcheck.result import INCONCLUSIVE
+from gradcheck.checking.refinement import _settled, refine
+from gradcheck.base.result import INCONCLUSIVE
 from gradcheck.rules import RULES
-from gradcheck.evaluation import Evaluation
+from gradcheck.base.evaluation import Evaluation
 
 SWEPT = """
 [[case]]
@@ -81,9 +81,9 @@ def test_a_wrong_forward_is_still_caught_by_every_step(monkeypatch):
 
 
 def test_a_witness_inconclusive_everywhere_fails_no_case(monkeypatch):
-    import gradcheck.refinement as refinement
+    import gradcheck.checking.refinement as refinement
 
-    import gradcheck.backends.numeric as numeric
+    import gradcheck.witnesses.numeric as numeric
 
     real = numeric.run
 
@@ -99,7 +99,7 @@ def test_a_witness_inconclusive_everywhere_fails_no_case(monkeypatch):
     assert numeric.status == INCONCLUSIVE and "inconclusive" in numeric.message
     assert result.status == "passed"   # on torch and the engine
     from gradcheck.report.text import render_text
-    from gradcheck.result import RunResult
+    from gradcheck.base.result import RunResult
 
     assert "numeric inconclusive" in render_text(RunResult((result,), 0.0))
 
@@ -130,7 +130,7 @@ def test_refine_takes_the_first_finer_step_that_agrees():
 
 def test_finite_differences_off_by_a_factor_still_fail(monkeypatch):
     # a numeric witness twice off at every step is steady, near no kink: it fails
-    import gradcheck.backends.numeric as numeric
+    import gradcheck.witnesses.numeric as numeric
 
     real = numeric.run
 

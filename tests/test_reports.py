@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli import ExitCode, main
+from gradcheck.cli.main import ExitCode, main
 from gradcheck.report import FORMATS, render
 from gradcheck.report.annotations import escape_data, escape_property, github_annotations
 from gradcheck.report.junit import classname, render_junit, xml_text
 from gradcheck.report.markdown import cell, render_markdown
 from gradcheck.report.scrub import one_line
-from gradcheck.result import (ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunResult,
-                              WitnessResult, Worst)
+from gradcheck.base.result import (ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunResult,
+                                   WitnessResult, Worst)
 
 HOSTILE = "evil <b>&amp;\"'</b> ]]> \x1b[31mred\x00\x07 |pipe| [x](javascript:1) *e* @me\nline2"
 FORBIDDEN = ["\x00", "\x07", "\x1b"]
@@ -748,7 +748,7 @@ def test_junit_timestamp_is_the_start_a_result_records():
 def test_a_run_records_when_it_began(tmp_path):
     import time
 
-    from gradcheck.runner import run
+    from gradcheck.session.runner import run
 
     path = tmp_path / "c.toml"
     path.write_text('[[case]]\nname = "sq"\nexpr = "sum(x**2)"\ninputs.x = { shape = [3] }\n'

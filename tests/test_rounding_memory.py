@@ -8,9 +8,9 @@ from __future__ import annotations
 import tracemalloc
 
 from conftest import make_case
-from gradcheck import rounding
-from gradcheck.checking import cotangent
-from gradcheck.sampling import case_points
+from gradcheck.bounds import model as rounding
+from gradcheck.checking.case import cotangent
+from gradcheck.sampling.points import case_points
 
 
 def test_attention_bounds_hold_fewer_arrays_of_its_scores_size():

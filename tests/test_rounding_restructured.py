@@ -1,6 +1,6 @@
 """Restructurings of the rounding model that must leave every bound the same to the
 bit: a large elementwise or reduction row's bounds taken a block of rows at a time
-(gradcheck.elementwise_bounds), cotangents summed back the same way (each element gets
+(gradcheck.bounds.elementwise), cotangents summed back the same way (each element gets
 the arithmetic the whole arrays get), arrays the model dropped written over by later
 ones (Spare)."""
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import make_case
-from gradcheck import elementwise_bounds, rounding
-from gradcheck.checking import cotangent
-from gradcheck.dtypes import round_to
-from gradcheck.sampling import case_points
+from gradcheck.bounds import elementwise as elementwise_bounds, model as rounding
+from gradcheck.checking.case import cotangent
+from gradcheck.base.dtypes import round_to
+from gradcheck.sampling.points import case_points
 from gradcheck.strategies import formulas
 
 WHOLE = 1 << 60   # block size: every array one block

@@ -11,7 +11,7 @@ import pytest
 from gradcheck import rules
 from gradcheck import engine
 from gradcheck.rules import BACKENDS, RULES, EngineRule
-from gradcheck.rules.activations import STEPS
+from gradcheck.rules.activation.rows import STEPS
 from conftest import check, make_case
 
 M = [4, 3]
@@ -68,7 +68,7 @@ ROW_CASES = {
     "matmul": ("x @ W", {"x": M, "W": [3, 2]}),
     "dot": ("dot(a, b)", {"a": V, "b": V}),
     "transpose": ("transpose(x) @ x + transpose(z, 0, 2)[0] * 2", {"x": M, "z": [3, 3, 3]}),
-    # structural rows (gradcheck/rules/structure.py): exact linear maps
+    # structural rows (gradcheck/rules/structure/rows.py): exact linear maps
     "reshape": ("reshape(x, [2, -1]) * reshape(transpose(x), [2, 12]) "
                 "+ reshape(x[:, ::2], [-1, 12])[0]", {"x": [4, 6]}),
     "flatten": ("flatten(x) * flatten(transpose(x), 0, 1) + flatten(x, 1, 1)[0, 0]",
@@ -110,7 +110,7 @@ ROW_CASES = {
                    {"x": [2, 3, 4, 4], "y": [3, 4, 4]}),
     "max_pool2d": ("max_pool2d(x, 2, stride=1) + max_pool2d(y, [1, 3])",
                    {"x": [2, 2, 3, 4], "y": [2, 2, 5]}),
-    # composite reductions, scans and sorts (gradcheck/rules/composites.py)
+    # composite reductions, scans and sorts (gradcheck/rules/composite/rows.py)
     "softmax": ("softmax(x * 3) * y + softmax(x, axis=0)", {"x": M, "y": V}),
     "log_softmax": ("log_softmax(x * 3) * y + log_softmax(x, 0)", {"x": M, "y": V}),
     "var": ("var(x, axis=1) + var(x * y, correction=0) + var(x, 1, 2, True)[:, 0]", {"x": M, "y": V}),
@@ -128,7 +128,7 @@ ROW_CASES = {
     "one_hot": ("one_hot(idx, 4) @ W + sum(one_hot(lab, 3) * y, axis=1)[:, None]",
                 {"idx": {"shape": [4], "dtype": "int64", "domain": [0, 4]}, "W": [4, 3],
                  "lab": {"shape": [4], "dtype": "int32", "domain": [0, 3]}, "y": V}),
-    # elementwise functions, activations and steps (gradcheck/rules/activations.py)
+    # elementwise functions, activations and steps (gradcheck/rules/activation/rows.py)
     "hypot": ("hypot(x, y) + hypot(x, 2)", {"x": M, "y": V}),
     "logaddexp": ("logaddexp(x * 3, y) + logaddexp(x, 0.5)", {"x": M, "y": V}),
     "xlogy": ("xlogy(x, y) + xlogy(2, y)", {"x": M, "y": {"shape": V, "domain": "positive"}}),

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli import ExitCode, main
-from gradcheck.run_output import use_color
+from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.output import use_color
 
 ESC = "\x1b"
 
@@ -273,7 +273,7 @@ def displays(monkeypatch) -> list[dict]:
     """Each progress display the run opens: its mode and colour, and what it was told."""
     import contextlib
 
-    import gradcheck.progress as progress
+    import gradcheck.cli.progress as progress
 
     opened = []
 
@@ -432,7 +432,7 @@ def test_a_passing_cases_gradient_formulas_are_in_the_reports_that_show_them(pro
 
 def test_a_case_that_did_not_pass_keeps_its_gradient_formulas():
     from gradcheck.cases import case_from_dict
-    from gradcheck.checking import run_case
+    from gradcheck.checking.case import run_case
 
     table = {"name": "layer", "expr": "sum(tanh(x @ W))", "points": 1,
              "extreme_points": 0, "inputs": {"x": {"shape": [3, 4]}, "W": {"shape": [4, 2]}}}

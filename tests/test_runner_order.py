@@ -11,9 +11,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gradcheck.cases import read_entries
-from gradcheck.errors import CaseFileError
+from gradcheck.base.errors import CaseFileError
 from gradcheck.report import render
-from gradcheck.runner import run
+from gradcheck.session.runner import run
 
 
 def case(name: str, expr: str = "sum(x**2)") -> str:

@@ -1,4 +1,4 @@
-"""Extreme points (gradcheck.sampling.case_points, issue 10 part 6): after the bulk
+"""Extreme points (gradcheck.sampling.points.case_points, issue 10 part 6): after the bulk
 points, points at large and small magnitudes, seeded, inside the domains, off the kinks,
 within the dtype's ceiling, with pinned values untouched."""
 
@@ -13,14 +13,14 @@ import pytest
 import torch
 
 import gradcheck
-from gradcheck import sampling
+from gradcheck.sampling import points as sampling
 from gradcheck.cases import case_from_dict, in_domain
-from gradcheck.cli import main
-from gradcheck.errors import CaseFileError
-from gradcheck.forward import evaluate, hazard_distances
+from gradcheck.cli.main import main
+from gradcheck.base.errors import CaseFileError
+from gradcheck.formula.forward import evaluate, hazard_distances
 from gradcheck.rules import ELEMENTWISE, REDUCTION, RULES
-from gradcheck.runner import override, run_case
-from gradcheck.tree import walk
+from gradcheck.session.runner import override, run_case
+from gradcheck.formula.tree import walk
 
 from conftest import make_case
 
@@ -61,7 +61,7 @@ def test_extreme_points_0_gives_exactly_the_old_points(dtype, digest):
     assert len(points(off, dtype)) == off.points == 3
     assert _digest(points(off, dtype)) == digest
     # with extreme points on, the bulk is the same and the extremes come after it, then
-    # the kink points (abs's: gradcheck.kinks)
+    # the kink points (abs's: gradcheck.sampling.kinks)
     on = case_from_dict(GOLDEN)
     assert on.extreme_points == 2
     assert _digest(points(on, dtype)[:3]) == digest

@@ -18,7 +18,7 @@ from gradcheck.cases import case_from_dict
 from gradcheck.reference import ExpandedReference, TensorReference, mode_of
 from gradcheck.reference import second as second_module
 from gradcheck.reference.second import Hessian
-from gradcheck.sampling import sample
+from gradcheck.sampling.points import sample
 from gradcheck.strategies import formulas
 
 RELATIVE = 1e-11

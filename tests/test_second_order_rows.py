@@ -18,15 +18,15 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from conftest import make_case
-from gradcheck import budgets
+from gradcheck.process import budgets
 from gradcheck.cases import case_from_dict, load_cases
-from gradcheck.errors import CaseFileError, UnsupportedOpError
+from gradcheck.base.errors import CaseFileError, UnsupportedOpError
 from gradcheck.reference import ExpandedReference, TensorReference, mode_of
 from gradcheck.reference.second import Hessian
 from gradcheck.rules import RULES
-from gradcheck.rules import composite_tensor
-from gradcheck.runner import run_case
-from gradcheck.sampling import sample
+from gradcheck.rules.composite import tensor as composite_tensor
+from gradcheck.session.runner import run_case
+from gradcheck.sampling.points import sample
 from gradcheck.strategies import formulas
 from test_rules import ROW_CASES
 from test_second_order import _assert_agree

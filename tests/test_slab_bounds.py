@@ -1,5 +1,5 @@
 """The rounding bounds of a large elementwise formula taken by slabs of rows
-(gradcheck.slab_bounds) are the whole arrays' to the bit, and hold a few arrays of the
+(gradcheck.bounds.slab) are the whole arrays' to the bit, and hold a few arrays of the
 full size instead of one value and one bound per node."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import make_case
-from gradcheck import elementwise_bounds, rounding, slab_bounds
-from gradcheck.checking import cotangent
+from gradcheck.bounds import (elementwise as elementwise_bounds, model as rounding,
+                              slab as slab_bounds)
+from gradcheck.checking.case import cotangent
 from gradcheck.rules import ELEMENTWISE, RULES
-from gradcheck.sampling import case_points
+from gradcheck.sampling.points import case_points
 from gradcheck.strategies import formulas
 
 #: every elementwise row (the comparisons come with where)

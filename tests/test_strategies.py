@@ -19,13 +19,13 @@ from hypothesis.extra.numpy import array_shapes
 import gradcheck.strategies
 from conftest import check
 from gradcheck.cases import case_from_dict, in_domain
-from gradcheck.forward import counted_hazards
+from gradcheck.formula.forward import counted_hazards
 from gradcheck.rules import COMPARISON, RULES
-from gradcheck.runner import run_case
-from gradcheck.sampling import MARGIN
+from gradcheck.session.runner import run_case
+from gradcheck.sampling.points import MARGIN
 from gradcheck.strategies import DEFAULT_FUNCTIONS, GUARDS, formulas, functions_for, points
-from gradcheck.templates import TEMPLATE_INPUTS
-from gradcheck.tree import walk
+from gradcheck.generate.templates import TEMPLATE_INPUTS
+from gradcheck.formula.tree import walk
 
 COMPARISONS = {n for n, r in RULES.items() if r.kind == COMPARISON}
 
@@ -49,7 +49,7 @@ def test_drawn_formulas_parse_and_pass_the_full_check(table):
     assert {w.witness for w in result.witnesses} == {"engine", "torch", "numeric"}
     # the sampler found points away from every kink (the extreme points' notes say
     # what they sampled); only the kink points come near one, on purpose
-    from gradcheck.kinks import CONVENTION
+    from gradcheck.sampling.kinks import CONVENTION
 
     assert not [n for n in result.notes
                 if "kink" in n and "is a kink point" not in n and n != CONVENTION]
@@ -282,7 +282,7 @@ def test_the_docstring_examples_run():
 
 
 def test_gradcheck_does_not_import_hypothesis():
-    code = ("import sys, gradcheck, gradcheck.cases, gradcheck.runner, gradcheck.cli, "
-            "gradcheck.sampling; gradcheck.check; "
+    code = ("import sys, gradcheck, gradcheck.cases, gradcheck.session.runner, gradcheck.cli.main, "
+            "gradcheck.sampling.points; gradcheck.check; "
             "assert 'hypothesis' not in sys.modules, 'hypothesis imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -16,18 +16,18 @@ import torch
 
 import gradcheck.engine as E
 from conftest import check, make_case
-from gradcheck.backends import engine as engine_witness
-from gradcheck.backends import torch as torch_witness
+from gradcheck.witnesses import engine as engine_witness
+from gradcheck.witnesses import torch as torch_witness
 from gradcheck.cases import case_from_dict
-from gradcheck.diagnose.points import _text
-from gradcheck.errors import CaseFileError
-from gradcheck.expr import parse
-from gradcheck.rounding import error_bounds
+from gradcheck.checking.diagnose.points import _text
+from gradcheck.base.errors import CaseFileError
+from gradcheck.formula.parser import parse
+from gradcheck.bounds.model import error_bounds
 from gradcheck.rules import RULES, keys
 from gradcheck.rules.keys import Slice
-from gradcheck.templates import TEMPLATES
+from gradcheck.generate.templates import TEMPLATES
 from gradcheck.testing import check_op
-from gradcheck.tree import Node
+from gradcheck.formula.tree import Node
 
 STRUCTURAL = sorted(n for n, r in RULES.items() if r.kind == "structure")
 
@@ -309,7 +309,7 @@ def test_expands_cotangent_sums_its_copies():
     ("gather(tanh(x), idx, axis=1) * take(x, idx, axis=0)[:, 0]", {"x": [4, 16]}),
 ])
 def test_the_bound_covers_torchs_actual_error(expr, shapes, dtype):
-    from gradcheck.dtypes import round_to, unit_roundoff
+    from gradcheck.base.dtypes import round_to, unit_roundoff
     from gradcheck.reference import Reference
 
     inputs = dict(shapes)

@@ -15,9 +15,9 @@ import pytest
 
 import gradcheck
 from gradcheck.cases import case_from_dict, load_cases
-from gradcheck.errors import CaseFileError
-from gradcheck.runner import run_case
-from gradcheck.sampling import case_points
+from gradcheck.base.errors import CaseFileError
+from gradcheck.session.runner import run_case
+from gradcheck.sampling.points import case_points
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "custom_ops.toml"
 CASES = {c.name: c for c in load_cases(FIXTURES)}
@@ -77,7 +77,7 @@ def test_the_report_says_the_case_is_a_surrogate(results):
 def test_without_forward_the_reference_is_what_the_outputs_must_equal():
     """The straight-through estimator checked against tanh(x) alone: its outputs
     (sign) are wrong for that formula, its gradients right."""
-    from gradcheck.backends.op import load
+    from gradcheck.checking.opcheck.loader import load
 
     StraightThroughSign = load("custom_ops:StraightThroughSign", str(FIXTURES))
     result = gradcheck.check_op(StraightThroughSign, "tanh(x)", {"x": (8,)})
@@ -135,7 +135,7 @@ def test_a_surrogates_values_get_the_forward_formulas_tolerance(monkeypatch):
     """With no peer (the rounding model alone decides), op.forward passes on the bound of
     forward = "3.1 * x - 2.1 * x", the formula the op computes; with that bound taken
     away (zero, mutation) it fails: the tolerance of the values is the forward's."""
-    from gradcheck.opcheck import tolerances
+    from gradcheck.checking.opcheck import tolerances
 
     op = _rounding_op()
     def no_peer(self, point):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tomllib
 
-from gradcheck.bench import sweep
+from gradcheck.cli.bench import sweep
 from gradcheck.cases import case_from_dict
 
 

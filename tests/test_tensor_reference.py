@@ -14,15 +14,15 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from conftest import check, make_case
 from gradcheck.cases import case_from_dict
-from gradcheck.errors import UnsupportedOpError
+from gradcheck.base.errors import UnsupportedOpError
 from gradcheck.reference import ExpandedReference, Reference, TensorReference, mode_of
 from gradcheck.reference import tensor as tensor_module
 from gradcheck.reference.texpr import Builder, evaluate, leaf
 from gradcheck.rules import COMPARISON, RULES, TensorRule
 from gradcheck.rules.keys import Slice
-from gradcheck.sampling import sample
+from gradcheck.sampling.points import sample
 from gradcheck.strategies import formulas
-from gradcheck.tree import walk
+from gradcheck.formula.tree import walk
 
 STRUCTURAL = sorted(n for n, r in RULES.items() if r.tensor is not None)
 ELEMENTWISE_ROWS = sorted(n for n, r in RULES.items()

@@ -1,4 +1,4 @@
-"""The per-element tolerance model (gradcheck.rounding, gradcheck.compare): correct but
+"""The per-element tolerance model (gradcheck.bounds.model, gradcheck.checking.compare): correct but
 numerically hard ops pass in every dtype, and bug classes the old per-tensor scale hid
 are caught. Every op here is run for real, through PyTorch's autograd."""
 
@@ -12,8 +12,8 @@ import pytest
 import gradcheck
 from conftest import assert_torch_within_bounds
 from gradcheck.cases import case_from_dict
-from gradcheck.dtypes import round_to
-from gradcheck.rounding import error_bounds
+from gradcheck.base.dtypes import round_to
+from gradcheck.bounds.model import error_bounds
 
 DTYPES = ["float64", "float32", "bfloat16", "float16"]
 NUMERICS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "numerics.toml"
@@ -122,13 +122,14 @@ def test_bound_covers_torchs_actual_error(expr, shapes, domain, dtype):
 # --------------------------------------------------------------------------- one table
 
 def test_every_tolerance_comes_from_gradcheck_tolerance():
-    """compare, diagnose and the op checks read the one table (gradcheck.tolerance)."""
-    from gradcheck import compare, diagnose, tolerance
-    from gradcheck.diagnose import elements, summary
+    """compare, diagnose and the op checks read the one table (gradcheck.bounds.tolerance)."""
+    from gradcheck.checking import compare, diagnose
+    from gradcheck.bounds import tolerance
+    from gradcheck.checking.diagnose import elements, summary
 
     for name in ("BOUND_FACTOR", "PEER_FACTOR", "SAFETY", "model_tolerance",
                  "witness_tolerance", "peer_tolerance"):
-        # defined once, in gradcheck.tolerance; compare keeps no copy of its own
+        # defined once, in gradcheck.bounds.tolerance; compare keeps no copy of its own
         assert getattr(compare, name, getattr(tolerance, name)) is getattr(tolerance, name)
     assert diagnose.TOLERANCES is summary.TOLERANCES is tolerance.PATTERN_TOLERANCES
     assert (elements.PATTERN_RTOL, elements.PATTERN_ATOL) == tolerance.pattern_tolerance(
@@ -138,9 +139,9 @@ def test_every_tolerance_comes_from_gradcheck_tolerance():
 
 
 def test_second_order_and_nondeterminism_rules():
-    from gradcheck.dtypes import unit_roundoff
-    from gradcheck.tolerance import (BOUND_FACTOR, SECOND_ORDER_FACTOR,
-                                     second_order_tolerance, with_nondeterminism)
+    from gradcheck.base.dtypes import unit_roundoff
+    from gradcheck.bounds.tolerance import (BOUND_FACTOR, SECOND_ORDER_FACTOR,
+                                            second_order_tolerance, with_nondeterminism)
 
     e, size = {"x.grad": np.array([-2.0, 0.0])}, {"x.grad": np.array([3.0, 1.0])}
     got = second_order_tolerance(e, size, "float32")["x.grad"]
@@ -228,7 +229,7 @@ def test_batched_bounds_cover_every_row():
     """The same over random formulas drawn from every row of the table."""
     from hypothesis import HealthCheck, given, settings
 
-    from gradcheck.sampling import case_points
+    from gradcheck.sampling.points import case_points
     from gradcheck.strategies import formulas
 
     @settings(max_examples=60, deadline=None, database=None,
@@ -259,10 +260,10 @@ def test_values_a_vjp_does_not_read_are_not_probed_and_no_bound_changes(monkeypa
     import dataclasses
 
     from conftest import make_case
-    from gradcheck import rounding
-    from gradcheck.checking import cotangent
+    from gradcheck.bounds import model as rounding
+    from gradcheck.checking.case import cotangent
     from gradcheck.rules import RULES
-    from gradcheck.sampling import case_points
+    from gradcheck.sampling.points import case_points
 
     case = make_case(expr, inputs, let=lets, gradient="random")
     point = next(iter(case_points(case, "float64"))).values
@@ -286,8 +287,8 @@ def test_the_forward_keeps_only_what_a_vjp_reads():
     dropped after the forward; what div, mul and pow read stays; the bounds are those
     of a forward that keeps everything (the test above)."""
     from conftest import make_case
-    from gradcheck.forward_kept import kept
-    from gradcheck.tree import ordered
+    from gradcheck.bounds.kept import kept
+    from gradcheck.formula.tree import ordered
 
     case = make_case("(x - mu) / sqrt(variance + 0.00001) * gamma + beta",
                      {"x": [4, 8], "gamma": [8], "beta": [8]},

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import gradcheck.rounding as rounding
+import gradcheck.bounds.model as rounding
 from gradcheck.cases import case_from_dict
-from gradcheck.forward import evaluate
-from gradcheck.tree import twins, walk
+from gradcheck.formula.forward import evaluate
+from gradcheck.formula.tree import twins, walk
 
 LAYER_NORM = {
     "name": "ln", "expr": "(x - mu) / sqrt(variance + 0.00001) * g + b",

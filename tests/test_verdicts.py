@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import SQUARE_OP
-from gradcheck.bench import verdicts
-from gradcheck.cli import main
+from gradcheck.cli.bench import verdicts
+from gradcheck.cli.main import main
 
 DTYPES = ["float64", "bfloat16"]
 

@@ -16,15 +16,15 @@ import pytest
 import torch
 
 from conftest import check, count_numeric_evaluations, make_case
-from gradcheck import sampling
-from gradcheck.backends import numeric as numeric_witness
-from gradcheck.backends import torch as torch_witness
-from gradcheck.errors import CaseFileError
-from gradcheck.kinks import count
+from gradcheck.sampling import points as sampling
+from gradcheck.witnesses import numeric as numeric_witness
+from gradcheck.witnesses import torch as torch_witness
+from gradcheck.base.errors import CaseFileError
+from gradcheck.sampling.kinks import count
 from gradcheck.report import render
-from gradcheck.result import RunResult
+from gradcheck.base.result import RunResult
 from gradcheck.rules import RULES
-from gradcheck.runner import cotangent, run, run_case
+from gradcheck.session.runner import cotangent, run, run_case
 from gradcheck.reference import EXPANSION_LIMIT, ExpandedReference, Reference
 
 
@@ -35,7 +35,7 @@ def at(case, dtype="float64", index=0):
 
 def points(case) -> int:
     """Points a run of ``case`` checks: the bulk's, the extreme ones and the kink
-    points (where the formula has a kink an input reaches: gradcheck.kinks)."""
+    points (where the formula has a kink an input reaches: gradcheck.sampling.kinks)."""
     return case.points + case.extreme_points + count(case)
 
 
@@ -615,7 +615,7 @@ def test_run_case_with_a_fresh_and_a_shared_cache_agree():
 # --------------------------------------------------------------------------- the registry
 
 def test_the_registry_lists_every_formula_witness_once():
-    from gradcheck import witnesses
+    from gradcheck.witnesses import registry as witnesses
 
     assert witnesses.names() == ("engine", "torch", "numeric")
     assert witnesses.formula_names() == ("symbolic", "engine", "torch", "numeric")
@@ -632,7 +632,7 @@ def test_the_registry_lists_every_formula_witness_once():
 
 
 def test_skip_reason_comes_from_the_registry():
-    from gradcheck.witnesses import skip_reason
+    from gradcheck.witnesses.registry import skip_reason
 
     for dtype in ("float64", "float32"):
         assert skip_reason("engine", dtype) is None and skip_reason("numeric", dtype) is None
@@ -647,8 +647,8 @@ def test_skip_reason_comes_from_the_registry():
 def test_every_witness_runs_through_the_one_signature():
     """run(case, point, v, dtype, reference): what the registry's entries take, the
     backends' own run functions included."""
-    from gradcheck import witnesses
-    from gradcheck.backends import engine as engine_witness
+    from gradcheck.witnesses import registry as witnesses
+    from gradcheck.witnesses import engine as engine_witness
 
     case = make_case("sum(tanh(A @ x))", {"A": (4, 3), "x": (3,)})
     ref = Reference(case)
@@ -683,9 +683,9 @@ def test_importing_the_registry_imports_no_witness():
     import subprocess
     import sys
 
-    code = ("import sys, gradcheck.witnesses as w; w.names(); w.skip_reason('engine', "
+    code = ("import sys, gradcheck.witnesses.registry as w; w.names(); w.skip_reason('engine', "
             "'float16'); print(sorted(m for m in sys.modules if m == 'torch' or "
-            "m.startswith(('gradcheck.backends', 'gradcheck.compare', 'sympy'))))")
+            "m.startswith(('gradcheck.witnesses', 'gradcheck.checking.compare', 'sympy'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
@@ -696,8 +696,8 @@ def test_a_witness_added_to_the_registry_is_one_everywhere(monkeypatch, tmp_path
     """An entry of the registry is a witness a case file may name, that --witness
     accepts, that runs in the dtypes it says, and whose tolerance rule judges it."""
     monkeypatch.chdir(tmp_path)   # a run writes only inside its project
-    from gradcheck import witnesses
-    from gradcheck.cli import ExitCode, main
+    from gradcheck.witnesses import registry as witnesses
+    from gradcheck.cli.main import ExitCode, main
 
     judged = []
 

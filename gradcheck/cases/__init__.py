@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from ..errors import CaseFileError
+from ..base.errors import CaseFileError
 from .files import Lines, read_text
 from .model import (DEVICES, DOMAINS, DTYPES, EXTREME_POINTS, FORMULA_WITNESSES, GRADIENTS,
                     MAX_POINTS, SUFFIXES, WITNESSES, Case, InputSpec, in_domain)

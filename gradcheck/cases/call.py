@@ -1,5 +1,5 @@
 """``call = "op(x, w, eps=1e-6)"``: exactly what a custom op receives, parsed as the
-formula parser parses (:mod:`gradcheck.expr`: Python's ``ast`` under a whitelist, the
+formula parser parses (:mod:`gradcheck.formula.parser`: Python's ``ast`` under a whitelist, the
 same bounds on size, nesting and literals, nothing ever evaluated).
 
 An argument is an input's name (the op gets that input's tensor) or a literal: a number
@@ -14,9 +14,9 @@ import ast
 import math
 from typing import Any, Sequence
 
-from ..errors import CaseFileError
-from ..expr import MAX_CHARS, MAX_DEPTH, MAX_LITERAL, MAX_LITERAL_DIGITS, MAX_NODES
-from ..suggest import suggest
+from ..base.errors import CaseFileError
+from ..formula.parser import MAX_CHARS, MAX_DEPTH, MAX_LITERAL, MAX_LITERAL_DIGITS, MAX_NODES
+from ..formula.suggestions import suggest
 from .model import OpArgument
 
 MAX_STRING = 200          # characters of a string literal in a call

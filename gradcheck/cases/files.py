@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import budgets
-from ..errors import CaseFileError
+from ..process import budgets
+from ..base.errors import CaseFileError
 from .scan import check_depth, check_size, scan_toml, scan_yaml
 
 
@@ -22,7 +22,7 @@ def read_text(path: Path) -> tuple[Any, "Lines"]:
 
     Raises:
         CaseFileError: the file cannot be read, is a link out of the project, is not
-            valid TOML or YAML, or exceeds a limit of :mod:`gradcheck.budgets`.
+            valid TOML or YAML, or exceeds a limit of :mod:`gradcheck.process.budgets`.
     """
     file = str(path)
     try:

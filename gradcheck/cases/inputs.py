@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import CaseFileError
-from ..expr import MAX_ELEMENTS
+from ..base.errors import CaseFileError
+from ..formula.parser import MAX_ELEMENTS
 from .model import DOMAINS, INPUT_DTYPES, InputSpec, in_domain
 
 INPUT_KEYS = {"shape", "domain", "value", "requires_grad", "dtype"}

@@ -9,13 +9,14 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .. import dtypes
+from ..base import dtypes
 from ..rules import DOMAINS  # noqa: F401  (the one vocabulary of domains)
-from ..tree import Node, walk
-from ..witnesses import case_names, formula_names
+from ..formula.tree import Node, walk
+from ..sampling.domains import in_domain  # noqa: F401  (the cases' vocabulary)
+from ..witnesses.registry import case_names, formula_names
 
 DTYPES = dtypes.NAMES     # float64, float32, float16, bfloat16
-# the registry's names (gradcheck.witnesses) when this module was imported: every name
+# the registry's names (gradcheck.witnesses.registry) when this module was imported: every name
 # witnesses = [...] may hold, in the order they run, and the default of formula cases
 WITNESSES = case_names()
 FORMULA_WITNESSES = formula_names()
@@ -115,7 +116,7 @@ class Case:
     # an approximate result (a float64 check within float32's tolerance only) fails
     strict: bool = False
     # patterns of installed modules the op may be imported from (--allow-op-module); no
-    # case-file key: a case file may not allow itself code (gradcheck.backends.op)
+    # case-file key: a case file may not allow itself code (gradcheck.checking.opcheck.loader)
     allow_op_modules: tuple[str, ...] = ()
 
     def __reduce__(self):
@@ -158,22 +159,6 @@ class Case:
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}" if self.line else self.file
-
-
-def in_domain(value: np.ndarray, domain: str | tuple[float, float],
-              integer: bool = False) -> np.ndarray:
-    """Elementwise: does ``value`` lie in ``domain``? ``integer``: the domain of an
-    integer input, ``[lo, hi)`` (its upper bound exclusive, as ``range``'s)."""
-    if integer:
-        value = np.asarray(value)
-        if value.dtype == bool or not isinstance(domain, tuple):
-            return np.ones(value.shape, dtype=bool)
-        return (domain[0] <= value) & (value < domain[1])
-    if isinstance(domain, tuple):
-        return (domain[0] <= value) & (value <= domain[1])
-    return {"real": lambda v: np.isfinite(v), "positive": lambda v: v > 0,
-            "nonnegative": lambda v: v >= 0, "nonzero": lambda v: v != 0,
-            "unit": lambda v: np.abs(v) < 1}[domain](value)
 
 
 # --------------------------------------------------------------------------- pickling

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CaseFileError
-from ..expr import CONSTANTS, parse
-from ..tree import Node, differentiable_names
-from ..witnesses import OP, REFERENCE, case_names, formula_names
+from ..base.errors import CaseFileError
+from ..formula.parser import CONSTANTS, parse
+from ..formula.tree import Node, differentiable_names
+from ..witnesses.registry import OP, REFERENCE, case_names, formula_names
 from .call import parse_call
 from .files import Lines
 from .inputs import INPUT_KEYS, numbers, read_input
@@ -313,7 +313,7 @@ class CaseReader:
         return float(value)
 
     def read_witnesses(self, op: bool = False) -> tuple[str, ...]:
-        """The names of :mod:`gradcheck.witnesses`' registry (and the reference, which
+        """The names of :mod:`gradcheck.witnesses.registry`' registry (and the reference, which
         always runs), in the registry's order."""
         allowed = case_names()
         raw = self.get("witnesses", [OP] if op else list(formula_names()))

@@ -2,7 +2,7 @@
 linear scan, so that a small hostile file is refused in milliseconds rather than taking
 the parser minutes and gigabytes (tomllib's work grows with the square of a dotted
 key's parts; PyYAML's composer and constructor recurse and build an object per node).
-The limits are :mod:`gradcheck.budgets`'; each refusal is a :class:`CaseFileError`
+The limits are :mod:`gradcheck.process.budgets`'; each refusal is a :class:`CaseFileError`
 naming the file and the line.
 
 TOML is scanned with one regular expression that steps over strings and comments and
@@ -21,8 +21,8 @@ import re
 import sys
 from typing import Any
 
-from .. import budgets
-from ..errors import CaseFileError
+from ..process import budgets
+from ..base.errors import CaseFileError
 
 # A string that is never closed runs to the end of its line (of the text, for a
 # multi-line one) rather than failing: a failed match would be tried again at the next
@@ -64,7 +64,7 @@ def _line(text: str, at: int) -> int:
 
 
 def check_size(size: int, file: str) -> None:
-    """Refuse a file of ``size`` bytes over :data:`~gradcheck.budgets.MAX_FILE_BYTES`."""
+    """Refuse a file of ``size`` bytes over :data:`~gradcheck.process.budgets.MAX_FILE_BYTES`."""
     if size > budgets.MAX_FILE_BYTES:
         raise CaseFileError(
             f"the file is {budgets.format_size(size)}, over the limit of "
@@ -157,7 +157,7 @@ def scan_yaml(text: str, file: str, loader) -> None:
 
 
 def check_depth(data: Any, file: str) -> None:
-    """Refuse parsed data nested deeper than :data:`~gradcheck.budgets.MAX_DEPTH` (and
+    """Refuse parsed data nested deeper than :data:`~gradcheck.process.budgets.MAX_DEPTH` (and
     count the cases). Iterative; each list's items are looked at by type in bulk."""
     stack = [(data, 1)] if isinstance(data, (dict, list)) else []
     while stack:

@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from ..arrays import unbroadcast
+from ..base.arrays import unbroadcast
 
 # PyTorch's own words (torch/csrc/autograd/saved_variable.cpp).
 FREED = ("Trying to backward through the graph a second time (or directly access saved "

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..rules import RULES, keys
-from ..rules.structure_columns import axis_of, flatten_shape, reshape_shape
-from ..rules.take_columns import take_along_shape
+from ..rules.structure.columns import axis_of, flatten_shape, reshape_shape
+from ..rules.structure.take import take_along_shape
 from .graph import grad_mode, record
 from .tensor import Tensor
 from .views import _data, _derive, _expand, _reshape

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..arrays import unbroadcast
+from ..base.arrays import unbroadcast
 from .graph import grad_mode, record
 from .tensor import Tensor
 

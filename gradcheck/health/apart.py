@@ -1,8 +1,8 @@
 """``gradcheck doctor``'s factory run apart: in a fresh interpreter (:mod:`.child`) whose
-environment has no CI control variables (:mod:`gradcheck.cienv`) and whose stdout and
+environment has no CI control variables (:mod:`gradcheck.process.cienv`) and whose stdout and
 stderr (file descriptors 1 and 2, so Python's ``print``, ``sys.stderr``,
 ``os.write(1, ...)``, C's ``printf`` and every process it starts) go to a capture this
-process reads once it is done (:class:`gradcheck.processes.Capture`, as an op's do): the
+process reads once it is done (:class:`gradcheck.process.children.Capture`, as an op's do): the
 factory's output reaches the report, scrubbed, never the terminal or a CI log raw. A fresh interpreter rather than a fork: a forked child would keep this
 process's initial environment in ``/proc/self/environ`` and its threads' state.
 
@@ -18,9 +18,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cienv import without_control
-from ..processes import OUTPUT_KEPT as KEEP
-from ..processes import Capture
+from ..process.cienv import without_control
+from ..process.children import OUTPUT_KEPT as KEEP
+from ..process.children import Capture
 from .factory import FactoryError
 from .findings import KINDS, DoctorReport, Finding
 

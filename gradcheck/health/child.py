@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     try:
         message = {"report": _run(spec, allowed)}
     except Exception as exc:   # FactoryError, or the user's model raising: theirs to fix
-        from ..errors import CaseFileError, describe_exception
+        from ..base.errors import CaseFileError, describe_exception
 
         message = {"error": str(exc) if isinstance(exc, CaseFileError)
                    else f"{spec}: the setup raised {describe_exception(exc)}"}

@@ -1,6 +1,6 @@
 """``gradcheck doctor module:factory``: the setup a project's factory function returns.
 
-The module is found and permitted as an op module is (gradcheck.backends.op: a file of
+The module is found and permitted as an op module is (gradcheck.checking.opcheck.loader: a file of
 the project, or an installed module an ``--allow-op-module`` pattern names), so a
 command line naming a module runs only the project's own code; the factory must be a
 function defined in that module."""
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from ..errors import CaseFileError, describe_exception
+from ..base.errors import CaseFileError, describe_exception
 
 KEYS = ("model", "loss_fn", "batch", "optimizer", "train_step", "frozen")
 
@@ -21,7 +21,7 @@ class FactoryError(CaseFileError):
 
 def load(spec: str, allowed: tuple[str, ...] = ()):
     """The factory function ``spec`` (``module:function``) names."""
-    from ..backends import op
+    from ..checking.opcheck import loader as op
 
     module_name, colon, attr = spec.partition(":")
     if not colon or not module_name or not attr.isidentifier():

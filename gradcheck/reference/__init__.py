@@ -1,4 +1,4 @@
-"""The symbolic reference: the formula as a SymPy tree (:mod:`gradcheck.lowering`),
+"""The symbolic reference: the formula as a SymPy tree (:mod:`gradcheck.reference.lowering`),
 differentiated exactly by reverse mode over its DAG (:mod:`.adjoint`, linear in the
 formula's size where ``sympy.diff`` swells exponentially on nested formulas), compiled
 once per case with ``lambdify``.

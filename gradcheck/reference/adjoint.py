@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 import sympy
 from sympy.logic.boolalg import Boolean
 
-from ..kernelnames import lambdify, printer_settings
+from .kernelnames import lambdify, printer_settings
 
 
 def _is_number_valued(node) -> bool:

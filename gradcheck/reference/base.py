@@ -12,9 +12,9 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 
-from ..evaluation import Evaluation
+from ..base.evaluation import Evaluation
 from ..rules import COMPARISON, ELEMENTWISE, RULES
-from ..tree import differentiable_names, elementwise_split, walk
+from ..formula.tree import differentiable_names, elementwise_split, walk
 
 
 def mode_of(case) -> str:

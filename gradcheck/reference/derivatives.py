@@ -9,9 +9,9 @@ import functools
 import numpy as np
 import sympy
 
-from ..kernelnames import lambdify
+from .kernelnames import lambdify
 from ..rules import RULES
-from ..tree import walk
+from ..formula.tree import walk
 
 
 def _select(condlist, choicelist, default=0.0):

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from ..evaluation import Evaluation
-from ..lowering import lower, symbol
-from ..arrays import SLAB, run_kernel, top_cotangent, unbroadcast
-from ..kernelcache import cached_lambdify, enabled
-from ..tree import canonical, elementwise_split
+from ..base.evaluation import Evaluation
+from .lowering import lower, symbol
+from ..base.arrays import SLAB, run_kernel, top_cotangent, unbroadcast
+from .kernelcache import cached_lambdify, enabled
+from ..formula.tree import canonical, elementwise_split
 from .adjoint import Program
 from .base import Reference
 from .derivatives import MODULES, clean, compile, magnitude, own_meanings

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from ..errors import UnsupportedOpError
-from ..evaluation import Evaluation
-from ..forward import evaluate
-from ..lowering import element_symbols, lower
+from ..base.errors import UnsupportedOpError
+from ..base.evaluation import Evaluation
+from ..formula.forward import evaluate
+from .lowering import element_symbols, lower
 from .adjoint import Program
 from .base import Reference
 from .derivatives import MODULES, clean, compile, magnitude
@@ -169,13 +169,13 @@ class ExpandedReference(Reference):
 
     def prepare_second(self) -> None:
         """Build and compile the second-order programs (:meth:`_second_programs`) now,
-        within SymPy's budget (:func:`gradcheck.budgets.sympy_work`), for a check
+        within SymPy's budget (:func:`gradcheck.process.budgets.sympy_work`), for a check
         (op.double); a test's ground truth builds them on first use, unbudgeted.
 
         Raises:
             BudgetError: SymPy's work on them ran past the budget.
         """
-        from ..budgets import sympy_work
+        from ..process.budgets import sympy_work
 
         if self._second is not None and all(w in self._second for w in SECOND_PROGRAMS):
             return

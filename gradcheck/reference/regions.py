@@ -17,10 +17,10 @@ import re
 import numpy as np
 import sympy
 
-from ..kernelcache import cached_lambdify, enabled
-from ..lowering import lower_cut
+from .kernelcache import cached_lambdify, enabled
+from .lowering import lower_cut
 from ..rules import COMPARISON, ELEMENTWISE
-from ..tree import Node, canonical
+from ..formula.tree import Node, canonical
 from .adjoint import Program, inline
 from .derivatives import MODULES, clean, own_meanings
 from .texpr import Builder, T, leaf
@@ -70,7 +70,7 @@ class Kernel:
         self._tree_sizes: tuple[dict, int] = ({}, 0)
 
     def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
-        from ..arrays import run_kernel
+        from ..base.arrays import run_kernel
 
         # (an integer or boolean boundary as float64 numbers: the kernel's arithmetic
         # is float, and NumPy refuses an integer to a negative integer power)

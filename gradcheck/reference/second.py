@@ -14,13 +14,13 @@ a tensor column used (logsumexp's softmax) through a kernel of its own. So no ro
 special case here: a row's node takes the row's own tensor column (its VJP, which is
 the adjoint of a linear row: a structural row's double backward is its adjoint again),
 and a NumPy function a tensor column applies takes its own ``adjoint`` (the rows'
-families define them: the convolutions' in :mod:`gradcheck.rules.conv_tensor`, the
-scatters' in :mod:`~gradcheck.rules.take_columns`, sort's, topk's and cumprod's in
-:mod:`~gradcheck.rules.composite_tensor`). A selection (max, min, sort, topk: its mask
+families define them: the convolutions' in :mod:`gradcheck.rules.conv.tensor`, the
+scatters' in :mod:`~gradcheck.rules.structure.take`, sort's, topk's and cumprod's in
+:mod:`~gradcheck.rules.composite.tensor`). A selection (max, min, sort, topk: its mask
 or its order) is constant where the pick is, so it is linear in what it picks;
 comparisons and integers are constants. prod's product of the others has the adjoint
 :func:`others_adjoint` (prefix and suffix products: no division, exact at zeros, linear
-in the size). What has no adjoint here raises :class:`~gradcheck.errors.
+in the size). What has no adjoint here raises :class:`~gradcheck.base.errors.
 UnsupportedOpError` naming the row whose tensor column made it (the builder's
 ``origin``); the caller decides what stands in (see
 :meth:`gradcheck.reference.tensor.TensorReference._second`).
@@ -37,9 +37,9 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from ..errors import UnsupportedOpError
+from ..base.errors import UnsupportedOpError
 from ..rules import ELEMENTWISE, RULES
-from ..tree import Node
+from ..formula.tree import Node
 from .adjoint import inline
 from .derivatives import MODULES, compile, magnitude
 from .texpr import Builder, T, _apply, _schedule, evaluate, leaf, order
@@ -80,7 +80,7 @@ class SecondKernel:
         self._sizes = None
 
     def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
-        from ..arrays import run_kernel
+        from ..base.arrays import run_kernel
 
         return run_kernel(self.fn, [np.asarray(a, dtype=float) for a in args],
                           self.kernel.shape)
@@ -91,7 +91,7 @@ class SecondKernel:
             program = self.kernel.program
             self._sizes = compile(self.kernel.symbols, [
                 magnitude(inline(program, sympy.sympify(e))) for e in self.outputs])
-        from ..arrays import run_kernel
+        from ..base.arrays import run_kernel
 
         return run_kernel(self._sizes, [np.asarray(a, dtype=float) for a in args],
                           self.kernel.shape)
@@ -298,7 +298,7 @@ def _size(node: T, args: list, sizes: list, env: dict):
         fused = node.data
         if isinstance(fused, SecondKernel):
             return fused.sizes(args)
-        from ..arrays import run_kernel
+        from ..base.arrays import run_kernel
 
         return run_kernel(_kernel_sizes(fused), [np.asarray(a, dtype=float) for a in args],
                           fused.shape)

@@ -20,9 +20,9 @@ import os
 
 import numpy as np
 
-from ..budgets import EXPANDED_SECOND_ELEMENTS, BudgetError, sympy_work
-from ..errors import UnsupportedOpError
-from ..evaluation import Evaluation
+from ..process.budgets import EXPANDED_SECOND_ELEMENTS, BudgetError, sympy_work
+from ..base.errors import UnsupportedOpError
+from ..base.evaluation import Evaluation
 from ..rules import RULES
 from .base import Reference
 from .formulas import show
@@ -160,7 +160,7 @@ class TensorReference(Reference):
         second order (:class:`~gradcheck.reference.second.Hessian`); the element-expanded
         reference where the case asks for it (``second_order = "expanded"``), or where
         the tensor level has no second derivative for a row of the formula and the
-        inputs are tiny (:data:`~gradcheck.budgets.EXPANDED_SECOND_ELEMENTS`); else the
+        inputs are tiny (:data:`~gradcheck.process.budgets.EXPANDED_SECOND_ELEMENTS`); else the
         case's error, never a silent expansion of a large formula.
 
         Raises:

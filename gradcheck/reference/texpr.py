@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import unbroadcast
+from ..base.arrays import unbroadcast
 from ..rules import RULES
 from ..rules.keys import numpy_key
 from ..rules.vjps import others_product
@@ -139,7 +139,7 @@ class Builder:
     def apply(self, fn, *args: T, shape, **params) -> T:
         """``fn(*args, shape=shape, **params)``, a named module-level NumPy function of
         the arguments' arrays whose result has ``shape``: an exact adjoint that no row's
-        forward computes (:func:`gradcheck.rules.conv_tensor.conv_input_grad`). The
+        forward computes (:func:`gradcheck.rules.conv.tensor.conv_input_grad`). The
         parameters must be hashable (ints, tuples)."""
         shape = tuple(shape)
         return self.make("apply", args, shape, (fn, tuple(sorted(params.items()))))

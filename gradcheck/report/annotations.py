@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from ..result import APPROXIMATE, ERROR, FAILED
+from ..base.result import APPROXIMATE, ERROR, FAILED
 from .details import title
 from .mismatch import failing
 from .scrub import one_line, printable

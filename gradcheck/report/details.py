@@ -8,7 +8,7 @@ messages as the case file wrote them, broken into lines at ``\n`` only:
 
 from __future__ import annotations
 
-from ..result import INCONCLUSIVE, PASSED, SKIPPED
+from ..base.result import INCONCLUSIVE, PASSED, SKIPPED
 from .mismatch import chain, describe, shown_error  # noqa: F401  (chain: for the renderers)
 from .scrub import split_lines
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import html
 
-from ..result import APPROXIMATE, INCONCLUSIVE, PASSED, SKIPPED
+from ..base.result import APPROXIMATE, INCONCLUSIVE, PASSED, SKIPPED
 from .details import failing_witnesses, full_text, incomplete_line, title, where
 from .html_assets import CSS, JS
 from .mismatch import describe, shown_error, tolerances_off

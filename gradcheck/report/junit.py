@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import PurePosixPath
 
-from ..result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
+from ..base.result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
 from .details import full_text, headline, incomplete_line, skipped, title
 from .scrub import escape_char, neutral, one_line, printable
 

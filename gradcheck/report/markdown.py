@@ -18,7 +18,7 @@ from __future__ import annotations
 import html
 import re
 
-from ..result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
+from ..base.result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
 from .details import counts, incomplete_line, skipped, where
 from .mismatch import FAILED_MARK, failing, shown_error
 from .scrub import neutral, printable, unlinked

@@ -1,5 +1,5 @@
 """The one description of a witness that did not pass: :func:`describe` turns a
-:class:`~gradcheck.result.WitnessResult` into a :class:`Mismatch` (its worst element,
+:class:`~gradcheck.base.result.WitnessResult` into a :class:`Mismatch` (its worst element,
 obtained against expected within what tolerance, the counts, the message and the
 diagnosis), and every report renders that: the text report and the GitHub annotations
 (:meth:`Element.line`), the Markdown table (the same line, in a cell), the JUnit body and
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..result import APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
+from ..base.result import APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
 from .scrub import split_lines
 
 #: what follows the error/tolerance of a witness that failed, in every report
@@ -85,7 +85,7 @@ class Element:
 
     @classmethod
     def of(cls, worst) -> "Element | None":
-        """From a :class:`~gradcheck.result.Worst` (None stays None)."""
+        """From a :class:`~gradcheck.base.result.Worst` (None stays None)."""
         if worst is None:
             return None
         return cls(worst.quantity, tuple(worst.index), worst.point, worst.obtained,
@@ -189,7 +189,7 @@ class Mismatch:
 
 
 def describe(w) -> Mismatch:
-    """The :class:`Mismatch` of a :class:`~gradcheck.result.WitnessResult`."""
+    """The :class:`Mismatch` of a :class:`~gradcheck.base.result.WitnessResult`."""
     return Mismatch(w.witness, w.status, str(w.message or ""), str(w.diagnosis or ""),
                     Element.of(w.worst),
                     tuple(Element.of(e) for e in w.worst_elements), w.checked,

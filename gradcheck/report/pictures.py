@@ -1,5 +1,5 @@
 """The pictures of the HTML report, drawn with matplotlib from a witness's
-:class:`~gradcheck.result.ErrorMap` s, as PNG images inline (``data:`` URLs): nothing to
+:class:`~gradcheck.base.result.ErrorMap` s, as PNG images inline (``data:`` URLs): nothing to
 fetch, nothing a page could load from elsewhere.
 
 - :func:`heat_map`: the signed (obtained - expected) / tolerance over a quantity's 2-D
@@ -19,7 +19,7 @@ import base64
 import io
 import math
 
-from ..result import HIST_EXPONENTS
+from ..base.result import HIST_EXPONENTS
 from .scrub import one_line
 
 DPI = 80
@@ -71,7 +71,7 @@ def _tick_label(t: float) -> str:
 
 
 def heat_map(m) -> str:
-    """The map of ``m`` (an :class:`~gradcheck.result.ErrorMap`) as a PNG data URL."""
+    """The map of ``m`` (an :class:`~gradcheck.base.result.ErrorMap`) as a PNG data URL."""
     import numpy as np
     from matplotlib import colormaps
     from matplotlib.colors import SymLogNorm

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..result import APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
-from .details import (chain, counts, full_text, gradient_lines, incomplete_line, skip_line,
-                      where)
+from ..base.result import APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
+from .details import chain, counts, full_text, gradient_lines, incomplete_line, skip_line, where
 from .mismatch import APPROX_MARK, FAILED_MARK, describe, shown_error
 # (the CLI imports these from here: the one scrubber is report.scrub)
 from .scrub import neutral, one_line, printable, split_lines

@@ -5,9 +5,9 @@ column that needs them is first called, so parsing and listing cases stay instan
 """
 
 from .columns import sympy_scalar_constant
-from .row import (AXIS, BACKENDS, BOOL, CHOICE, COMPARISON, DOMAINS, ELEMENTWISE, INT, INTS,
-                  KEY, LINALG, NUMBER, REDUCTION, STRUCTURE, TEXT, EngineRule, Param, Rule,
-                  TensorRule, param_values)
+from .row import (AXIS, BACKENDS, BOOL, CHOICE, COMPARISON, DOMAINS, ELEMENTWISE, INT, INTS, KEY,
+                  LINALG, NUMBER, REDUCTION, STRUCTURE, TEXT, EngineRule, Param, Rule, TensorRule,
+                  param_values)
 from .table import FUNCTIONS, OPERATORS, RULES
 
 __all__ = ["Rule", "EngineRule", "TensorRule", "Param", "RULES", "FUNCTIONS", "OPERATORS", "BACKENDS",

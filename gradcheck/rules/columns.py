@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..shapes import ShapeError
+from ..base.shapes import ShapeError
 
 
 class _LazyModule:

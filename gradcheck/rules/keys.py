@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..shapes import ShapeError
+from ..base.shapes import ShapeError
 
 MAX_ENTRIES = 16     # entries of one subscript
 MAX_PART = 1 << 31   # magnitude of an index or a slice bound

@@ -15,7 +15,7 @@ import numbers
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
-from ..shapes import ShapeError, broadcast, normalize_axis, reduced
+from ..base.shapes import ShapeError, broadcast, normalize_axis, reduced
 from . import keys
 
 ELEMENTWISE = "elementwise"
@@ -23,8 +23,13 @@ REDUCTION = "reduction"
 LINALG = "linalg"
 COMPARISON = "comparison"
 # an exact linear map with 0/1 coefficients (reshape, x[...], concat...): no rounding,
-# the error bound goes through the map itself (see gradcheck.rounding)
+# the error bound goes through the map itself (see gradcheck.bounds.model)
 STRUCTURE = "structure"
+# bilinear maps whose sums round (matmul, dot, convolutions); pooling windows; rows that
+# state their own first-order rounding bound (softmax, var, sort, einsum...)
+BILINEAR, POOLING, COMPOSITE = "bilinear", "pooling", "composite"
+#: the families, each with its own module of the rounding model (gradcheck.bounds)
+FAMILIES = (ELEMENTWISE, COMPARISON, REDUCTION, BILINEAR, STRUCTURE, POOLING, COMPOSITE)
 
 #: Column names every row must fill.
 BACKENDS: tuple[str, ...] = ("sympy", "numpy", "torch", "engine")
@@ -191,12 +196,12 @@ class Rule:
     reach of 0), ``numbers`` (torch's operator and Scalar
     overloads take a Python number as it is, rather than a 0-d tensor), ``rounding``
     (units of the unit roundoff its result is rounded by beyond its arguments' errors,
-    see :mod:`gradcheck.rounding`: 0 exact, 1 correctly rounded arithmetic, 2 a library
+    see :mod:`gradcheck.bounds.model`: 0 exact, 1 correctly rounded arithmetic, 2 a library
     function; a reduction's accumulation is counted apart), ``variadic`` (the row takes
     any number of operands, at least ``arity``: ``"list"``, as one list argument,
     ``concat([a, b], axis=0)``; ``"star"``, after its ``text`` parameters,
     ``einsum("ij,jk->ik", a, b)``; ``None``: exactly ``arity`` operands), ``example``
-    (a formula using the row over the inputs of :data:`gradcheck.rules.docs.EXAMPLE_INPUTS`,
+    (a formula using the row over the inputs of :data:`gradcheck.formula.docs.EXAMPLE_INPUTS`,
     shown by ``gradcheck functions`` and the README; empty: the row applied to ``x``).
     """
 
@@ -246,6 +251,19 @@ class Rule:
                             f"{sorted(unknown)[0]!r}")
         return tuple((p.name, p.normalize(given.get(p.name, p.default), shapes))
                      for p in self.params)
+
+    @property
+    def family(self) -> str:
+        """The row's family (:data:`FAMILIES`): the one answer to "which kind of row is
+        this" that every dispatch reads."""
+        from .composite.bounds import Bound
+        from .conv.rows import POOLS
+
+        if isinstance(self.rounding, Bound):
+            return COMPOSITE
+        if self.name in POOLS:
+            return POOLING
+        return BILINEAR if self.kind == LINALG else self.kind
 
     def call(self, column: str, args, params=(), *extra):
         """Column ``column`` applied to ``args`` and the parameter values ``params``

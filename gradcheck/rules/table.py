@@ -13,24 +13,23 @@ import operator
 
 import numpy as np
 
-from ..shapes import matmul_shape
-from .columns import (
-    abs_distance, cfunction, clamp_hazard, clamp_shape, dot_shape, np_clamp,
-    np_erf, np_logsumexp, np_matmul, np_reduce, np_sigmoid, obj_dot, obj_matmul, one_hot,
-    pow_hazard, runner_down_gaps, runner_up_gaps, sym_clamp, sym_logsumexp, sym_mean,
-    sym_reduction, sym_relu, sym_selected, sym_sigmoid, sym_softplus, sym_where, sympy,
-    sympy_fn as s, torch_clamp, torch_fn as t, torch_reduce, torch_softplus)
+from ..base.shapes import matmul_shape
+from .columns import (abs_distance, cfunction, clamp_hazard, clamp_shape, dot_shape, np_clamp,
+                      np_erf, np_logsumexp, np_matmul, np_reduce, np_sigmoid, obj_dot, obj_matmul,
+                      one_hot, pow_hazard, runner_down_gaps, runner_up_gaps, sym_clamp,
+                      sym_logsumexp, sym_mean, sym_reduction, sym_relu, sym_selected, sym_sigmoid,
+                      sym_softplus, sym_where, sympy, sympy_fn as s, torch_clamp, torch_fn as t,
+                      torch_reduce, torch_softplus)
 from .row import AXIS, BOOL, COMPARISON, ELEMENTWISE, INT, LINALG, NUMBER, REDUCTION, Param, Rule
 from . import tensor as tv
-from .activations import ROWS as ACTIVATION_ROWS
-from .composites import ROWS as COMPOSITE_ROWS
-from .conv import ROWS as CONV_ROWS
-from .structure import ROWS as STRUCTURE_ROWS, structural
-from . import structure_columns as sc, structure_tensor as st, structure_vjps as sv
-from .vjps import (
-    SQRT_PI, atan2_recip, clamp_vjp, count, engine_rule as e, identity_vjp, keep, matmul_a, matmul_b, matmul_name,
-    others_product, pow_base, pow_exponent, pow_name, reduction_name, share, sub_name,
-    ties)
+from .activation.rows import ROWS as ACTIVATION_ROWS
+from .composite.rows import ROWS as COMPOSITE_ROWS
+from .conv.rows import ROWS as CONV_ROWS
+from .structure.rows import ROWS as STRUCTURE_ROWS, structural
+from .structure import columns as sc, tensor as st, vjps as sv
+from .vjps import (SQRT_PI, atan2_recip, clamp_vjp, count, engine_rule as e, identity_vjp, keep,
+                   matmul_a, matmul_b, matmul_name, others_product, pow_base, pow_exponent,
+                   pow_name, reduction_name, share, sub_name, ties)
 
 # Reductions take axis= (None: every axis) and keepdims=, as NumPy's do.
 REDUCE_PARAMS = (Param("axis", AXIS, None), Param("keepdims", BOOL, False))
@@ -188,7 +187,7 @@ _ROWS: list[Rule] = [
     # Equality is checked where it can hold: between exact values (integer and boolean
     # inputs, constants) and between the results of steps (round(x) == 0, sign(x) ==
     # sign(y)), which are constant on whole regions; sampling waives the hazard of such a
-    # comparison (gradcheck.forward.steady_nodes), the steps' own keep points off jumps.
+    # comparison (gradcheck.formula.forward.steady_nodes), the steps' own keep points off jumps.
     comparison("eq", s("Eq"), operator.eq, "==", "where(round(x) == 0, x, y)"),
     comparison("ne", s("Ne"), operator.ne, "!=", "where(sign(x) != sign(y), x, y)"),
     # conditions combined, as torch combines bool tensors (& | ~); their operands are

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..shapes import matmul_shape
+from ..base.shapes import matmul_shape
 from .row import TensorRule
 
 

@@ -1,4 +1,4 @@
-"""A row's own rounding as the rounding model reads it (:mod:`gradcheck.rounding`): ρ
+"""A row's own rounding as the rounding model reads it (:mod:`gradcheck.bounds.model`): ρ
 units of u of the result (the row's ``rounding``, a number), or, where the row's float
 formula adds terms that cancel, of the size of those terms (:class:`Terms`)."""
 

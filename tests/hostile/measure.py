@@ -56,9 +56,9 @@ def measure_one(path: Path, timeout: float, run: bool, max_memory: str | None) -
     import resource
     import tracemalloc
 
-    from gradcheck.budgets import memory_budget
+    from gradcheck.process.budgets import memory_budget
     from gradcheck.cases import read_file
-    from gradcheck.runner import run as run_cases
+    from gradcheck.session.runner import run as run_cases
 
     start = time.perf_counter()
     cases, errors = read_file(path)

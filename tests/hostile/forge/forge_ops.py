@@ -53,8 +53,8 @@ def _forging(trick):
 
 def patch_tally():
     """Make every tally of gradcheck's report a pass (the judge's, were it here)."""
-    import gradcheck.compare as compare
-    from gradcheck.result import PASSED, WitnessResult
+    import gradcheck.checking.compare as compare
+    from gradcheck.base.result import PASSED, WitnessResult
 
     compare.Tally.result = lambda self: WitnessResult(self.witness, PASSED)
     compare.Tally.mismatched = 0
@@ -81,7 +81,7 @@ def replace_numpy_abs():
 
 
 def raise_dtype_error():
-    from gradcheck.backends.op import OpDtypeError
+    from gradcheck.checking.opcheck.loader import OpDtypeError
 
     raise OpDtypeError("this op cannot run in float64")
 

@@ -1,0 +1,48 @@
+"""The rounding bound (:mod:`gradcheck.bounds.model`) of the composite rows (softmax, var,
+norm, cumsum, sort, topk, einsum...): each row states its own first-order bounds (its
+``rounding`` column, a :class:`gradcheck.rules.composite.bounds.Bound`: why the generic
+model does not hold for them is said there); this module hands them the values, the
+bounds and the units, and adds the underflow term η."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .summation import accumulation
+
+
+def _arr(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def _values(params) -> tuple:
+    return tuple(v for _, v in params)
+
+
+def composite_value(b, node, rule, args, errs) -> tuple[np.ndarray, np.ndarray]:
+    """The value of a composite node and its error bound, for the bounds ``b``."""
+    args = [_arr(a) for a in args]
+    t = _arr(node.call("numpy", args))
+    errs = [np.broadcast_to(_arr(e), np.shape(a)) for e, a in zip(errs, args)]
+    units = (b.u, b.u_acc, accumulation)
+    e = rule.rounding.forward(t, args, errs, units, *_values(node.params))
+    return t, _arr(e) + b.eta
+
+
+def composite_cotangent(b, node, rule, k: int, g, ge, c, batched) -> np.ndarray:
+    """The error bound of the VJP ``c`` into argument ``k`` of a composite node, given
+    the cotangent ``g`` and its bound ``ge``; ``batched`` is the model's own
+    rearrangement for many cotangents at once (``rounding._batched``), applied alike to
+    the values and to their bounds."""
+    t, et = _arr(b.val[id(node)]), _arr(b.err[id(node)])
+    args = [_arr(b.arg(node, j)) for j in range(len(node.args))]
+    errs = [np.broadcast_to(_arr(b.err[id(a)]), np.shape(a_))
+            for a, a_ in zip(node.args, args)]
+    params = node.params
+    if b.lead:
+        g, t, args, params = batched(node, rule, g, t, args, b.lead)
+        ge, et, errs, _ = batched(node, rule, ge, et, errs, b.lead)
+    units = (b.u, b.u_acc, accumulation)
+    out = rule.rounding.backward(k, _arr(g), _arr(ge), c, t, et, args, errs, units,
+                                 *_values(params))
+    return np.array(np.broadcast_to(out, np.shape(c)), dtype=float) + b.eta

@@ -1,0 +1,429 @@
+"""The rounding bound (:mod:`gradcheck.bounds.model`) of an elementwise row's value and of
+a reduction's, and of the VJPs of both, a block of rows at a time where the arrays are
+large.
+
+An elementwise node t = f(a₁, ..., aₙ) errs by E(t) = Σₖ |∂f/∂aₖ|·E(aₖ) + ρ·u·|t| (+ η),
+|∂f/∂aₖ| read off the VJP at ḡ = 1; its VJP into argument k (c) by |vjp|(E(ḡ)) (the
+cotangent's own error), plus how far c moves when the forward's values move by their
+errors (a probe per value the VJP reads: each moved by s·E in the direction of its sign,
+|Δc| / s), plus (2ρ + 1)·(u·|c| + η) for the formula's own operations.
+
+Each term at an element is a function of the operands at that element alone (broadcast
+to it; for a reduction, of the reduced slice it lies in), but for the probe's scale s:
+one number per probe, from the largest relative move over the whole operand
+(:func:`probe_scales`). So with the scales, and the tests of which operands have any
+error, taken over the whole arrays first, the rest runs over blocks of rows (axis 0,
+:func:`row_blocks`; a reduction's only where it keeps axis 0, so that each reduced slice
+lies in one block and is summed as the whole array sums it): the dozen temporaries of a
+probe then live in the cache a block at a time, instead of each being a fresh full-size
+array (layer norm over [4096, 1024]: 32 MB each, paid in page faults and memory
+traffic). Each element's arithmetic is the one the whole arrays get, so the bounds are
+the same to the bit (tests/test_rounding_restructured.py). The value t itself is always
+computed on the whole arrays: it is the forward the numeric witness differences.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+
+import numpy as np
+
+from ..rules import ELEMENTWISE, REDUCTION
+from ..rules.terms import rho, value_rounding, vjp_size
+from .summation import accumulation
+from ..formula.tree import values_of
+
+PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
+#: elements of a block of rows (512 KB of float64): a probe's temporaries stay in cache
+BLOCK_ELEMENTS = 1 << 16
+SPARE_ARRAYS = 3            # arrays a Spare keeps at most
+SPARE_BYTES = 1 << 20       # the smallest array a Spare takes back
+
+
+def _arr(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def vjp(node, rule, k: int, g, t, args):
+    """``rule.vjp(k, g, t, args, node.params)``: the engine's VJP into argument ``k``."""
+    return rule.engine_vjp(k)(g, t, *args, *values_of(node))
+
+
+@functools.lru_cache(maxsize=256)
+def _small_ones(shape: tuple[int, ...]) -> np.ndarray:
+    ones = np.ones(shape)
+    ones.flags.writeable = False
+    return ones
+
+
+def ones(shape: tuple[int, ...]) -> np.ndarray:
+    """ḡ = 1 of ``shape``, for reading |∂f/∂a| off a VJP: one read-only array per small
+    shape (the VJPs only read ḡ)."""
+    return _small_ones(shape) if math.prod(shape) <= 4096 else np.ones(shape)
+
+
+def finite(x: np.ndarray, posinf: float | None = 0.0) -> np.ndarray:
+    """``np.nan_to_num(x, nan=0.0, posinf=posinf)``, without its cost (a dozen NumPy
+    calls) where ``x`` is finite already, as it nearly always is."""
+    if np.isfinite(x).all():
+        return x
+    # (an array still where x has no dimensions: nan_to_num gives a NumPy scalar)
+    return np.asarray(np.nan_to_num(x, nan=0.0, posinf=posinf))
+
+
+def plus(a: np.ndarray, b) -> np.ndarray:
+    """a + b, into ``a`` when that is the same result (``a`` a fresh array of the sum's
+    shape that nothing else holds: the callers pass only such), which keeps one large
+    temporary fewer alive; the order of the additions is the caller's, so the bounds
+    are the same to the bit."""
+    if isinstance(a, np.ndarray) and a.flags.writeable and a.flags.owndata and \
+            np.shape(b) in ((), a.shape) and a.dtype == np.result_type(a, b):
+        a += b
+        return a
+    return a + b
+
+
+def any_error(e) -> bool:
+    """Whether the bound ``e`` is not 0 everywhere (NaN counts, as in ``e.any()``); a
+    bound broadcast from one number (an input's exact 0) is read once, not per element."""
+    e = np.asarray(e)
+    if e.size and (not any(e.strides) or e.flat[0]):   # (or the first is not 0)
+        return bool(e.flat[0])
+    return bool(e.any())
+
+
+def row_blocks(shape: tuple[int, ...]) -> list[slice] | None:
+    """Blocks of rows (slices of axis 0) of about :data:`BLOCK_ELEMENTS` each; None
+    where the array is one block (small, a scalar, or a single row)."""
+    total = math.prod(shape)
+    if not shape or total <= BLOCK_ELEMENTS or shape[0] <= 1:
+        return None
+    rows = max(1, BLOCK_ELEMENTS // (total // shape[0]))
+    return [slice(lo, lo + rows) for lo in range(0, shape[0], rows)]
+
+
+def piece(a, ndim: int, rows: slice | None):
+    """The part of ``a`` (broadcast against an array of ``ndim`` dimensions, NumPy's
+    right-aligned rule) that lines up with ``rows`` of that array's axis 0: ``a`` itself
+    where it has no such axis or a length of 1 there, or ``rows`` is None (the whole
+    arrays); None, a value dropped after the forward, stays None."""
+    if rows is None or a is None or np.ndim(a) < max(ndim, 1) or np.shape(a)[0] == 1:
+        return a
+    return a[rows]
+
+
+class Spare:
+    """Arrays the rounding model made and holds no longer, kept to be written over by
+    the next arrays of their shape it makes: at a layer's size a fresh array costs its
+    page faults (32 MB at [4096, 1024]: tens of ms, and more where the machine is busy),
+    and a backward drops about as many arrays as it makes. Only an array that
+    :meth:`empty` made is taken back, only where no array the caller names still holds
+    its memory (a cotangent that is the parent's own, a let's bound that is its
+    operand's), and at most :data:`SPARE_ARRAYS` at a time."""
+
+    def __init__(self):
+        self.made: dict[int, weakref.ref] = {}   # (by id: an ndarray is not hashable)
+        self.arrays: list[np.ndarray] = []
+
+    def empty(self, shape: tuple[int, ...]) -> np.ndarray:
+        """An array of ``shape`` whose values will all be written."""
+        for i, a in enumerate(self.arrays):
+            if a.shape == shape:
+                return self.arrays.pop(i)
+        a = np.empty(shape)
+        if a.nbytes >= SPARE_BYTES:
+            self.made[id(a)] = weakref.ref(a)
+        return a
+
+    def give(self, a, *holders: dict) -> None:
+        """Take ``a`` back, which the caller no longer uses, unless a value of the
+        dicts ``holders`` shares its memory (or this did not make it)."""
+        ref = self.made.get(id(a))
+        if ref is None or ref() is not a or len(self.arrays) >= SPARE_ARRAYS:
+            return
+        if any(isinstance(h, np.ndarray) and np.may_share_memory(a, h)
+               for d in holders for h in d.values()):
+            return
+        self.arrays.append(a)
+
+
+def by_rows(shape: tuple[int, ...], fn, result: tuple[int, ...] | None = None,
+            spare: Spare | None = None):
+    """``fn(rows)``, a computation row by row over arrays of ``shape`` (each cut with
+    :func:`piece`), a block of rows at a time into a fresh array of ``result`` (default
+    ``shape``; axis 0 that of ``shape``), from ``spare`` where given; ``fn(None)``, on
+    the whole arrays, where ``shape`` is one block."""
+    blocks = row_blocks(shape)
+    if blocks is None:
+        return fn(None)
+    result = shape if result is None else result
+    out = np.empty(result) if spare is None else spare.empty(result)
+    for rows in blocks:
+        out[rows] = fn(rows)
+    return out
+
+
+# ------------------------------------------------------------------------ forward
+def value_bound(b, node, rule, t, args, errs) -> np.ndarray:
+    """E(t) of the elementwise ``node`` whose value ``t`` the caller computed, for the
+    bounds ``b``."""
+    # (skipped: an operand without error, such as a constant exponent, whose log(a) is
+    # NaN: the same operands for every block)
+    live = [k for k, (vjp, e) in enumerate(zip(rule.engine.vjps, errs))
+            if vjp is not None and any_error(e)]
+    if row_blocks(np.shape(t)) is None:   # (small: without the blocks' bookkeeping)
+        return _value_bound(b, node, rule, live, t, args, errs)
+    n = np.ndim(t)
+    return by_rows(np.shape(t), lambda rows: _value_bound(
+        b, node, rule, live, piece(t, n, rows), [piece(a, n, rows) for a in args],
+        [piece(e, n, rows) for e in errs]), spare=b.spare)
+
+
+def _value_bound(b, node, rule, live, t, args, errs):
+    """Σₖ |∂f/∂aₖ|·E(aₖ) over the ``live`` operands, plus the row's own rounding."""
+    # (the sum starts at its first term, not at 0 + it: the same bits once the own
+    # rounding, never -0, is added)
+    propagated = None if live else np.zeros(np.shape(t))
+    for k in live:
+        # (the partials have t's shape: ḡ has)
+        term = partials(node, rule, k, t, args, finite_only=True) * errs[k]
+        propagated = term if propagated is None else propagated + term
+    return propagated + value_rounding(rule, t, args, node.params, b.u, b.eta)
+
+
+def reduction_bound(b, node, rule, t, x, ex) -> np.ndarray:
+    """E(t) of the reduction ``node`` (sum, mean, prod, max, min, logsumexp) of ``x``,
+    whose value ``t`` the caller computed: Σ |∂t/∂x|·E(x) over each reduced slice plus
+    its own rounding, slice by slice: by blocks of rows where axis 0 is not reduced."""
+    def bound(rows):
+        return _reduction_bound(b, node, rule, piece(t, np.ndim(t), rows),
+                                piece(x, x.ndim, rows), piece(ex, x.ndim, rows))
+
+    if 0 in node.axis:
+        return bound(None)
+    return by_rows(x.shape, bound, result=np.shape(t), spare=b.spare)
+
+
+def partials(node, rule, k: int, t, args, finite_only: bool = False) -> np.ndarray:
+    """|∂t/∂aₖ| at each element of ``args[k]`` (or of t, broadcast): the VJP into
+    argument ``k`` at ḡ = 1 (``finite_only``: NaN as 0, inf as the largest float). A
+    row whose node saves no tensor (add, sub, sum, mean) has a VJP that reads shapes
+    only, so the same partials at every point: those of a small node are kept
+    (read-only) for its next forward (finite differences run thousands); small in its
+    operands too: a sum's partials have its operand's shape."""
+    shape = np.shape(t)
+    key = None
+    if not rule.engine.saves and math.prod(shape) <= 4096 and \
+            all(math.prod(np.shape(a)) <= 4096 for a in args):
+        # (the row's VJPs in the key: a test may replace a row)
+        key = (node, rule.engine.vjps, k, shape, tuple(np.shape(a) for a in args),
+               finite_only)
+        if key in _PARTIALS:
+            return _PARTIALS[key]
+    out = np.abs(_arr(vjp(node, rule, k, ones(shape), t, args)))
+    if finite_only:
+        out = finite(out, posinf=None)
+    if key is not None:
+        if len(_PARTIALS) >= 4096:
+            _PARTIALS.clear()
+        out = _PARTIALS[key] = np.asarray(out)
+        out.flags.writeable = False
+    return out
+
+
+_PARTIALS: dict = {}   # partials(): by node, engine column, argument and shapes
+
+
+def _reduction_bound(b, node, rule, t, x, ex):
+    axis, keepdims = node.axis, node.keepdims
+    partial = partials(node, rule, 0, t, [x])
+    propagated = np.add.reduce(partial * ex, axis=axis, keepdims=keepdims)
+    n = math.prod(x.shape[d] for d in axis)
+    own = rho(rule) * b.u * np.abs(t)
+    if node.op in ("sum", "mean"):
+        terms = np.add.reduce(np.abs(x), axis=axis, keepdims=keepdims)
+        own = own + accumulation(n) * b.u_acc * terms / (n if node.op == "mean" else 1)
+    elif node.op == "prod":
+        own = own + max(n - 1, 0) * b.u * np.abs(t)
+    elif node.op == "logsumexp":   # log of a sum of positive terms
+        own = own + (accumulation(n) + 1) * b.u
+    return propagated + own + b.eta
+
+
+# ------------------------------------------------------------------------ backward
+def cotangent(b, node, rule, k: int, g, ge, t, args, errs, read):
+    """The VJP of ``node`` into argument ``k`` and its error bound, for an elementwise
+    or reduction row; ``read(j)``: whether that VJP reads the forward's result (``j``
+    None) or argument ``j``."""
+    values = [t] + list(args)
+    bounds = [b.err.get(id(node))] + list(errs)
+    scales = probe_scales(b, [(j, node if j is None else node.args[j], values[_at(j)],
+                               bounds[_at(j)])
+                              for j in [None] + list(range(len(args))) if read(j)])
+    shape = _blocked_shape(b, node, rule)
+    blocks = None if shape is None else row_blocks(shape)
+    if blocks is None:
+        c = b._call(node, rule, k, g, t, args)
+        return c, _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c)
+
+    def result(a, rows):    # (a reduction's result may have fewer axes: its own axis 0)
+        return piece(a, np.ndim(a), rows)
+
+    n = len(shape)
+    c, out = None, b.spare.empty(shape)
+    for rows in blocks:
+        gp = result(g, rows)
+        vp = [result(t, rows)] + [piece(a, n, rows) for a in args]
+        cp = b._call(node, rule, k, gp, vp[0], vp[1:])
+        if c is None:
+            if np.shape(cp) != np.shape(out[rows]):   # (not the blocks' shape: whole)
+                c = b._call(node, rule, k, g, t, args)
+                return c, _cotangent_bound(b, node, rule, k, g, ge, values, bounds,
+                                           scales, c)
+            # (a VJP that is ḡ itself, add's: c is the whole ḡ, not a copy)
+            c = g if cp is gp else b.spare.empty(shape)
+        if c is g and cp is not gp:   # (ḡ itself only so far: a copy, then this block)
+            c = np.array(g, dtype=float)
+        if c is not g:
+            c[rows] = cp
+        out[rows] = _cotangent_bound(
+            b, node, rule, k, gp, result(ge, rows), vp,
+            [result(bounds[0], rows)] + [piece(e, n, rows) for e in errs], scales, cp)
+    return c, out
+
+
+def _blocked_shape(b, node, rule) -> tuple[int, ...] | None:
+    """The shape of a VJP's arrays where they may be cut into blocks of rows: an
+    elementwise row's, or the operand's of a reduction that keeps axis 0 (each reduced
+    slice then lies within one block); None where the VJP takes the whole arrays (many
+    cotangents at once, ``b.lead``, are small)."""
+    if b.lead:
+        return None
+    if rule.kind == ELEMENTWISE:
+        return node.shape
+    if rule.kind == REDUCTION and node.axis is not None and 0 not in node.axis:
+        return node.args[0].shape
+    return None
+
+
+def _at(j: int | None) -> int:
+    """The position of the result (``j`` None) or argument ``j`` among t and the
+    arguments."""
+    return 0 if j is None else j + 1
+
+
+def _moved(value, e, s: float, exact: bool, u: float):
+    """The probe's value + s·E·sign(value), E the value's bound plus u·|value| (the
+    formula rounds where it uses the value, x*x inside exp(-x*x); a mask or an integer
+    is exact there, off only where the dtype cannot hold it)."""
+    e = _arr(e) if exact else _arr(e) + u * np.abs(_arr(value))
+    moved = np.array(s * e, dtype=float)          # value + s·e·sign(value), in place
+    del e
+    # (·(-1) negates exactly; NumPy's masked np.negative(where=) is several times slower)
+    moved *= np.where(value < 0, -1.0, 1.0)
+    return plus(moved, _arr(value))
+
+
+def own_scales(value, e, u: float) -> np.ndarray:
+    """The probe scale of each element on its own: each moves by PERTURBATION of its
+    magnitude, or of its error where that exceeds the magnitude (as
+    :func:`probe_scales`' one scale does for the element that moves most)."""
+    v = np.abs(_arr(value))
+    ep = _arr(e) + u * v
+    with np.errstate(all="ignore"):
+        rel = ep / np.maximum(np.maximum(v, ep), 1e-300)
+    return PERTURBATION / np.maximum(rel, PERTURBATION * u)
+
+
+def probe_scales(b, probes) -> list[tuple[int | None, float]]:
+    """For each probe ``(j, node, value, E)`` whose moved value differs from the value
+    somewhere, ``(j, s)``: one scale s for the whole probe (a reduction's factor mixes
+    elements), so that each element moves by at most PERTURBATION of its magnitude, or
+    of its error where that exceeds the magnitude (a value that is all noise, such as
+    a - y cancelled to 1e-9 with an error of 1e-2, or an exact 0). Taken over the whole
+    value, a block of rows at a time (:func:`block_tops`); where the bounds ``b`` run
+    over one slab of a larger formula (:mod:`gradcheck.bounds.slab`), from the whole
+    value's tops it was given (``b.tops``, by the ``id`` of the node read)."""
+    out = []
+    given = b.tops
+    for j, node, value, e in probes:
+        top = given.get(id(node)) if given is not None else whole_top(b, value, e)
+        if top is not None:
+            out.append((j, PERTURBATION / max(float(top), PERTURBATION * b.u)))
+    return out
+
+
+def block_tops(b, value, e) -> tuple[bool, list]:
+    """(whether the probe of ``value``, with bound ``e``, runs at all: a mask or an
+    integer without error is exact; the largest relative move, ``E / max(|value|, E)``,
+    of each block of rows where the move is not 0 everywhere)."""
+    exact = np.asarray(value).dtype.kind in "biu"
+    if exact and not any_error(e):
+        return False, []
+    shape = np.shape(value) if np.shape(e) == np.shape(value) else \
+        np.broadcast_shapes(np.shape(value), np.shape(e))
+    n, largest = len(shape), []
+    for rows in row_blocks(shape) or [None]:
+        v, ep = piece(value, n, rows), piece(e, n, rows)
+        ep = _arr(ep) if exact else _arr(ep) + b.u * np.abs(_arr(v))
+        if ep.any():
+            largest.append((ep / np.maximum(np.maximum(np.abs(_arr(v)), ep),
+                                            1e-300)).max())
+    return True, largest
+
+
+def top_of(largest: list):
+    """The largest of the blocks' :func:`block_tops` (None where there are none: the
+    probe moves nothing); np.max of their maxima, so that a NaN among them stays."""
+    if not largest:
+        return None
+    return largest[0] if len(largest) == 1 else np.max(largest)
+
+
+def whole_top(b, value, e):
+    """:func:`top_of` the whole value's blocks, or None where the probe does not run."""
+    runs, largest = block_tops(b, value, e)
+    return top_of(largest) if runs else None
+
+
+def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
+    """|vjp|(E(ḡ)) + the probes' |Δc| / s + (2ρ + 1)·(u·|c| + η), at these (whole or
+    block) arrays: ``values`` are t and the arguments, ``bounds`` their bounds."""
+    t, args = values[0], values[1:]
+    through_g = np.abs(b._call(node, rule, k, ge, t, args))
+    through_fwd = np.zeros(np.shape(c))
+    for j, s in scales:
+        value = values[_at(j)]
+        exact = np.asarray(value).dtype.kind in "biu"
+        if rule.kind == ELEMENTWISE and not exact:
+            # each element's factor depends on its own elements alone: each is moved by
+            # its own scale, as one scale for all moved some below their own spacing
+            # (0.5·x·(1 + erf) at x = -44 has a relative error of 1, so s was 1e-6, and
+            # moving gelu(-4.3) = 3e-5 by 1e-6 of its bound 1e-15 changed no bit)
+            s = own_scales(value, bounds[_at(j)], b.u)
+        moved = _moved(value, bounds[_at(j)], s, exact, b.u)
+        if j is None:
+            c2 = b._call(node, rule, k, g, moved, args)
+        else:
+            c2 = b._call(node, rule, k, g, t,
+                         [moved if i == j else a for i, a in enumerate(args)])
+        del moved
+        with np.errstate(all="ignore"):
+            delta = np.abs(c2 - c)       # (c2 may be the cotangent itself: not in place)
+            del c2
+            delta /= s
+            delta = finite(delta)
+        through_fwd = plus(through_fwd, delta)   # (c's shape: c2 is the same call's)
+    # |c|, or the size of the terms the VJP's formula adds (an elementwise row's Terms)
+    own = vjp_size(rule, k, g, t, args, node.params, c)
+    own *= b.u
+    # an elementwise VJP is ḡ times its factor, whose intermediates may fall into the
+    # subnormals (erf's 2/√π·exp(-x²) at x = -10 is 9 spacings in float32) before ḡ
+    # multiplies them: η·max(1, |ḡ|), not η
+    own += b.eta * (np.maximum(1.0, np.abs(np.broadcast_to(g, np.shape(own))))
+                    if rule.kind == ELEMENTWISE and np.shape(g) == np.shape(own)
+                    else 1.0)
+    own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η·max(1, |ḡ|))
+    return plus(plus(through_g, through_fwd), own)

@@ -1,0 +1,186 @@
+"""The rounding bounds (:func:`gradcheck.bounds.model.error_bounds`) of a large elementwise
+formula, one slab of rows at a time: the same numbers, to the bit, without a value and
+a bound of every node at full size.
+
+Over whole arrays the model holds the forward's value and bound of every node its
+backward reads, then the cotangents: at 10⁶ elements of ``sum(log(1 + exp(x)) * tanh(x)
++ sigmoid(x)**2)`` nineteen arrays of 8 MB at once. An elementwise body (every node
+of one shape, no broadcasting; :func:`gradcheck.formula.tree.elementwise_split`) bounds each
+element from that element alone, but for one number per probe of the backward: its
+scale, from the largest relative move over the whole value
+(:func:`gradcheck.bounds.elementwise.probe_scales`). So the work is two passes over the
+slabs, which are the row blocks the whole arrays' bounds are cut into
+(:func:`gradcheck.bounds.elementwise.row_blocks`):
+
+1. the forward of each slab: each probed value's largest moves per block, and the
+   body's value and bound, kept whole (what a final sum or mean reduces, and the
+   numeric witness's forward);
+2. the final sum or mean, if any, and its VJP on the whole arrays; then for each slab
+   its forward again and its backward from that cotangent, the probes' scales taken
+   from pass 1; each slab's input and ``let`` bounds written into whole arrays.
+
+Each element then gets the arithmetic the whole arrays give it (tested bit for bit,
+``tests/test_slab_bounds.py``), for one forward more, and the bounds hold about five
+arrays of the full size at once instead of nineteen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from .elementwise import block_tops, piece, row_blocks, top_of
+from ..rules import RULES
+from ..rules.composite.bounds import Bound
+from ..formula.tree import Node, elementwise_split, ordered, walk
+
+#: whether large elementwise formulas are bounded by slabs (a test compares both ways)
+SLABS = True
+
+
+def slabbed(root: Node) -> tuple[Node, Node | None, list[slice]] | None:
+    """``(body, top, slabs)`` where the bounds of ``root`` may run by slabs of rows: an
+    elementwise formula, possibly under a final sum or mean, whose every node but its
+    constants (and computations of constants) has the body's shape, of more than one
+    row block; else None."""
+    if not SLABS:
+        return None
+    split = elementwise_split(root)
+    if split is None:
+        return None
+    body, top = split
+    blocks = row_blocks(body.shape)
+    if blocks is None:
+        return None
+    for node in walk(body):
+        if node.const is not None:   # (a constant, or a computation of constants)
+            continue
+        if node.shape != body.shape or (
+                node.op not in ("input", "let")
+                and isinstance(RULES[node.op].rounding, Bound)):
+            return None
+    return body, top, blocks
+
+
+@functools.lru_cache(maxsize=64)
+def _slab_tree(body: Node, rows: int) -> tuple[Node, tuple[Node, ...]]:
+    """``body`` with every shape cut to ``rows`` rows, and its nodes in
+    :func:`gradcheck.formula.tree.ordered`'s order (each the counterpart of the body's node at
+    the same position)."""
+    built: dict[int, Node] = {}
+    for node in ordered(body):
+        shape = node.shape if node.const is not None else (rows,) + tuple(node.shape[1:])
+        built[id(node)] = dataclasses.replace(
+            node, shape=shape, args=tuple(built[id(a)] for a in node.args))
+    slab = built[id(body)]
+    return slab, ordered(slab)
+
+
+def _cut(point: dict, ndim: int, rows: slice) -> dict:
+    return {name: piece(np.asarray(a), ndim, rows) for name, a in point.items()}
+
+
+class _Slabs:
+    """The slabs of one formula at one point: ``b_of()`` a fresh
+    :class:`gradcheck.bounds.model._Bounds` of the dtype."""
+
+    def __init__(self, b_of, split, point: dict):
+        self.b_of, self.point = b_of, point
+        self.body, self.top, self.blocks = split
+        self.shape = tuple(self.body.shape)
+        self.trees = {rows: _slab_tree(self.body, rows) for rows in
+                      {self._rows(s) for s in self.blocks}}
+        self.body_bounds: list | None = None   # [value, bound] of the body (first_pass)
+
+    def _rows(self, rows: slice) -> int:
+        return min(rows.stop, self.shape[0]) - rows.start
+
+    def forward(self, rows: slice, tops: dict | None = None):
+        """The bounds' forward over one slab: (its bounds, its tree, the tree's nodes in
+        order). ``tops``: the probes' tops, by position in the order."""
+        slab, nodes = self.trees[self._rows(rows)]
+        b = self.b_of()
+        b.tops = None if tops is None else {id(nodes[k]): t for k, t in tops.items()}
+        b.forward(slab, _cut(self.point, len(self.shape), rows))
+        return b, slab, nodes
+
+    def first_pass(self) -> dict:
+        """Each probed value's top over the whole, by position in the order (the values
+        no probe moves left out); the body's value and bound, whole arrays, go to
+        :attr:`body_bounds` (the only reference: :meth:`through_top` drops them)."""
+        value, bound = np.empty(self.shape), np.empty(self.shape)
+        runs: dict[int, bool] = {}
+        largest: dict[int, list] = {}
+        for rows in self.blocks:
+            b, slab, nodes = self.forward(rows)
+            value[rows], bound[rows] = b.val[id(slab)], b.err[id(slab)]
+            for k, node in enumerate(nodes):
+                if id(node) in b.val:
+                    run, tops = block_tops(b, b.val[id(node)], b.err[id(node)])
+                    runs[k] = runs.get(k, False) or run
+                    largest.setdefault(k, []).extend(tops)
+        self.body_bounds = [value, bound]
+        tops = {k: top_of(largest[k]) for k in largest if runs[k]}
+        return {k: t for k, t in tops.items() if t is not None}
+
+    def through_top(self, v):
+        """The final sum or mean of the body's value and its VJP on the whole arrays,
+        as the whole backward takes them: (the root's value and bound, the body's
+        cotangent and its bound)."""
+        top, body = self.top, self.body
+        b = self.b_of()
+        b.val[id(body)], b.err[id(body)] = self.body_bounds
+        self.body_bounds = None
+        t, e = b._forward(top, self.point)
+        # (what a sum or mean's VJP reads of its operand is its shape, not its values)
+        b.val = {id(top): t}
+        b.err = {id(top): e}
+        grad: dict = {}
+        gerr: dict = {}
+        c, ce = b._vjp(top, RULES[top.op], 0,
+                       np.asarray(np.broadcast_to(v, np.shape(t)), dtype=float),
+                       np.zeros(np.shape(t)))
+        b._accumulate(grad, gerr, body, c, ce)
+        return t, e, grad[id(body)], gerr[id(body)]
+
+    def second_pass(self, tops: dict, g, ge, names: list[str]) -> dict[str, np.ndarray]:
+        """Each slab's forward and backward from the body's cotangent ``g`` (bound
+        ``ge``, None: exact), the probes' scales from ``tops``: the bounds of the inputs
+        and lets ``names``, as whole arrays (those the backward reaches)."""
+        n = len(self.shape)
+        # (the node error_bounds reads for a name: the last in the order)
+        last = {node.name: k for k, node in enumerate(ordered(self.body))
+                if node.op in ("input", "let")}
+        found: dict[str, np.ndarray] = {}
+        for rows in self.blocks:
+            b, slab, nodes = self.forward(rows, tops)
+            _, gerr = b.backward(slab, piece(g, n, rows), release=True,
+                                 v_bound=None if ge is None else piece(ge, n, rows))
+            for name in names:
+                key = id(nodes[last[name]]) if name in last else None
+                if key in gerr:
+                    found.setdefault(name, np.empty(self.shape))[rows] = gerr[key]
+        return found
+
+
+def slab_error_bounds(b_of, case, split, point: dict, v: np.ndarray):
+    """:func:`gradcheck.bounds.model.error_bounds`'s bounds of ``case`` at ``point`` and
+    ``v``, by slabs (``split``: :func:`slabbed`'s); ``b_of()`` a fresh
+    :class:`gradcheck.bounds.model._Bounds` of the dtype. Returns (the bounds by quantity,
+    as error_bounds names them; the root's value)."""
+    slabs = _Slabs(b_of, split, point)
+    tops = slabs.first_pass()
+    if slabs.top is None:
+        (t, e), g, ge = slabs.body_bounds, np.broadcast_to(np.asarray(v, float),
+                                                           slabs.shape), None
+    else:
+        t, e, g, ge = slabs.through_top(v)
+    retained = list(getattr(case, "retain_grad", ()))
+    found = slabs.second_pass(tops, g, ge, [s.name for s in case.inputs] + retained)
+    out = {"value": e}
+    for spec in case.inputs:
+        out[f"{spec.name}.grad"] = found.get(spec.name, np.zeros(tuple(spec.shape)))
+    out.update({f"{name}.grad": found[name] for name in retained if name in found})
+    return out, t

@@ -1,0 +1,53 @@
+"""The rounding bound (:mod:`gradcheck.bounds.model`) of the structural rows (kind
+``structure``: reshape, permute, x[...], pad, concat...), for the whole family at once.
+
+Each is an exact linear map L with 0/1 coefficients, affine only where pad writes its
+constant c: t = L(a) + c. Its result rounds nothing, so E(t) = L(E(a)), the map applied
+to its operands' bounds (|L| = L: the coefficients are ≥ 0), computed as
+L(E) − L(0) so that the constant drops out; a constant the dtype cannot hold carries
+u·|c|. Its VJP Lᵀḡ is exact too where each element of the operand receives one term,
+and where Lᵀ adds several (expand's copies summed back) the sum of n terms adds
+γ(n)·u_acc·Lᵀ|ḡ|, n read off Lᵀ applied to ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base.dtypes import round_to
+from .summation import accumulation
+
+
+def _arr(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def _exact(a) -> bool:
+    """An operand that is not a float (an integer input used as indices): exact, and
+    passed to the map as it is."""
+    return np.asarray(a).dtype.kind in "biu"
+
+
+def structure_value(b, node, args, errs) -> tuple[np.ndarray, np.ndarray]:
+    """The value of a structural node and its error bound, for the bounds ``b``."""
+    t = _arr(node.call("numpy", args))
+    moved = [a if _exact(a) else np.asarray(e, dtype=float) for a, e in zip(args, errs)]
+    zeros = [a if _exact(a) else np.zeros(np.shape(a)) for a in args]
+    constant = _arr(node.call("numpy", zeros))
+    err = _arr(node.call("numpy", moved)) - constant
+    if constant.any():
+        err = err + np.where(round_to(constant, b.dtype) == constant, 0.0,
+                             b.u * np.abs(constant))
+    return t, err
+
+
+def structure_cotangent(b, node, rule, k: int, g, ge, t, args) -> np.ndarray:
+    """The error bound of a structural node's cotangent into argument ``k`` (the VJP's
+    value is ``b._call``'s): Lᵀ E(ḡ), plus the accumulation where Lᵀ sums terms."""
+    through_g = _arr(b._call(node, rule, k, ge, t, args))
+    counts = _arr(b._call(node, rule, k, np.ones(np.shape(g)), t, args))
+    n = int(np.max(counts, initial=0))
+    if n <= 1:
+        return through_g
+    return through_g + accumulation(n) * b.u_acc * _arr(
+        b._call(node, rule, k, np.abs(g), t, args))

@@ -1,0 +1,244 @@
+"""The driver of an op's checks: at each point it calls the op (forward, vᵀJ for a few
+random v, the Function's own backward, a second forward, double backward), hands what it
+did to the check functions (:mod:`~gradcheck.checking.opcheck.checks`,
+:mod:`~gradcheck.checking.opcheck.shapes`, :mod:`~gradcheck.checking.opcheck.double`) and records their
+outcomes in one :class:`~gradcheck.checking.compare.Tally` per check."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ..approximate import JUDGED, LOOSE
+from .loader import OpDtypeError, wanted
+from ..compare import Finding, Outcome, Tally
+from ..diagnose import Kept, Sample, summarize
+from ...base.dtypes import round_to
+from ...base.result import FAILED, WitnessResult
+from ...sampling.points import case_points, case_rng
+from .checks import (backward, determinism, forward, inplace, jacobian, jacobian_checked, layout,
+                     zero)
+from .double import double
+from .exact import exact_rows, forward_references, forward_values, grad_quantities, references
+from .shapes import shapes
+from .tolerances import OpTolerance
+
+COTANGENTS = 2             # random v per point
+CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
+          "layout", "double")
+#: checks that compare against another call of the op, not the exact values: they allow
+#: the case's nondet_tol and nothing else
+_SELF_CONSISTENCY = ("determinism", "inplace")
+#: checks whose failure is explained by the samples of every backward call
+_DIAGNOSED = ("backward", "jacobian", "determinism")
+
+
+class OpCheck:
+    """All checks of one op case in one dtype; ``op``: the op's process, started (see
+    :mod:`gradcheck.checking.opcheck.process`: the op is imported and called there, never here)."""
+
+    def __init__(self, case, dtype: str, cache: dict, op):
+        from ...witnesses.registry import skip_reason
+
+        self.case, self.dtype, self.op = case, dtype, op
+        # the op first: a refused or missing op is told before any reference is compiled
+        reason = skip_reason("engine", dtype)
+        if op.info.get("engine") and reason:
+            raise OpDtypeError(f"op {op.info.get('name')} is a gradcheck.engine Function, "
+                               f"and {reason}; check it in those, or write it as a "
+                               f"torch.autograd.Function to check it in {dtype}")
+        self.refs = references(case, cache)
+        if case.order == 2 and not op.info.get("engine"):
+            for ref in self.refs:   # a formula without exact second derivatives (or past
+                ref.prepare_second()   # their budget) is refused before the op runs
+        self.forward_refs = forward_references(case, cache)   # a surrogate's
+        # the inputs whose gradients the op is checked for (not the reference-only ones)
+        self.keep = set(wanted(case))
+        self.tolerance = OpTolerance(case, dtype)
+        # in float64, the same rules in float32, asked only where a check fails: an
+        # approximation within float32's tolerance is no failure (gradcheck.checking.approximate)
+        self.loose = OpTolerance(case, LOOSE) if dtype == JUDGED else None
+        self.tallies = {
+            c: Tally(f"op.{c}", dtype, *((case.nondet_tol, 0.0) if c in _SELF_CONSISTENCY
+                                         else (case.atol, case.rtol)))
+            for c in CHECKS}
+        # every backward call at every point and v, for the diagnosis (of a large
+        # point, as Kept admits)
+        self.samples: list[Sample] = []
+        self.kept = Kept()
+        self.record("forward", [Finding(note=n) for n in _case_notes(case)])
+
+    @property
+    def notes(self) -> dict[str, list[str]]:
+        """What each check accepted but is worth knowing (op.shapes' notes)."""
+        return {c: t.notes for c, t in self.tallies.items()}
+
+    def record(self, check: str, outcomes: Iterable[Outcome]) -> None:
+        self.tallies[check].record(outcomes)
+
+    def vs(self, index: int, draw: int) -> list[np.ndarray]:
+        rng = case_rng(self.case, self.dtype, index, f"op-v{draw}")
+        return [round_to(rng.standard_normal(n.shape), self.dtype) for n in self.case.outputs]
+
+    def run(self) -> list[WitnessResult]:
+        for i, point in enumerate(case_points(self.case, self.dtype)):
+            kept, mismatched = len(self.samples), self._mismatched()
+            self.point(i, point.values)
+            # (each of the point's samples holds about as much as its first)
+            if len(self.samples) > kept and not self.kept.admits(
+                    self.samples[kept].elements, agreed=self._mismatched() == mismatched):
+                del self.samples[kept:]
+        return self.results()
+
+    def _mismatched(self) -> int:
+        return sum(t.mismatched for t in self.tallies.values())
+
+    def point(self, i: int, point: dict) -> None:
+        op = self.op
+        self.tolerance.start_point()   # its forward passes are reused for every v here
+        if self.loose is not None:
+            self.loose.start_point()
+        outs, leaves = op.forward(point)
+        if len(outs) != len(self.refs):
+            self.record("forward", [Finding(problem=f"the op returned {len(outs)} outputs; "
+                                                    f"reference has {len(self.refs)}")])
+            return
+        draws = [self.vs(i, d) for d in range(COTANGENTS)]
+        # the exact side of v = ones and of the drawn v, then the drawn v's tolerances,
+        # each in one pass for all of them
+        ones = [np.ones(n.shape) for n in self.case.outputs]
+        exact_ones, *exacts = exact_rows(self.refs, point, [ones] + draws, self.keep)
+        # what the outputs must equal: the forward formulas' values for a surrogate,
+        # the reference's otherwise
+        wanted = (forward_values(self.forward_refs, point) if self.forward_refs
+                  else exact_ones.retained)
+        # their forward passes are kept for the Jacobian's one-hot rows, where it is
+        # checked; a larger op's are freed as the bounds' backward passes them
+        quantities = [dict(wanted, **grad_quantities(ex.grads)) for ex in exacts]
+        tolerances = self.tolerance.many(point, draws, quantities,
+                                         keep=jacobian_checked(self.case.outputs))
+        looser = self.looser(point, draws, quantities)
+        values = {f"out{k}": y for k, y in enumerate(outs)}
+        for draw, drawn in enumerate(zip(draws, exacts, tolerances, looser)):
+            self.cotangent(i, draw, point, leaves, values, exact_ones, (*drawn, wanted))
+        self.record("jacobian", jacobian(
+            op.vjps, self.refs, self.case.outputs, point,
+            i, self.tolerance.many, self.keep,
+            loose=self.looser if self.loose is not None else None))
+        zeros = [np.zeros(n.shape) for n in self.case.outputs]
+        self.record("zero", zero(op.vjp(zeros), exact_ones.grads, self.case.input, i))
+
+    def cotangent(self, i: int, draw: int, point: dict, leaves: dict, values: dict,
+                  exact_ones, drawn: tuple) -> None:
+        """The checks at point ``i`` for its ``draw``-th random cotangent (``drawn``: the
+        cotangents, their exact evaluation and tolerances); the first draw also runs the
+        checks that need one v per point."""
+        op, (vs, ex, tolerance, loose, wanted) = self.op, drawn
+        expected = grad_quantities(ex.grads)
+        if draw == 0:
+            self.record("forward", forward(values, wanted, i, tolerance, loose, point))
+        got = op.vjp(vs)
+        self.record("backward", backward(got, expected, i, tolerance, loose, point))
+        # Every call after the point's first goes through a graph that has been
+        # backpropagated before: a repeat, which shows state a backward modifies.
+        self.samples.append(Sample(i, draw, got, ex.grads, exact_ones.grads, point,
+                                   repeat=draw > 0))
+        if draw != 0:
+            return
+        # the repeat goes the way training does, through the output's own .backward(v):
+        # a tensor subclass that answers torch.autograd.grad rightly and .backward()
+        # wrongly is then held to the exact values as well
+        again = op.vjp(vs, path="backward")
+        if not _same(got, again):
+            self.record("backward", backward(again, expected, i, tolerance, loose, point))
+        self.samples.append(Sample(i, draw, again, ex.grads, exact_ones.grads, point,
+                                   repeat=True))
+        self.record("determinism", determinism(got, again, i))
+        self.record("shapes", shapes(op.raw_backward(vs), op.info, self.case, leaves,
+                                     ex.grads, self.dtype))
+        self.record("inplace", inplace(op.inplace(point, vs), point, vs, values, i))
+        self.record("layout", layout(op.layouts(point, vs), values, got, i, tolerance,
+                                     point))
+        if self.case.order == 2:
+            self.record("double", double(op, self.refs, self.case, self.dtype, point,
+                                         vs, i))
+
+    def looser(self, point: dict, rows: list, exacts: list) -> list:
+        """For each cotangent of ``rows`` (with its exact quantities), a function giving
+        its tolerances in float32 (:attr:`loose`: the model and the peer in float32 at
+        this point), all of them computed together at the first call; Nones outside
+        float64, where a run has no looser tolerance to be judged by."""
+        if self.loose is None:
+            return [None] * len(rows)
+        found: list = []
+
+        def every() -> list[dict]:
+            if not found:
+                found.append(self.loose.many(point, rows, exacts,
+                                             keep=jacobian_checked(self.case.outputs)))
+            return found[0]
+
+        return [_row(every, j) for j in range(len(rows))]
+
+    def diagnosis(self) -> str:
+        """What the wrong gradients look like (see :func:`gradcheck.checking.diagnose.summarize`)."""
+        jacobian = self.tallies["jacobian"]
+        return summarize(self.samples, self.dtype, reference=self.case.outputs,
+                         jacobian_right=jacobian.checked > 0 and not jacobian.mismatched,
+                         unkept=self.kept.unkept, unseen=self.kept.unseen)
+
+    def results(self) -> list[WitnessResult]:
+        out = []
+        for check in CHECKS:
+            tally = self.tallies[check]
+            if tally.checked == 0 and not tally.mismatched:
+                continue
+            result = tally.result()
+            if result.status == FAILED and check in _DIAGNOSED:
+                result = dataclasses.replace(result, diagnosis=self.diagnosis())
+            out.append(result)
+        return out
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Whether two calls' gradients are the same to the bit (NaNs alike)."""
+    return all((a[n] is None) == (b[n] is None)
+               and (a[n] is None or np.array_equal(a[n], b[n], equal_nan=True))
+               for n in a)
+
+
+def _row(every: Callable[[], list], j: int) -> Callable[[], dict]:
+    """The ``j``-th of what ``every()`` gives, when asked."""
+    return lambda: every()[j]
+
+
+def _case_notes(case) -> list[str]:
+    """What the report says of how the case checks its op: a surrogate's two formulas,
+    the inputs the op is not given."""
+    notes = []
+    if case.surrogate:
+        notes.append(f"surrogate: op.forward checks the op's outputs against forward = "
+                     f"{case.forward_expr!r}; every gradient check against the vᵀJ of "
+                     f"reference = {case.expr!r}")
+    for name in case.reference_only:
+        graded = case.input[name].requires_grad
+        notes.append(f"reference-only input {name}: the call does not pass it to the op"
+                     + (", so the op's gradient for it is not checked" if graded else ""))
+    return notes
+
+
+def run_op_case(case, dtype: str, cache: dict) -> tuple[list[WitnessResult], str]:
+    """Every check of ``case`` (which has ``op``) in ``dtype``, and what the op printed.
+    Whatever the checks raise carries the op's output as ``output``."""
+    from .process import OpProcess
+
+    process = OpProcess(case, dtype)
+    try:
+        with process:
+            results = OpCheck(case, dtype, cache, process).run()
+    except BaseException as exc:
+        exc.output = process.output
+        raise
+    return results, process.output

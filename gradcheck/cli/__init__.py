@@ -1,0 +1,2 @@
+"""The command line: ``gradcheck run``, ``list``, ``functions``, ``explain``,
+``doctor`` and ``bench`` (:mod:`.main` parses, the others act)."""

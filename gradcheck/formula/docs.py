@@ -1,0 +1,73 @@
+"""The expression language's documentation, generated from the rows themselves: what
+``gradcheck functions`` (and ``python -m gradcheck.rules``) prints, and the README's
+function table (``--markdown``; a test keeps the README equal to it).
+"""
+
+from __future__ import annotations
+
+from ..rules.table import RULES
+
+#: The inputs every row's ``example`` is written over (name: shape); ``idx`` holds
+#: integers (class labels, positions), ``mask`` booleans.
+EXAMPLE_INPUTS: dict[str, tuple[int, ...]] = {
+    "x": (3, 4), "y": (3, 4), "v": (4,), "u": (4,), "W": (4, 5), "s": (),
+    "img": (2, 3, 8, 8), "k": (4, 3, 3, 3), "seq": (2, 3, 16), "w1": (4, 3, 5),
+    "idx": (3,), "idx2": (3, 2), "mask": (3, 4),
+}
+
+#: The inputs of EXAMPLE_INPUTS that hold integers or booleans, and their dtypes.
+EXAMPLE_DTYPES: dict[str, str] = {"idx": "int64", "idx2": "int64", "mask": "bool"}
+
+
+def signature(rule) -> str:
+    """How a formula spells the row: ``a + b``, ``-x``, ``sum(x, axis=None, ...)``."""
+    names = ["x"] if rule.arity == 1 else ["a", "b", "c"][: rule.arity]
+    if rule.variadic == "list":
+        names = ["[a, b, ...]"]
+    elif rule.variadic == "star":
+        names = [*(f"{p.name}" for p in rule.params if p.kind == "text"), "a, b, ..."]
+    if rule.symbol is not None:
+        return f"{rule.symbol}x" if rule.arity == 1 else f" {rule.symbol} ".join(names)
+    keyed = [p.name for p in rule.params if p.kind == "key"]   # written x[key], f(...)[i]
+    params = [f"{p.name}={p.default!r}" for p in rule.params if p.kind not in ("text", "key")]
+    if keyed and not params:
+        return f"x[{keyed[0]}]"
+    return f"{rule.name}({', '.join(names + params)})" + ("[i]" if keyed else "")
+
+
+def example(rule) -> str:
+    """The row's example formula (its own, else the row applied to ``x``)."""
+    return rule.example or (rule.spell(["x"]) if rule.arity == 1 and not rule.variadic
+                            else rule.spell(["x", "y"]))
+
+
+def grad_fn(rule) -> str:
+    name = rule.engine.grad_fn
+    return name if isinstance(name, str) else "(by operands)" if name else "-"
+
+
+def rows() -> list[tuple[str, str, str, str]]:
+    """(signature, example, PyTorch's grad_fn, what it computes) for every row, then the
+    constant constructors and literals (:mod:`gradcheck.formula.constructors`: written in rows,
+    they record no node)."""
+    from .constructors import CONSTRUCTORS
+
+    return [(signature(r), example(r), grad_fn(r), r.doc) for r in RULES.values()] + [
+        (sig, ex, "-", doc) for sig, ex, doc in CONSTRUCTORS.values()]
+
+
+def text() -> str:
+    """One aligned line per row, for a terminal."""
+    table = rows()
+    width = max(len(sig) for sig, *_ in table)
+    return "".join(f"{sig:<{width}}  {node:<22}  {doc}".rstrip() + "\n"
+                   for sig, _, node, doc in table)
+
+
+def markdown() -> str:
+    """The README's function table."""
+    lines = ["| function | example | `grad_fn` | computes |", "|---|---|---|---|"]
+    for sig, ex, node, doc in rows():
+        cells = [f"`{sig}`", f"`{ex}`", node, doc]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
