@@ -20,7 +20,7 @@ def run_child(job: dict, timeout: float) -> dict:
     ``{"capped": True, "killed": True}`` when it ran past ``timeout`` seconds."""
     env = dict(os.environ)
     # the folder that holds the gradcheck package, so the child imports this very copy
-    root = str(Path(__file__).resolve().parent.parent.parent)
+    root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     try:
         proc = subprocess.run([sys.executable, "-c", _ENTRY], input=json.dumps(job),

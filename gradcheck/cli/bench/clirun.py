@@ -48,7 +48,7 @@ def _env(cache: bool) -> dict:
     # (the test suite sets GRADCHECK_IN_PROCESS for its own runs)
     env.pop("GRADCHECK_IN_PROCESS", None)
     # the folder that holds the gradcheck package, so the child runs this very copy
-    root = str(Path(__file__).resolve().parent.parent.parent)
+    root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
 

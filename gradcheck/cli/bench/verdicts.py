@@ -39,7 +39,7 @@ MESSAGE_CHARS = 200
 TORCH_SETTINGS = {"float64": {}, "float32": {"eps": 1e-3, "atol": 1e-3, "rtol": 1e-2}}
 
 #: Where the bundled cases live (the repository's cases/, next to the package).
-BUNDLED = Path(__file__).resolve().parents[2] / "cases"
+BUNDLED = Path(__file__).resolve().parents[3] / "cases"
 
 def _bundled() -> Path:
     # relative to the working folder where it lies below it: the report's file names
@@ -125,7 +125,7 @@ def sources_digest(paths: Iterable[str | Path]) -> str:
     """sha256 over gradcheck's own ``.py`` files and every file under ``paths``."""
     import hashlib
 
-    files = sorted(Path(__file__).resolve().parents[1].rglob("*.py"))
+    files = sorted(Path(__file__).resolve().parents[2].rglob("*.py"))
     for p in map(Path, paths):
         files += sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
     h = hashlib.sha256()
