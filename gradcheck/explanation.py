@@ -118,7 +118,7 @@ def parse_inputs(text: str) -> dict[str, list[int]]:
 
 def arguments(p) -> None:
     """``gradcheck explain``'s arguments on the argparse parser ``p``."""
-    from .cases.arguments import gradient_argument
+    from .project.arguments import gradient_argument
 
     p.add_argument("expr", metavar="EXPR", help="the formula, e.g. 'sum(tanh(x @ W))'")
     p.add_argument("--inputs", required=True, metavar="SHAPES",

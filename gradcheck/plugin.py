@@ -86,10 +86,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _confined(path: Path, start: Path) -> None:
     """Raise pytest's usage error where ``--gradcheck-report`` would write outside the
-    project pytest runs in (see :mod:`gradcheck.cases.confine`): addopts in a pyproject.toml
+    project pytest runs in (see :mod:`gradcheck.project.confine`): addopts in a pyproject.toml
     can set it, and a pull request can change that file."""
-    from .cases.confine import write_problem
-    from .cases.project import project_root
+    from .project.confine import write_problem
+    from .project.settings import project_root
 
     problem = write_problem(path, project_root(start))
     if problem:

@@ -206,6 +206,7 @@ def test_the_import_graph_has_no_cycle():
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",),                       # dtypes, shapes, arrays, errors, results, io
     ("process",),                    # heap, signals, time and memory limits, children
+    ("project",),                    # the project's settings, where gradcheck may write
     ("report",),                     # renderers of results
     ("rules",),                      # the rule table
     ("engine",),                     # gradcheck's own autograd
@@ -366,8 +367,8 @@ def test_an_upward_import_fails_the_layer_test(graph_of):
         "bounds/__init__.py": "", "bounds/model.py": "from ..sampling import points\n",
         "sampling/__init__.py": "", "sampling/points.py": "", "stray.py": ""}))
     assert bad == [
-        "gradcheck/bounds/model.py:1: gradcheck.bounds.model (bounds, layer 6) imports "
-        "gradcheck.sampling.points (sampling, layer 6)",
-        "gradcheck/rules/row.py:2: gradcheck.rules.row (rules, layer 3) imports "
-        "gradcheck.cli.main (cli, layer 16)",
+        "gradcheck/bounds/model.py:1: gradcheck.bounds.model (bounds, layer 7) imports "
+        "gradcheck.sampling.points (sampling, layer 7)",
+        "gradcheck/rules/row.py:2: gradcheck.rules.row (rules, layer 4) imports "
+        "gradcheck.cli.main (cli, layer 17)",
         "gradcheck/stray.py: gradcheck.stray is in no layer of LAYERS"]

@@ -115,13 +115,13 @@ for spec in ("this:s", "os:spawnl", "subprocess:run"):   # here, whatever run() 
 cases = {c.name: [c.status, c.error_kind, c.message]
          for c in gradcheck.run([corpus], timeout=None).cases}
 imported = "this" in sys.modules
-# a pattern that admits os is itself refused (gradcheck.cases.op_patterns) ...
+# a pattern that admits os is itself refused (gradcheck.project.op_patterns) ...
 (os_allowed,) = gradcheck.run([corpus + "/spawnl.toml"], timeout=None,
                               allow_op_modules=["os"]).cases
 # ... and with that check turned off here, the same case really runs /bin/sh (the
 # corpus is live)
-import gradcheck.cases.op_patterns
-gradcheck.cases.op_patterns.problem = lambda pattern: ""
+import gradcheck.project.op_patterns
+gradcheck.project.op_patterns.problem = lambda pattern: ""
 gradcheck.run([corpus + "/spawnl.toml"], timeout=None, allow_op_modules=["os"])
 print(json.dumps({"cases": cases, "this": imported, "os": os_allowed.message}))
 """

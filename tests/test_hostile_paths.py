@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cases.confine import write_problem
-from gradcheck.cases.op_patterns import problem
+from gradcheck.project.confine import write_problem
+from gradcheck.project.op_patterns import problem
 
 HERE = Path(__file__).resolve().parent / "hostile" / "paths"
 _spec = importlib.util.spec_from_file_location("hostile_paths_escapes", HERE / "escapes.py")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cases.op_patterns import argument as _pattern
+from ..project.op_patterns import argument as _pattern
 
 HEALTHY, FINDINGS = 0, 1   # the exit codes; 2 (a factory error) is cli.main's
 

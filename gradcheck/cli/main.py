@@ -192,8 +192,8 @@ def _bench_out_problem(out: str) -> str:
     of its files resolve inside the project, outside .git/ and .github/."""
     from pathlib import Path
 
-    from ..cases.confine import write_problem
-    from ..cases.project import project_root
+    from ..project.confine import write_problem
+    from ..project.settings import project_root
     from ..report.text import one_line
 
     root = project_root()

@@ -41,9 +41,9 @@ def report_problem(reports) -> str:
     """Why one of ``reports`` (:class:`~gradcheck.cli.settings.Report`) could not be
     written ("" when each can), checked before the run so that no report is lost at
     its end: a path that cannot be written, or two reports to the same file."""
-    from ..cases.confine import write_problem
+    from ..project.confine import write_problem
     from ..base.io import output_problem
-    from ..cases.project import project_root
+    from ..project.settings import project_root
 
     seen: dict[str, object] = {}
     summary, root = step_summary_file(), project_root()
@@ -52,7 +52,7 @@ def report_problem(reports) -> str:
             problem = (write_problem(r.path, root) or output_problem(r.path)
                        or _replaces_a_source(r.path, summary))
         except OSError as exc:   # a name the system refuses to look up (ENAMETOOLONG)
-            from ..cases.arguments import shown
+            from ..project.arguments import shown
 
             problem = f"--output {shown(r.path)}: {exc.strerror or exc}"
         if problem:
@@ -113,8 +113,8 @@ class _Rendered:
 def publish(args, result) -> list[str]:
     """Write ``result``'s reports (see the module's docstring); why each report that
     could not be written was not (empty when all were)."""
-    from ..cases.confine import write_problem
-    from ..cases.project import project_root
+    from ..project.confine import write_problem
+    from ..project.settings import project_root
     from ..report.text import one_line
 
     rendered = _Rendered(result, args.verbose)

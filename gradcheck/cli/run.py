@@ -10,7 +10,7 @@ import os
 import sys
 
 from .exit_codes import ExitCode, exit_code
-from ..cases.op_patterns import argument as _pattern
+from ..project.op_patterns import argument as _pattern
 
 __all__ = ["add_parser", "command", "IN_PROCESS"]
 
@@ -216,7 +216,7 @@ def _usage_error(args) -> str:
 def command(args) -> int:
     """``gradcheck run``: the exit code (a settings error raises SettingsError, a
     CaseFileError: cli.main makes it exit 2)."""
-    from ..cases.project import settings
+    from ..project.settings import settings
     from .settings import merge
 
     merge(args, settings())

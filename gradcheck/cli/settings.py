@@ -9,11 +9,11 @@ the same files); the command line's are relative to the current folder. What onl
 decides (``--exit-zero``, ``-k``, ``--device``) is no key: it belongs on that CI's
 command line, not in every run of the project.
 
-An unknown key or a value of the wrong type is a :class:`~gradcheck.cases.project.
+An unknown key or a value of the wrong type is a :class:`~gradcheck.project.settings.
 SettingsError` naming the pyproject.toml, the key and what it expects (exit 2); so is an
 ``allow-op-modules`` pattern that would admit the standard library
-(:mod:`gradcheck.cases.op_patterns`) and a configured path that resolves outside the project
-(:mod:`gradcheck.cases.confine`; report paths are judged with the command line's, in
+(:mod:`gradcheck.project.op_patterns`) and a configured path that resolves outside the project
+(:mod:`gradcheck.project.confine`; report paths are judged with the command line's, in
 :func:`gradcheck.cli.output.report_problem`)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..process import limits
-from ..cases.project import Settings, SettingsError
+from ..project.settings import Settings, SettingsError
 
 __all__ = ["Report", "KEYS", "merge", "parse_report", "DEFAULTS"]
 
@@ -161,8 +161,8 @@ def check(found: Settings) -> None:
 
 def _vet_patterns(found: Settings) -> None:
     """Raise :class:`SettingsError` for an ``allow-op-modules`` pattern that would admit
-    the standard library (see :mod:`gradcheck.cases.op_patterns`)."""
-    from ..cases.op_patterns import problem
+    the standard library (see :mod:`gradcheck.project.op_patterns`)."""
+    from ..project.op_patterns import problem
 
     for pattern in found.table.get("allow-op-modules", []):
         why = problem(pattern)
@@ -180,8 +180,8 @@ def _configured_paths(found: Settings) -> list[str]:
             table is the project's, which a pull request may change, so ``/``,
             ``/usr`` or ``../other`` would run other projects' files and op modules.
     """
-    from ..cases.confine import outside
-    from ..cases.project import project_root
+    from ..project.confine import outside
+    from ..project.settings import project_root
 
     paths = [_relative(found, p) for p in found.table.get("paths", [])]
     root = project_root()

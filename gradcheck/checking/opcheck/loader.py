@@ -46,7 +46,7 @@ import numpy as np
 
 from ...base.dtypes import to_numpy, torch_dtype  # noqa: F401  (to_numpy: op checks use it)
 from ...base.errors import GradcheckError, describe_exception
-from ...cases.project import project_root  # noqa: F401  (the one definition; op_folder's)
+from ...project.settings import project_root  # noqa: F401  (the one definition; op_folder's)
 
 class OpImportError(GradcheckError):
     """The op named by a case cannot be imported."""
@@ -142,7 +142,7 @@ def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
     installed module a pattern allows). ``command``: the gradcheck command whose flag
     the message names (``run``, ``doctor``); ``what``: what ``spec`` names, in it.
     A pattern that would admit the standard library is refused too (see
-    :mod:`gradcheck.cases.op_patterns`), whichever module ``spec`` names."""
+    :mod:`gradcheck.project.op_patterns`), whichever module ``spec`` names."""
     module_name = spec.partition(":")[0]
     policy = _Policy(spec, case_file, tuple(allowed))
     policy.patterns(what)   # raises for a pattern too wide, before anything is found
@@ -162,7 +162,7 @@ class _Policy:
     modules that a pattern allows (read from the pyproject only when needed).
 
     The patterns are the given ones and those of the project root's own pyproject.toml
-    (:func:`gradcheck.cases.project.root_settings`): the root of the run (the current
+    (:func:`gradcheck.project.settings.root_settings`): the root of the run (the current
     folder's) when the case file lies inside it, else the case file's own. A
     pyproject.toml nested nearer the case file is a file any contributor may add beside
     a case file, so its ``allow-op-modules`` are never read (a refusal says so); and a
@@ -176,7 +176,7 @@ class _Policy:
 
     @property
     def settings(self):
-        from ...cases.project import project_root, root_settings
+        from ...project.settings import project_root, root_settings
 
         if self._settings is None:
             run = project_root()
@@ -185,8 +185,8 @@ class _Policy:
         return self._settings
 
     def patterns(self, what: str = "op") -> tuple[str, ...]:
-        from ...cases.op_patterns import problem
-        from ...cases.project import string_list
+        from ...project.op_patterns import problem
+        from ...project.settings import string_list
 
         if self._patterns is not None:
             return self._patterns
@@ -207,7 +207,7 @@ class _Policy:
     def nested(self, name: str) -> str:
         """A note for a refusal of module ``name`` that a nested pyproject.toml's
         patterns would have allowed ("" when none would)."""
-        from ...cases.project import settings, string_list
+        from ...project.settings import settings, string_list
 
         try:   # a nested file that cannot be read says nothing: it is not read anyway
             near = settings(self.here)

@@ -67,7 +67,7 @@ def run_cli(args: list[str], *, timeout: float, cache: bool = False) -> CliRun:
                 [sys.executable, "-m", "gradcheck", "run", *args, "--format", "json",
                  "--output", str(out)], stdout=subprocess.DEVNULL, stderr=err,
                 # run from the folder it writes in: a run writes only inside its project
-                # (gradcheck.cases.confine), and the case paths it is given are absolute
+                # (gradcheck.project.confine), and the case paths it is given are absolute
                 env=_env(cache), cwd=tmp)
 
             def kill():

@@ -6,7 +6,7 @@ its reports where those settings, or the workflow's command line, say; a report 
 may be a committed symbolic link, or pass through one. So a path is judged by where it
 resolves, every link followed (each folder on the way and the last component too, a
 dangling link by where it points), never by how it is written: inside the project root
-(:func:`gradcheck.cases.project.project_root` of the current folder), and outside its
+(:func:`gradcheck.project.settings.project_root` of the current folder), and outside its
 ``.git/`` and ``.github/`` at any depth, where git hooks, git's config and workflows are
 code that later steps run. The process's own streams and the sinks that keep nothing
 (``/dev/stdout``, ``/dev/stderr``, ``/dev/null``, ``/dev/full``) are allowed by name,
