@@ -5,12 +5,13 @@ column that needs them is first called, so parsing and listing cases stay instan
 """
 
 from .columns import sympy_scalar_constant
-from .row import (AXIS, BACKENDS, BOOL, CHOICE, COMPARISON, DOMAINS, ELEMENTWISE, INT, INTS, KEY,
-                  LINALG, NUMBER, REDUCTION, STRUCTURE, TEXT, EngineRule, Param, Rule, TensorRule,
-                  param_values)
+from .row import (AXIS, BACKENDS, BILINEAR, BOOL, CHOICE, COMPARISON, COMPOSITE, DOMAINS,
+                  ELEMENTWISE, FAMILIES, INT, INTS, KEY, NUMBER, POOLING, REDUCTION, STRUCTURE,
+                  TEXT, EngineRule, Param, Rule, TensorRule, param_values)
 from .table import FUNCTIONS, OPERATORS, RULES
 
 __all__ = ["Rule", "EngineRule", "TensorRule", "Param", "RULES", "FUNCTIONS", "OPERATORS", "BACKENDS",
-           "DOMAINS", "ELEMENTWISE", "REDUCTION", "LINALG", "COMPARISON", "AXIS", "BOOL",
-           "NUMBER", "INT", "INTS", "CHOICE", "TEXT", "KEY", "STRUCTURE",
+           "DOMAINS", "FAMILIES", "ELEMENTWISE", "COMPARISON", "REDUCTION", "BILINEAR",
+           "STRUCTURE", "POOLING", "COMPOSITE", "AXIS", "BOOL", "NUMBER", "INT", "INTS",
+           "CHOICE", "TEXT", "KEY",
            "param_values", "sympy_scalar_constant"]
