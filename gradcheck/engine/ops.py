@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 
 from ..rules import COMPARISON, COMPOSITE, ELEMENTWISE, REDUCTION, RULES, STRUCTURE
+from ..rules.conv.rows import CONVOLUTIONS
 from ..rules.row import param_values
 from .graph import grad_mode, record
 from . import einsum as _einsum
@@ -361,7 +362,7 @@ def einsum(*args, subscripts: str | None = None):
 
 _BY_HAND = {"add": add, "mul": mul, "div": div, "prod": prod, "matmul": matmul,
             "einsum": einsum,
-            "conv1d": _convolution(RULES["conv1d"]), "conv2d": _convolution(RULES["conv2d"]),
+            **{name: _convolution(RULES[name]) for name in CONVOLUTIONS},
             **structure.BY_HAND}
 for _rule in RULES.values():
     globals()[_rule.name] = _BY_HAND.get(_rule.name) or _op(_rule)
