@@ -142,7 +142,8 @@ def _derived(rule: Rule) -> tuple[Template, ...]:
         operands = [_operand(rule, k, f"{{{k}}}") for k in range(rule.arity)]
         return tuple(Template(rule.name, group, _spell(rule, operands, kw))
                      for kw in variants)
-    # bilinear rows: the drawn operand {0} in each position, inputs {1}... elsewhere
+    # bilinear and pooling rows: the drawn operand {0} in each position, inputs {1}...
+    # elsewhere
     out = []
     for k in range(rule.arity):
         others = iter(range(1, rule.arity))

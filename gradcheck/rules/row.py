@@ -177,9 +177,10 @@ class Rule:
     Columns, each called as ``column(*args, *params)`` through :meth:`call`:
 
     - ``sympy``: its meaning in SymPy. Elementwise and comparison rows get SymPy
-      scalars; the rows of every other family NumPy *object* arrays of SymPy scalars (NumPy supplies broadcasting,
-      matmul and axes). The symbolic reference differentiates what this builds, so
-      derivatives come from SymPy's calculus, never from this table.
+      scalars; the rows of every other family NumPy *object* arrays of SymPy scalars
+      (NumPy supplies broadcasting, matmul and axes). The symbolic reference
+      differentiates what this builds, so derivatives come from SymPy's calculus, never
+      from this table.
     - ``numpy``: its float forward on NumPy arrays (finite differences differentiate it;
       sampling evaluates it to find kinks and singularities; the engine runs it).
     - ``torch``: the same operation in PyTorch, as a user would write it.
@@ -207,7 +208,9 @@ class Rule:
     overloads take a Python number as it is, rather than a 0-d tensor), ``rounding``
     (units of the unit roundoff its result is rounded by beyond its arguments' errors,
     see :mod:`gradcheck.bounds.model`: 0 exact, 1 correctly rounded arithmetic, 2 a library
-    function; a reduction's accumulation is counted apart), ``variadic`` (the row takes
+    function; a reduction's accumulation is counted apart; an elementwise row whose
+    formula may cancel: its :class:`gradcheck.rules.terms.Terms`; a composite row: its
+    own bound, a :class:`gradcheck.rules.composite.bounds.Bound`), ``variadic`` (the row takes
     any number of operands, at least ``arity``: ``"list"``, as one list argument,
     ``concat([a, b], axis=0)``; ``"star"``, after its ``text`` parameters,
     ``einsum("ij,jk->ik", a, b)``; ``None``: exactly ``arity`` operands), ``example``

@@ -17,13 +17,15 @@ from ..tensor import tensor_rule
 from ..vjps import engine_rule
 
 ROWS: list[Rule] = [
-    Rule(name="matmul", family=BILINEAR, arity=2, sympy=bc.obj_matmul, numpy=bc.np_matmul,
-         torch=lambda a, b: a @ b, doc="a @ b", example="x @ W", symbol="@", shape=matmul_shape,
-         engine=engine_rule(bv.matmul_name, bv.matmul_a, bv.matmul_b),
-         tensor=tensor_rule(bt.matmul_a, bt.matmul_b)),
-    Rule(name="dot", family=BILINEAR, arity=2, sympy=bc.obj_dot, numpy=np.dot,
-         torch=torch_fn("dot"), doc="inner product of two vectors", example="dot(v, u)",
-         shape=bc.dot_shape,
-         engine=engine_rule("DotBackward0", lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a),
-         tensor=tensor_rule(bt.dot_a, bt.dot_b)),
+    Rule(
+        name="matmul", family=BILINEAR, arity=2, sympy=bc.obj_matmul, numpy=bc.np_matmul,
+        torch=lambda a, b: a @ b, doc="a @ b", example="x @ W", symbol="@", shape=matmul_shape,
+        engine=engine_rule(bv.matmul_name, bv.matmul_a, bv.matmul_b),
+        tensor=tensor_rule(bt.matmul_a, bt.matmul_b)),
+    Rule(
+        name="dot", family=BILINEAR, arity=2, sympy=bc.obj_dot, numpy=np.dot,
+        torch=torch_fn("dot"), doc="inner product of two vectors", example="dot(v, u)",
+        shape=bc.dot_shape,
+        engine=engine_rule("DotBackward0", lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a),
+        tensor=tensor_rule(bt.dot_a, bt.dot_b)),
 ]

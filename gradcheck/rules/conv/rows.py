@@ -27,30 +27,33 @@ def convolution_row(*, dimensions: int, example: str) -> Rule:
     """The convolution of ``dimensions`` spatial axes (conv1d, conv2d)."""
     d = dimensions
     size, kernel = ("L", "k") if d == 1 else ("H, W", "kH, kW")
-    return Rule(name=f"conv{d}d", family=BILINEAR, arity=2, sympy=cc.obj_conv, numpy=cc.np_conv,
-                torch=cc.torch_conv(d), params=CONV_PARAMS, shape=cc.conv_shape(d), rounding=1,
-                example=example,
-                doc=f"{d}-d convolution (cross-correlation) of x (N, C_in, {size}) with w "
-                    f"(C_out, C_in / groups, {kernel})",
-                engine=engine_rule("ConvolutionBackward0", conv_input_vjp, conv_weight_vjp),
-                tensor=ct.CONV)
+    return Rule(
+        name=f"conv{d}d", family=BILINEAR, arity=2, sympy=cc.obj_conv, numpy=cc.np_conv,
+        torch=cc.torch_conv(d), params=CONV_PARAMS, shape=cc.conv_shape(d), rounding=1,
+        example=example,
+        doc=f"{d}-d convolution (cross-correlation) of x (N, C_in, {size}) with w "
+            f"(C_out, C_in / groups, {kernel})",
+        engine=engine_rule("ConvolutionBackward0", conv_input_vjp, conv_weight_vjp),
+        tensor=ct.CONV)
 
 
 ROWS: list[Rule] = [
     convolution_row(dimensions=1, example="conv1d(seq, w1, padding=2)"),
     convolution_row(dimensions=2, example="conv2d(img, k, padding=1)"),
-    Rule(name="avg_pool2d", family=POOLING, arity=1, sympy=cc.obj_avg_pool2d,
-         numpy=cc.np_avg_pool2d, torch=cc.torch_pool("avg_pool2d"), params=POOL_PARAMS,
-         shape=cc.pool_shape, rounding=1, example="avg_pool2d(img, 2)",
-         doc="mean over kernel_size windows of x (N, C, H, W), stride (default: the kernel)",
-         engine=engine_rule("AvgPool2DBackward0", avg_pool2d_vjp), tensor=ct.AVG_POOL),
-    Rule(name="max_pool2d", family=POOLING, arity=1, sympy=cc.obj_max_pool2d,
-         numpy=cc.np_max_pool2d, torch=cc.torch_pool("max_pool2d"), params=POOL_PARAMS,
-         shape=cc.pool_shape, hazard=cc.max_pool2d_gap, selector=cc.max_pool2d_pick, rounding=0,
-         example="max_pool2d(img, 2, stride=1)",
-         doc="largest element of kernel_size windows of x (N, C, H, W), stride (default: "
-             "the kernel)", engine=engine_rule("MaxPool2DWithIndicesBackward0", max_pool2d_vjp),
-         tensor=ct.MAX_POOL),
+    Rule(
+        name="avg_pool2d", family=POOLING, arity=1, sympy=cc.obj_avg_pool2d,
+        numpy=cc.np_avg_pool2d, torch=cc.torch_pool("avg_pool2d"), params=POOL_PARAMS,
+        shape=cc.pool_shape, rounding=1, example="avg_pool2d(img, 2)",
+        doc="mean over kernel_size windows of x (N, C, H, W), stride (default: the kernel)",
+        engine=engine_rule("AvgPool2DBackward0", avg_pool2d_vjp), tensor=ct.AVG_POOL),
+    Rule(
+        name="max_pool2d", family=POOLING, arity=1, sympy=cc.obj_max_pool2d,
+        numpy=cc.np_max_pool2d, torch=cc.torch_pool("max_pool2d"), params=POOL_PARAMS,
+        shape=cc.pool_shape, hazard=cc.max_pool2d_gap, selector=cc.max_pool2d_pick, rounding=0,
+        example="max_pool2d(img, 2, stride=1)",
+        doc="largest element of kernel_size windows of x (N, C, H, W), stride (default: "
+                                                                               "the kernel)",
+        engine=engine_rule("MaxPool2DWithIndicesBackward0", max_pool2d_vjp), tensor=ct.MAX_POOL),
 ]
 
 #: The convolutions: the bilinear rows whose cotangents the rounding bound computes one
