@@ -125,7 +125,7 @@ def functions_for(row: str) -> frozenset[str]:
     """
     if row not in RULES:
         raise InvalidArgument(f"unknown row {row!r}")
-    return frozenset(["where"] if RULES[row].kind == COMPARISON else [row])
+    return frozenset(["where"] if RULES[row].family == COMPARISON else [row])
 
 
 @functools.lru_cache(maxsize=8192)
@@ -363,7 +363,7 @@ def _spec(fixed: Mapping[str, Any], allowed: frozenset[str], own: bool = False) 
 
 
 _FIRST = ("sin", "tanh")
-_COMPARISONS = frozenset(n for n, r in RULES.items() if r.kind == COMPARISON)
+_COMPARISONS = frozenset(n for n, r in RULES.items() if r.family == COMPARISON)
 
 
 def _order(t: Template) -> int:
@@ -403,7 +403,7 @@ def _check_functions(functions: Iterable[str] | None) -> frozenset[str]:
         raise InvalidArgument(f"functions takes a list of names, e.g. [{functions!r}]")
     names = list(functions)
     for name in names:
-        if name in RULES and RULES[name].kind == COMPARISON:
+        if name in RULES and RULES[name].family == COMPARISON:
             raise InvalidArgument(f"{name!r} is a comparison: it comes with 'where', as "
                                   "its condition")
         if name not in DEFAULT_FUNCTIONS:

@@ -20,9 +20,9 @@ from gradcheck.reference.adjoint import Program, inline
 from gradcheck.rules import RULES
 
 XS = sympy.symbols("x0:4", real=True)
-UNARY = [n for n, r in RULES.items() if r.kind == "elementwise" and r.arity == 1]
-BINARY = [n for n, r in RULES.items() if r.kind == "elementwise" and r.arity == 2]
-COMPARISONS = [n for n, r in RULES.items() if r.kind == "comparison"
+UNARY = [n for n, r in RULES.items() if r.family == "elementwise" and r.arity == 1]
+BINARY = [n for n, r in RULES.items() if r.family == "elementwise" and r.arity == 2]
+COMPARISONS = [n for n, r in RULES.items() if r.family == "comparison"
                and r.symbol not in ("&", "|", "~")]
 LOGICAL = [n for n, r in RULES.items() if r.symbol in ("&", "|", "~")]   # of comparisons
 DIGITS = 40

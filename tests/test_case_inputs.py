@@ -69,7 +69,7 @@ def test_a_mask_input_or_let_is_a_condition_of_where():
     case = make_case("where(mm, x, -x)", {"x": [4], "m": MASK | {"shape": [4]}},
                      let={"mm": "m"})
     cond = case.output.args[0]
-    assert RULES[cond.op].kind == "comparison" and cond.args[0] is case.nodes["mm"]
+    assert RULES[cond.op].family == "comparison" and cond.args[0] is case.nodes["mm"]
     # a float input is still no mask
     with pytest.raises(CaseFileError, match="must be a comparison"):
         make_case("where(y, x, -x)", {"x": [4], "y": [4]})

@@ -35,7 +35,7 @@ from gradcheck.report import render
 from gradcheck.report.annotations import github_annotations
 from gradcheck.base.result import (FAILED, PASSED, SKIPPED, CaseResult, RunResult, WitnessResult,
                                    Worst)
-from gradcheck.rules import COMPARISON, LINALG, REDUCTION, RULES
+from gradcheck.rules import BILINEAR, COMPARISON, COMPOSITE, POOLING, REDUCTION, RULES, STRUCTURE
 from gradcheck.checking.case import cotangent
 from gradcheck.checking.verdicts import grad_fn_parity
 from gradcheck.sampling.points import sample
@@ -291,7 +291,7 @@ def _probe(name: str, dt: torch.dtype):
 
     if name.startswith("logical_"):   # & | ~ combine conditions: boolean tensors
         return rule.torch(*[leaf(3) < 0.4 for _ in range(rule.arity)]), None
-    if rule.kind == COMPARISON:
+    if rule.family == COMPARISON:
         return rule.torch(leaf(3), leaf(3)), None
     if name == "where":
         x = leaf(3)
@@ -300,23 +300,23 @@ def _probe(name: str, dt: torch.dtype):
         x = leaf(3, 4)
         labels = torch.tensor([0, 3, 1])
         return rule.call("torch", [labels], rule.bind([(3,)], {"n": 4})).to(x.dtype) * x, x
-    if rule.kind == REDUCTION:   # along axis 1, the other parameters at their defaults
-        x = leaf(3, 4)
-        return rule.call("torch", [x], rule.bind([(3, 4)], {"axis": 1})), x
     if name == "einsum":
         x = leaf(2, 3, 4)
         return rule.call("torch", [x, leaf(2, 4, 5)], rule.bind(
             [(2, 3, 4), (2, 4, 5)], {"subscripts": "bij,bjk->bik"})), x
-    if rule.kind == LINALG and rule.params:   # a convolution, a pooling: NCHW
+    if rule.family in (REDUCTION, COMPOSITE):   # along axis 1, the other parameters at
+        x = leaf(3, 4)                          # their defaults
+        return rule.call("torch", [x], rule.bind([(3, 4)], {"axis": 1})), x
+    if rule.family in (BILINEAR, POOLING) and rule.params:   # a convolution, a pooling: NCHW
         d = int(name[4]) if name.startswith("conv") else 2     # conv1d: 1, conv2d: 2
         x = leaf(2, 3, *[5] * d)
         operands = [x, leaf(4, 3, *[3] * d)] if name.startswith("conv") else [x]
         given = {} if name.startswith("conv") else {"kernel_size": 2}
         return rule.call("torch", operands, rule.bind([tuple(a.shape) for a in operands],
                                                       given)), x
-    if rule.kind == "structure":   # the row's example, over its documented inputs
+    if rule.family == STRUCTURE:   # the row's example, over its documented inputs
         return _example_on_torch(rule, leaf)
-    if rule.kind == LINALG:
+    if rule.family == BILINEAR:
         x = leaf(2, 3, 4)
         if name == "dot":
             y = leaf(4)

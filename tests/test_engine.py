@@ -193,7 +193,7 @@ def formula_program(table, retain=-1, detach=-1):
 
         def apply(node, args):
             y, k = side.apply(node, args), next(count)
-            if node.rule.kind == COMPARISON or node.const is not None:
+            if node.rule.family == COMPARISON or node.const is not None:
                 return y        # a condition, or a constant subformula
             if k == detach:
                 y = y.detach()
@@ -306,7 +306,7 @@ def test_ties_share_the_gradient_as_in_torch():
 
 # the reductions over axis= with keepdims= (the composite rows, which take other
 # parameters, have their own parity tests in tests/test_composites.py)
-REDUCTIONS = [n for n, r in RULES.items() if r.kind == REDUCTION
+REDUCTIONS = [n for n, r in RULES.items() if r.family == REDUCTION
               and [p.name for p in r.params] == ["axis", "keepdims"]]
 AXES = [((1,), False), ((0,), True), ((0, 1), False), ((0, 1), True)]
 
@@ -852,7 +852,7 @@ def test_every_row_has_an_engine_rule():
     for name, rule in RULES.items():
         assert isinstance(rule.engine, EngineRule)
         assert rule.engine.op == name
-        if rule.kind != "comparison":
+        if rule.family != COMPARISON:
             assert len(rule.engine.vjps) == rule.arity, name
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from conftest import bounded_work
 from gradcheck.base.errors import CaseFileError
 from gradcheck.formula.parser import MAX_CHARS, MAX_DEPTH, MAX_EXPONENT, MAX_TREE_DEPTH, parse
-from gradcheck.rules import FUNCTIONS, RULES
+from gradcheck.rules import BILINEAR, FUNCTIONS, POOLING, RULES, STRUCTURE
 from gradcheck.formula.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS
 from gradcheck.formula.tree import Node, walk
 
@@ -92,8 +92,7 @@ def test_every_function_of_the_rule_table_parses(names, fname):
     elif RULES[fname].domain_of(0) == "integer":   # one_hot: an integer input's labels
         names = dict(names, idx=Node("input", shape=(3,), name="idx", dtype="int64"))
         text = f"{fname}(idx, 4)"
-    elif RULES[fname].kind == "structure" or fname in ("conv1d", "conv2d", "avg_pool2d",
-                                                       "max_pool2d"):
+    elif RULES[fname].family in (STRUCTURE, BILINEAR, POOLING):   # (dot: above)
         # a shape, a list of tensors, a subscript, an image and its kernel: the row's
         # example, over its documented inputs
         text = RULES[fname].example

@@ -298,7 +298,7 @@ def _scaled_backward(fn, factor=1.01):
 # they get their own bug below.
 # (one_hot of integer labels has no derivative at all: no grad_fn)
 DIFFERENTIABLE = sorted(n for n in ROW_CASES
-                        if RULES[n].kind != rules.COMPARISON and n not in STEPS
+                        if RULES[n].family != rules.COMPARISON and n not in STEPS
                         and RULES[n].engine.grad_fn is not None)
 
 

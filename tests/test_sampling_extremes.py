@@ -18,7 +18,7 @@ from gradcheck.cases import case_from_dict, in_domain
 from gradcheck.cli.main import main
 from gradcheck.base.errors import CaseFileError
 from gradcheck.formula.forward import evaluate, hazard_distances
-from gradcheck.rules import ELEMENTWISE, REDUCTION, RULES
+from gradcheck.rules import COMPOSITE, ELEMENTWISE, REDUCTION, RULES
 from gradcheck.session.runner import override, run_case
 from gradcheck.formula.tree import walk
 
@@ -223,10 +223,10 @@ def test_every_exponential_row_is_listed():
             continue   # max, min: a one-hot of the argument; one_hot: integer labels
         # the row's parameters at their defaults (axis 0), number parameters given
         given = {p.name: 0.5 for p in rule.params if p.kind == "number"}
-        if rule.kind == REDUCTION:
+        if rule.family in (REDUCTION, COMPOSITE) and not rule.variadic:   # along an axis
             form = rule.call("sympy", [np.array([t, 2 * t], dtype=object)],
                              rule.bind([(2,)], given))
-        elif rule.kind == ELEMENTWISE and rule.arity == 1:
+        elif rule.family == ELEMENTWISE and rule.arity == 1:
             form = rule.call("sympy", [t], rule.bind([()], given))
         else:
             continue

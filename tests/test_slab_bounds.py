@@ -20,7 +20,7 @@ from gradcheck.sampling.points import case_points
 from gradcheck.strategies import formulas
 
 #: every elementwise row (the comparisons come with where)
-ELEMENTWISE_ROWS = sorted(r for r, rule in RULES.items() if rule.kind == ELEMENTWISE)
+ELEMENTWISE_ROWS = sorted(r for r, rule in RULES.items() if rule.family == ELEMENTWISE)
 
 
 def _bounds(monkeypatch, case, point, dtype: str, slabs: bool) -> dict:

@@ -27,7 +27,7 @@ from gradcheck.strategies import DEFAULT_FUNCTIONS, GUARDS, formulas, functions_
 from gradcheck.generate.templates import TEMPLATE_INPUTS
 from gradcheck.formula.tree import walk
 
-COMPARISONS = {n for n, r in RULES.items() if r.kind == COMPARISON}
+COMPARISONS = {n for n, r in RULES.items() if r.family == COMPARISON}
 
 
 def ops(table) -> set[str]:
@@ -56,7 +56,7 @@ def test_drawn_formulas_parse_and_pass_the_full_check(table):
 
 
 def test_the_default_functions_are_every_row_but_the_comparisons():
-    assert DEFAULT_FUNCTIONS == {n for n, r in RULES.items() if r.kind != COMPARISON}
+    assert DEFAULT_FUNCTIONS == {n for n, r in RULES.items() if r.family != COMPARISON}
     assert GUARDS <= DEFAULT_FUNCTIONS
 
 

@@ -29,7 +29,7 @@ from gradcheck.generate.templates import TEMPLATES
 from gradcheck.testing import check_op
 from gradcheck.formula.tree import Node
 
-STRUCTURAL = sorted(n for n, r in RULES.items() if r.kind == "structure")
+STRUCTURAL = sorted(n for n, r in RULES.items() if r.family == "structure")
 
 
 def _chain(t) -> list[str]:

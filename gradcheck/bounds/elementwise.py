@@ -301,9 +301,9 @@ def _blocked_shape(b, node, rule) -> tuple[int, ...] | None:
     cotangents at once, ``b.lead``, are small)."""
     if b.lead:
         return None
-    if rule.kind == ELEMENTWISE:
+    if rule.family == ELEMENTWISE:
         return node.shape
-    if rule.kind == REDUCTION and node.axis is not None and 0 not in node.axis:
+    if rule.family == REDUCTION and node.axis is not None and 0 not in node.axis:
         return node.args[0].shape
     return None
 
@@ -397,7 +397,7 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
     for j, s in scales:
         value = values[_at(j)]
         exact = np.asarray(value).dtype.kind in "biu"
-        if rule.kind == ELEMENTWISE and not exact:
+        if rule.family == ELEMENTWISE and not exact:
             # each element's factor depends on its own elements alone: each is moved by
             # its own scale, as one scale for all moved some below their own spacing
             # (0.5·x·(1 + erf) at x = -44 has a relative error of 1, so s was 1e-6, and
@@ -423,7 +423,7 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
     # subnormals (erf's 2/√π·exp(-x²) at x = -10 is 9 spacings in float32) before ḡ
     # multiplies them: η·max(1, |ḡ|), not η
     own += b.eta * (np.maximum(1.0, np.abs(np.broadcast_to(g, np.shape(own))))
-                    if rule.kind == ELEMENTWISE and np.shape(g) == np.shape(own)
+                    if rule.family == ELEMENTWISE and np.shape(g) == np.shape(own)
                     else 1.0)
     own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η·max(1, |ḡ|))
     return plus(plus(through_g, through_fwd), own)

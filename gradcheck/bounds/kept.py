@@ -21,7 +21,7 @@ import inspect
 
 import numpy as np
 
-from ..rules import COMPARISON, LINALG, RULES, STRUCTURE
+from ..rules import BILINEAR, COMPARISON, POOLING, RULES, STRUCTURE
 from ..rules.composite.bounds import Bound
 from ..rules.conv.rows import POOLS
 from ..formula.tree import Node, ordered, twins
@@ -55,7 +55,7 @@ def _loads(rule, k: int, j: int | None) -> bool:
 
 
 def _own_code(rule, node: Node) -> bool:
-    return (isinstance(rule.rounding, Bound) or rule.kind in (LINALG, STRUCTURE)
+    return (isinstance(rule.rounding, Bound) or rule.family in (BILINEAR, POOLING, STRUCTURE)
             or node.op in POOLS or bool(getattr(rule.rounding, "vjps", ())))
 
 
@@ -72,7 +72,7 @@ def kept(root: Node) -> frozenset[int]:
             keep.update(id(a) for a in node.args)
             continue
         rule = RULES[node.op]
-        if rule.kind == COMPARISON:
+        if rule.family == COMPARISON:
             continue
         for k, arg in enumerate(node.args):
             if rule.engine_vjp(k) is None or arg.op == "const":

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from ..base.dtypes import round_to, smallest_normal, unit_roundoff
-from ..rules import AXIS, COMPARISON, LINALG, REDUCTION, RULES, STRUCTURE
+from ..rules import AXIS, BILINEAR, COMPARISON, POOLING, REDUCTION, RULES, STRUCTURE
 from .pooling import pool_cotangent, pool_value
 from .conv import conv_rounding
 from ..rules.conv.rows import CONVOLUTIONS, POOLS
@@ -206,16 +206,16 @@ class _Bounds:
         rule = RULES[node.op]
         if isinstance(rule.rounding, Bound):   # a composite row: its own bound
             return composite_value(self, node, rule, args, errs)
-        if rule.kind == COMPARISON:
+        if rule.family == COMPARISON:
             t = np.asarray(node.call("numpy", args))
             return t, np.zeros(np.shape(t))
-        if rule.kind == REDUCTION:
+        if rule.family == REDUCTION:
             x = _arr(args[0])
             t = _arr(node.call("numpy", [x]))
             return t, reduction_bound(self, node, rule, t, x, errs[0])
-        if rule.kind == LINALG:
+        if rule.family in (BILINEAR, POOLING):
             return self._linalg(node, rule, args, errs)
-        if rule.kind == STRUCTURE:   # exact linear maps: the bound goes through the map
+        if rule.family == STRUCTURE:   # exact linear maps: the bound goes through the map
             return structure_value(self, node, args, errs)
         # elementwise (where included): |∂f/∂aₖ|·E(aₖ) from the VJP with ḡ = 1
         t = _arr(node.call("numpy", args))
@@ -269,7 +269,7 @@ class _Bounds:
                 self._accumulate(grad, gerr, node.args[0], g, ge)
                 continue
             rule = RULES[node.op]
-            if rule.kind == COMPARISON:
+            if rule.family == COMPARISON:
                 continue
             for k, arg in enumerate(node.args):   # (a variadic row: one VJP for all)
                 if rule.engine_vjp(k) is None or arg.op == "const":
@@ -293,7 +293,7 @@ class _Bounds:
         self.spare.give(array, self.val, self.err, grad, gerr)
 
     def _call(self, node, rule, k, g, t, args):
-        if self.lead and (node.op in CONVOLUTIONS | POOLS or rule.kind == STRUCTURE):
+        if self.lead and (node.op in CONVOLUTIONS | POOLS or rule.family == STRUCTURE):
             # one cotangent at a time (their parameters name axes from the left)
             return np.stack([_arr(vjp(node, rule, k, gi, t, args)) for gi in g])
         if self.lead:
@@ -307,7 +307,7 @@ class _Bounds:
         t = placeholder(node, rule, self.val.get(id(node)))
         args = [placeholder(a, rule, self.arg(node, j)) for j, a in enumerate(node.args)]
         errs = [self.err.get(id(a)) for a in node.args]
-        if not (isinstance(rule.rounding, Bound) or rule.kind in (STRUCTURE, LINALG)):
+        if not (isinstance(rule.rounding, Bound) or rule.family in (STRUCTURE, BILINEAR, POOLING)):
             # Elementwise and reduction VJPs are ḡ times a factor, diagonal (or
             # broadcast) in ḡ: the cotangent's error goes through |factor|, and the
             # factor moves with the forward's errors (probes of what the VJP reads)
@@ -319,7 +319,7 @@ class _Bounds:
             return c, composite_cotangent(self, node, rule, k, g, ge, c, _batched)
         if node.op in POOLS:
             return c, pool_cotangent(self, node, rule, k, g, ge, t, args)
-        if rule.kind == STRUCTURE:
+        if rule.family == STRUCTURE:
             return c, structure_cotangent(self, node, rule, k, g, ge, t, args)
         absargs = [np.abs(_arr(a)) for a in args]
         abs_t = np.abs(t)

@@ -10,8 +10,8 @@ or, for one operand, a sum. The engine takes the same steps on the same facts (t
 labels' order, which dimensions have size 1, the operands' layout), so it records the
 same nodes: UnsqueezeBackward0, PermuteBackward0, SumBackward1, ViewBackward0 (or the
 reshape's alias or copy), BmmBackward0 or MulBackward0. Two operands at most (see
-:mod:`gradcheck.rules.einsum`); no path argument (PyTorch takes opt_einsum's path only
-for three or more).
+:mod:`gradcheck.rules.composite.einsum`); no path argument (PyTorch takes opt_einsum's
+path only for three or more).
 
 The sums, products and bmm are the table's rows, applied by ``apply`` (the engine's
 :func:`gradcheck.engine.ops.apply`, passed in: this module does not import the ops).
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..rules import RULES
-from ..rules.einsum import ELLIPSIS, LETTERS, parse
+from ..rules.composite.einsum import ELLIPSIS, LETTERS, parse
 from .tensor import Tensor
 from .views import _data, _derive, _reshape, _strides, _view
 

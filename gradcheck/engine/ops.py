@@ -18,7 +18,8 @@ import numbers
 
 import numpy as np
 
-from ..rules import COMPARISON, ELEMENTWISE, REDUCTION, RULES, STRUCTURE
+from ..rules import COMPARISON, COMPOSITE, ELEMENTWISE, REDUCTION, RULES, STRUCTURE
+from ..rules.conv.rows import CONVOLUTIONS
 from ..rules.row import param_values
 from .graph import grad_mode, record
 from . import einsum as _einsum
@@ -49,12 +50,12 @@ def apply(op: str, *args, params=(), grad_fn: str | None = None) -> Tensor:
         if t.data.dtype != dtype:
             _promote_as_torch(out, tensors)
             break
-    if rule.kind in (ELEMENTWISE, COMPARISON):
+    if rule.family in (ELEMENTWISE, COMPARISON):
         if out.data.ndim > 1:
             out.data = _torch_layout(out.data, [a for a in raw if isinstance(a, np.ndarray)])
         elif not out.data.flags.c_contiguous:   # (a 1-d view with a stride: dense)
             out.data = np.ascontiguousarray(out.data)
-    elif rule.kind != STRUCTURE:   # reductions and products: fresh row-major results
+    elif rule.family != STRUCTURE:   # reductions and products: fresh row-major results
         out.data = np.asarray(out.data, order="C")   # (views keep NumPy's strides: torch's)
     if rule.engine.grad_fn is not None and grad_mode.enabled and \
             any(t._requires_grad for t in tensors):
@@ -361,11 +362,13 @@ def einsum(*args, subscripts: str | None = None):
 
 _BY_HAND = {"add": add, "mul": mul, "div": div, "prod": prod, "matmul": matmul,
             "einsum": einsum,
-            "conv1d": _convolution(RULES["conv1d"]), "conv2d": _convolution(RULES["conv2d"]),
+            **{name: _convolution(RULES[name]) for name in CONVOLUTIONS},
             **structure.BY_HAND}
 for _rule in RULES.values():
     globals()[_rule.name] = _BY_HAND.get(_rule.name) or _op(_rule)
-    if _rule.arity == 1 and _rule.symbol is None and _rule.kind in (ELEMENTWISE, REDUCTION):
+    # (methods of one operand: x.exp(), x.sum(axis=1), x.softmax(); einsum's operands vary)
+    if _rule.arity == 1 and _rule.symbol is None and not _rule.variadic and \
+            _rule.family in (ELEMENTWISE, REDUCTION, COMPOSITE):
         setattr(Tensor, _rule.name, globals()[_rule.name])
 del _rule
 

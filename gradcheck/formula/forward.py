@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..rules import COMPARISON, REDUCTION, RULES
+from ..rules import COMPARISON, COMPOSITE, REDUCTION, RULES
 from ..rules.activation.rows import STEPS
 from .tree import Node, evaluate as walk_formula, planned, values_of, walk
 
@@ -23,8 +23,8 @@ def _apply(node: Node, args: list) -> np.ndarray:
 
 def _as_array(node: Node) -> Callable:
     """How a row's result becomes this forward's value: every value here is an array
-    (a whole reduction gives a NumPy scalar), a reduction's float."""
-    return _reduced if node.rule.kind == REDUCTION else _array
+    (a whole reduction gives a NumPy scalar), a reduction's or a composite row's float."""
+    return _reduced if node.rule.family in (REDUCTION, COMPOSITE) else _array
 
 
 def evaluate(root: Node, env: dict[str, np.ndarray],
@@ -175,4 +175,4 @@ def counted_hazards(body, values, also=None) -> list:
     exact = exact_nodes(body)
     steady = steady_nodes(body, exact)
     return [(node, d) for node, d in found if not (
-        id(node) in exact or (node.rule.kind == COMPARISON and id(node) in steady))]
+        id(node) in exact or (node.rule.family == COMPARISON and id(node) in steady))]

@@ -210,7 +210,7 @@ class _Builder:
         op = OPERATORS.get((_SYMBOLS.get(type(node.op)), 2))
         if op is None:
             raise _Fail(f"operator {_describe(node.op)} is not allowed", node)
-        if RULES[op].kind == COMPARISON:   # & and |
+        if RULES[op].family == COMPARISON:   # & and |
             raise _Fail(f"{_SYMBOLS[type(node.op)]} combines conditions, only in the "
                         "condition of where(): where((x > 0) & (y < 1), a, b)", node)
         return self.apply(op, [self.build(node.left), self.build(node.right)], node)
@@ -256,7 +256,7 @@ class _Builder:
         if len(node.ops) != 1:
             raise _Fail("chained comparisons are not allowed; write (0 < x) & (x < 1)", node)
         op = OPERATORS.get((_SYMBOLS.get(type(node.ops[0])), 2))
-        if op is None or RULES[op].kind != COMPARISON:
+        if op is None or RULES[op].family != COMPARISON:
             raise _Fail(f"comparison {_describe(node.ops[0])} is not allowed; use == != < <= "
                         "> >=", node)
         args = [self.build(node.left), self.build(node.comparators[0])]
@@ -290,7 +290,7 @@ class _Builder:
             args = [self.condition(operands[0])] + [self.build(a) for a in operands[1:]]
         else:
             args = [self.build(a) for a in operands]
-        if any(a.op in RULES and RULES[a.op].kind == COMPARISON for a in args[1:]):
+        if any(a.op in RULES and RULES[a.op].family == COMPARISON for a in args[1:]):
             raise _Fail("a comparison may only be the condition of where()", node)
         given = self.parameters(rule, node, positional)
         return self.apply(fname, args, node, {**given, **(piece or {})})

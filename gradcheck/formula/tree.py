@@ -266,7 +266,7 @@ def differentiable_names(root: Node) -> set[str]:
     stack = [root]
     while stack:
         node = stack.pop()
-        if id(node) in seen or (node.op in RULES and RULES[node.op].kind == COMPARISON):
+        if id(node) in seen or (node.op in RULES and RULES[node.op].family == COMPARISON):
             continue
         seen.add(id(node))
         if node.op in ("input", "let"):
@@ -290,7 +290,7 @@ def elementwise_split(root: Node) -> tuple[Node, Node | None] | None:
     for node in walk(body):
         if node.op in ("input", "const", "let"):
             continue
-        if RULES[node.op].kind not in (ELEMENTWISE, COMPARISON):
+        if RULES[node.op].family not in (ELEMENTWISE, COMPARISON):
             return None
     return body, top
 

@@ -10,8 +10,8 @@ import itertools
 import math
 from typing import NamedTuple, Sequence
 
-from ..rules import (AXIS, BOOL, CHOICE, COMPARISON, ELEMENTWISE, INT, NUMBER, REDUCTION, RULES,
-                     STRUCTURE, Rule)
+from ..rules import (AXIS, BOOL, CHOICE, COMPARISON, COMPOSITE, ELEMENTWISE, INT, NUMBER, REDUCTION,
+                     RULES, STRUCTURE, Rule)
 from .structure_templates import structural_texts
 
 __all__ = ["Template", "TEMPLATES", "TEMPLATE_INPUTS", "SPECIAL", "into_domain"]
@@ -127,20 +127,23 @@ def _keywords(rule: Rule) -> list[tuple[str, ...]]:
 
 def _derived(rule: Rule) -> tuple[Template, ...]:
     """The templates of a row from its data: arity, domain, growth, spelling, params."""
-    if rule.kind == STRUCTURE:   # (from its example and its parameters' kinds; indices
+    if rule.family == STRUCTURE:   # (from its example and its parameters' kinds; indices
         # from the templates' own integer inputs)
         own = (("at", TEMPLATE_INPUTS["at"]), ("at2", TEMPLATE_INPUTS["at2"])) if \
             "integer" in rule.domain else ()
         return tuple(Template(rule.name, "structure", text, inputs=own)
                      for text in structural_texts(rule))
     variants = _keywords(rule)
-    if rule.kind in (ELEMENTWISE, REDUCTION):
-        group = ("reduce" if rule.kind == REDUCTION else
+    # (a composite row takes one operand along an axis, as a reduction: einsum's and
+    # one_hot's templates are written by hand)
+    if rule.family in (ELEMENTWISE, REDUCTION, COMPOSITE):
+        group = ("reduce" if rule.family in (REDUCTION, COMPOSITE) else
                  "unary" if rule.arity == 1 else "binary")
         operands = [_operand(rule, k, f"{{{k}}}") for k in range(rule.arity)]
         return tuple(Template(rule.name, group, _spell(rule, operands, kw))
                      for kw in variants)
-    # linear algebra: the drawn operand {0} in each position, inputs {1}... elsewhere
+    # bilinear and pooling rows: the drawn operand {0} in each position, inputs {1}...
+    # elsewhere
     out = []
     for k in range(rule.arity):
         others = iter(range(1, rule.arity))
@@ -170,7 +173,7 @@ def _conditions() -> list[tuple[str, set[str]]]:
     logical = {"logical_and", "logical_or", "logical_not"}
     single = [(_spell(c, ["{0}", "{1}"]), {c.name})
               for c in sorted(RULES.values(), key=lambda c: c.name != "gt")
-              if c.kind == COMPARISON and c.name not in logical]
+              if c.family == COMPARISON and c.name not in logical]
     return single + [(text, needs) for text, needs in _CONDITIONS if needs <= set(RULES)]
 
 
@@ -262,4 +265,4 @@ def _windowed() -> dict[str, tuple[Template, ...]]:
 SPECIAL = {**_special(), **_windowed()}
 #: Every row's templates, in the table's order (comparisons come with where).
 TEMPLATES = {name: SPECIAL.get(name) or _derived(rule) for name, rule in RULES.items()
-              if rule.kind != COMPARISON}
+              if rule.family != COMPARISON}

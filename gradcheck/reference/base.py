@@ -29,7 +29,7 @@ def mode_of(case) -> str:
 def has_tensor_rules(case) -> bool:
     """Whether every structural row of the formula has a tensor column."""
     return all(RULES[n.op].tensor is not None for n in walk(case.output)
-               if n.op in RULES and RULES[n.op].kind not in (ELEMENTWISE, COMPARISON))
+               if n.op in RULES and RULES[n.op].family not in (ELEMENTWISE, COMPARISON))
 
 
 def kind_of(case) -> type[Reference]:

@@ -49,7 +49,7 @@ def visit(node: Node, args: list, symbols: dict, scalar: bool, selectors: dict |
             selectors[id(node)] = (node, element_symbols(f"{len(selectors)}pick", shape))
         onehot = selectors[id(node)][1]
         return np.asarray(node.call("sympy", args, onehot), dtype=object)
-    if rule.kind in (ELEMENTWISE, COMPARISON):   # the scalar meaning, element by element
+    if rule.family in (ELEMENTWISE, COMPARISON):   # the scalar meaning, element by element
         return np.asarray(np.frompyfunc(lambda *a: node.call("sympy", a), rule.arity, 1)(
             *args), dtype=object)
     return np.asarray(node.call("sympy", args), dtype=object)   # reductions, linalg

@@ -166,7 +166,7 @@ class Forward:
             if node.name in self._retain:
                 self.retained[node.name] = value
             return value
-        if node.rule.kind in (ELEMENTWISE, COMPARISON):
+        if node.rule.family in (ELEMENTWISE, COMPARISON):
             return self._kernel(node)
         return self.builder.make("row", tuple(self.tensor(a) for a in node.args),
                                  node.shape, (node.op, node.params))
@@ -176,7 +176,7 @@ class Forward:
             return True
         if node.op == "let":
             return node.name in self._retain
-        return node.op != "const" and node.rule.kind not in (ELEMENTWISE, COMPARISON)
+        return node.op != "const" and node.rule.family not in (ELEMENTWISE, COMPARISON)
 
     def _kernel(self, root: Node) -> T:
         cuts: list[Node] = []

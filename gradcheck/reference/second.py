@@ -237,8 +237,8 @@ class Hessian:
         b = self.b
         name, params = node.data
         rule = RULES[name]
-        if rule.kind == ELEMENTWISE or rule.tensor is None:
-            if rule.kind != ELEMENTWISE:
+        if rule.family == ELEMENTWISE or rule.tensor is None:
+            if rule.family != ELEMENTWISE:
                 raise self._unsupported(node, f"the row {name}, without a tensor column,")
             yield from self._elementwise_row(node, g)
             return
@@ -306,7 +306,7 @@ def _size(node: T, args: list, sizes: list, env: dict):
         return sizes[0][node.data]
     if op == "row":
         name, params = node.data
-        if RULES[name].kind == ELEMENTWISE:   # a function's value: its own size
+        if RULES[name].family == ELEMENTWISE:   # a function's value: its own size
             return np.abs(_apply(node, args, env))
         picked = _picked_sizes(node, args, sizes)
         if picked is not None:

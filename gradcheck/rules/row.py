@@ -18,17 +18,21 @@ from typing import Any, Callable, Mapping
 from ..base.shapes import ShapeError, broadcast, normalize_axis, reduced
 from . import keys
 
-ELEMENTWISE = "elementwise"
-REDUCTION = "reduction"
-LINALG = "linalg"
-COMPARISON = "comparison"
-# an exact linear map with 0/1 coefficients (reshape, x[...], concat...): no rounding,
-# the error bound goes through the map itself (see gradcheck.bounds.model)
-STRUCTURE = "structure"
-# bilinear maps whose sums round (matmul, dot, convolutions); pooling windows; rows that
-# state their own first-order rounding bound (softmax, var, sort, einsum...)
-BILINEAR, POOLING, COMPOSITE = "bilinear", "pooling", "composite"
-#: the families, each with its own module of the rounding model (gradcheck.bounds)
+# The families of rows (a row's ``family``): each has its own module of the rounding
+# model (gradcheck.bounds) and its own places a new row must fill (.families.NEEDS).
+# elementwise: a function of each element of its broadcast operands (where included);
+# comparison: a condition of where() (<, ==, &...): a bool, no derivative;
+# reduction: a sum, mean, product, max... over axis= (keepdims=), each element feeding
+# one output;
+ELEMENTWISE, COMPARISON, REDUCTION = "elementwise", "comparison", "reduction"
+# bilinear: maps whose sums round (matmul, dot, the convolutions);
+# structure: an exact linear map with 0/1 coefficients (reshape, x[...], concat...): no
+# rounding, the error bound goes through the map itself;
+# pooling: a window's mean or max (avg_pool2d, max_pool2d);
+# composite: a row that states its own first-order rounding bound in its ``rounding``
+# column (softmax, var, sort, einsum, one_hot...), as the generic model cannot see
+# through how it mixes elements
+BILINEAR, STRUCTURE, POOLING, COMPOSITE = "bilinear", "structure", "pooling", "composite"
 FAMILIES = (ELEMENTWISE, COMPARISON, REDUCTION, BILINEAR, STRUCTURE, POOLING, COMPOSITE)
 
 #: Column names every row must fill.
@@ -133,7 +137,7 @@ class EngineRule:
 
 @dataclass(frozen=True)
 class TensorRule:
-    """The tensor column of a structural row (a reduction or linear algebra): its exact
+    """The tensor column of a row of any family but elementwise and comparison: its exact
     reverse-mode rule at tensor level, for the tensor-level symbolic reference
     (:mod:`gradcheck.reference.tensor`).
 
@@ -152,24 +156,31 @@ class TensorRule:
     vjps: tuple[Callable[..., Any] | None, ...] = ()
 
 
-def _default_shape(kind: str) -> Callable[..., tuple[int, ...]]:
-    if kind in (ELEMENTWISE, COMPARISON):
+def _default_shape(family: str) -> Callable[..., tuple[int, ...]]:
+    if family in (ELEMENTWISE, COMPARISON):
         return broadcast
-    if kind == REDUCTION:
+    if family == REDUCTION:
         return reduced
-    raise ValueError(f"a {kind} row needs its own shape rule")
+    raise ValueError(f"a {family} row needs its own shape rule")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rule:
-    """One primitive of the expression language (see the module docstring).
+    """One primitive of the expression language (see the module docstring), built by
+    keyword (``Rule(name="exp", family=ELEMENTWISE, arity=1, sympy=..., ...)``).
+
+    ``family`` is one of :data:`FAMILIES`: the one answer to "which kind of row is this"
+    that every dispatch reads (the rounding model's, the engine's, the references',
+    sampling's, the generators'); :data:`gradcheck.rules.families.NEEDS` lists what a
+    row of each family must fill.
 
     Columns, each called as ``column(*args, *params)`` through :meth:`call`:
 
-    - ``sympy``: its meaning in SymPy. Elementwise rows get SymPy scalars; reductions and
-      linear algebra NumPy *object* arrays of SymPy scalars (NumPy supplies broadcasting,
-      matmul and axes). The symbolic reference differentiates what this builds, so
-      derivatives come from SymPy's calculus, never from this table.
+    - ``sympy``: its meaning in SymPy. Elementwise and comparison rows get SymPy
+      scalars; the rows of every other family NumPy *object* arrays of SymPy scalars
+      (NumPy supplies broadcasting, matmul and axes). The symbolic reference
+      differentiates what this builds, so derivatives come from SymPy's calculus, never
+      from this table.
     - ``numpy``: its float forward on NumPy arrays (finite differences differentiate it;
       sampling evaluates it to find kinks and singularities; the engine runs it).
     - ``torch``: the same operation in PyTorch, as a user would write it.
@@ -182,9 +193,9 @@ class Rule:
       constant; SymPy's own ``Max`` of many arguments compiles far too slowly).
     - ``shape``: the result's shape from the arguments' shapes (raises ShapeError).
     - ``engine``: an :class:`EngineRule` (PyTorch's grad_fn name and one VJP per argument).
-    - ``tensor``: a :class:`TensorRule` (structural rows only: the exact tensor-level
-      adjoint the tensor-level reference uses; elementwise rows need none, SymPy
-      differentiates their ``sympy`` column).
+    - ``tensor``: a :class:`TensorRule` (every family but elementwise and comparison:
+      the exact tensor-level adjoint the tensor-level reference uses; elementwise rows
+      need none, SymPy differentiates their ``sympy`` column).
 
     Data: ``params`` (keyword parameters with defaults), ``symbol`` (the operator that
     spells the row, ``None`` for a function called by name), ``domain`` (per argument,
@@ -197,7 +208,9 @@ class Rule:
     overloads take a Python number as it is, rather than a 0-d tensor), ``rounding``
     (units of the unit roundoff its result is rounded by beyond its arguments' errors,
     see :mod:`gradcheck.bounds.model`: 0 exact, 1 correctly rounded arithmetic, 2 a library
-    function; a reduction's accumulation is counted apart), ``variadic`` (the row takes
+    function; a reduction's accumulation is counted apart; an elementwise row whose
+    formula may cancel: its :class:`gradcheck.rules.terms.Terms`; a composite row: its
+    own bound, a :class:`gradcheck.rules.composite.bounds.Bound`), ``variadic`` (the row takes
     any number of operands, at least ``arity``: ``"list"``, as one list argument,
     ``concat([a, b], axis=0)``; ``"star"``, after its ``text`` parameters,
     ``einsum("ij,jk->ik", a, b)``; ``None``: exactly ``arity`` operands), ``example``
@@ -206,7 +219,7 @@ class Rule:
     """
 
     name: str
-    kind: str                       # ELEMENTWISE, REDUCTION, LINALG or COMPARISON
+    family: str                     # one of FAMILIES
     arity: int                      # operands (a variadic row: the fewest it takes)
     sympy: Callable[..., Any]
     numpy: Callable[..., Any]
@@ -232,7 +245,7 @@ class Rule:
         if self.engine is not None and self.engine.op != self.name:
             object.__setattr__(self, "engine", replace(self.engine, op=self.name))
         if self.shape is None:
-            object.__setattr__(self, "shape", _default_shape(self.kind))
+            object.__setattr__(self, "shape", _default_shape(self.family))
 
     # ------------------------------------------------------------------ calling
     def bind(self, shapes: list[tuple[int, ...]],
@@ -251,19 +264,6 @@ class Rule:
                             f"{sorted(unknown)[0]!r}")
         return tuple((p.name, p.normalize(given.get(p.name, p.default), shapes))
                      for p in self.params)
-
-    @property
-    def family(self) -> str:
-        """The row's family (:data:`FAMILIES`): the one answer to "which kind of row is
-        this" that every dispatch reads."""
-        from .composite.bounds import Bound
-        from .conv.rows import POOLS
-
-        if isinstance(self.rounding, Bound):
-            return COMPOSITE
-        if self.name in POOLS:
-            return POOLING
-        return BILINEAR if self.kind == LINALG else self.kind
 
     def call(self, column: str, args, params=(), *extra):
         """Column ``column`` applied to ``args`` and the parameter values ``params``

@@ -80,7 +80,7 @@ class Target:
 
 
 def _elementwise(node: Node) -> bool:
-    return all(n.op in ("input", "const", "let") or n.rule.kind in (ELEMENTWISE, COMPARISON)
+    return all(n.op in ("input", "const", "let") or n.rule.family in (ELEMENTWISE, COMPARISON)
                for a in node.args for n in walk(a))
 
 
@@ -89,7 +89,7 @@ def _kinked(node: Node, root: Node, exact: set, steady: set) -> bool:
     steps or of integers switches at no float: its hazard is waived, as sampling's)."""
     if node.op not in KINKS or id(node) in exact:
         return False
-    if node.rule.kind == COMPARISON and id(node) in steady:
+    if node.rule.family == COMPARISON and id(node) in steady:
         return False
     # elu with alpha = 1 has a continuous derivative: no kink of the gradient
     return not (node.op == "elu" and node.param("alpha", 1.0) == 1.0)

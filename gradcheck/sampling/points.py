@@ -238,9 +238,9 @@ def _blamed(spec, node, near: np.ndarray):
     argument elementwise in the inputs, where only the elements it is broadcast from
     can move it (an image's pixels in the windows near a tie)."""
     arg = node.args[0] if node.args else None
-    if (arg is None or node.rule.kind in (ELEMENTWISE, COMPARISON) or len(node.args) > 1
+    if (arg is None or node.rule.family in (ELEMENTWISE, COMPARISON) or len(node.args) > 1
             or np.shape(near) != arg.shape or any(
-                n.op not in ("input", "const", "let") and n.rule.kind not in
+                n.op not in ("input", "const", "let") and n.rule.family not in
                 (ELEMENTWISE, COMPARISON) for n in walk(arg))):
         return bool(np.any(near))
     if spec.name not in {n.name for n in walk(arg) if n.op == "input"}:

@@ -109,8 +109,8 @@ def _text(node) -> str:
         return node.exact if node.exact is not None else f"{node.const:g}"
     rule = RULES[node.op]
     # a condition reads unbracketed, but conditions combined (& | ~) bracket theirs
-    plain = rule.kind == COMPARISON and not any(
-        a.op in RULES and RULES[a.op].kind == COMPARISON for a in node.args)
+    plain = rule.family == COMPARISON and not any(
+        a.op in RULES and RULES[a.op].family == COMPARISON for a in node.args)
     if rule.symbol is None or plain:
         return rule.spell([_text(a) for a in node.args], rule.keywords(node.params))
     return rule.spell([operand(a) for a in node.args])
@@ -130,7 +130,7 @@ def _conditions(roots, values: dict) -> list[_Condition]:
                                           f"{left} {_NEGATION[op]} {right}", mask))
 
     def on_node(node, args, value) -> None:
-        if node.op in RULES and RULES[node.op].kind == COMPARISON:
+        if node.op in RULES and RULES[node.op].family == COMPARISON:
             if _symbol(node) in _NEGATION:
                 add(node, _text(node.args[0]), _symbol(node), _text(node.args[1]), value)
             else:   # conditions combined (& | ~): the whole, and its negation

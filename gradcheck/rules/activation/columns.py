@@ -18,7 +18,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ...base.shapes import ShapeError
-from ..columns import _torch, cfunction, sym_sigmoid, sym_softplus, sympy
+from ..columns import _torch, cfunction, sympy
+from ..elementwise.columns import sym_sigmoid, sym_softplus
 
 SQRT_2_OVER_PI = math.sqrt(2) * (2 / math.sqrt(math.pi)) * 0.5   # torch's kBeta, as written
 KAPPA = 0.044715   # the cubic coefficient of gelu's tanh approximation, as torch's double

@@ -38,7 +38,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import einsum as eq
+from . import einsum as eq
 from .columns import order_along
 from .vjps import cumprod_vjp, einsum_vjp, sort_vjp, topk_vjp
 from ..vjps import keep

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...base.shapes import ShapeError, reduced
 from ..columns import _torch, reduce_objects, sympy, top_two_gap
-from .. import einsum as eq
+from . import einsum as eq
 
 
 def one_axis(axis, name: str) -> int:

@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from .. import einsum as eq
+from . import einsum as eq
 from .columns import order_along
 from ..row import TensorRule
 from ..tensor import _kept

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .. import einsum as eq
+from . import einsum as eq
 from .columns import order_along
 from ..vjps import keep
 

@@ -1,119 +1,154 @@
 """Structural rows: shape, indexing and combining (reshape, x[...], concat...): exact linear maps.
 
-Each row moves, copies or drops elements (kind ``structure``): it rounds nothing, and
+Each row moves, copies or drops elements (family ``structure``): it rounds nothing, and
 the error bound of its result is the map applied to its operand's bound
-(:mod:`gradcheck.bounds.model` handles the kind, not the rows). Columns in
-:mod:`.structure_columns` (forwards, shapes, torch), :mod:`.structure_vjps` (engine:
-PyTorch's backward formulas) and :mod:`.structure_tensor` (the exact adjoints of the
-tensor-level reference). The rows are appended to the table by :mod:`.table` (``ROWS``,
-in table order); ``transpose``, older, is in the table itself.
+(:mod:`gradcheck.bounds.model` handles the family, not the rows). Columns in
+:mod:`.columns` (forwards, shapes, torch), :mod:`.take` (the rows taking by an integer
+input's indices), :mod:`.vjps` (engine: PyTorch's backward formulas) and :mod:`.tensor`
+(the exact adjoints of the tensor-level reference). The rows are appended to the table
+by :mod:`gradcheck.rules.table` (``ROWS``, in table order; ``TRANSPOSE``, the oldest, at
+its own place).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import columns as c
-from . import tensor as tt
-from . import vjps as v
-from . import take as tk
-from ..columns import torch_fn as t
+from . import columns as sc, take as tk, tensor as st, vjps as sv
+from ..columns import torch_fn
 from ..row import AXIS, INT, INTS, KEY, NUMBER, STRUCTURE, Param, Rule, TensorRule
-from ..vjps import engine_rule as e
+from ..vjps import engine_rule
 
 
-def structural(name, arity, numpy, torch, shape, params, grad_fn, vjp, tensor,
-               sympy=None, **row):
-    """A row of the family: its SymPy meaning is its NumPy forward on object arrays."""
-    return Rule(name, STRUCTURE, arity, sympy or c.objects(numpy, len(params)), numpy,
-                torch, params=params, shape=shape, rounding=0,
-                engine=e(grad_fn, vjp, saves=False), tensor=TensorRule((tensor,)), **row)
+def structural_row(*, name: str, arity: int, numpy, torch, shape, params, grad_fn, vjp,
+                   tensor_vjp, sympy=None, **row) -> Rule:
+    """A row of the family: exact (rounding 0), PyTorch's node saves nothing, one engine
+    VJP ``vjp`` and one tensor-level adjoint ``tensor_vjp``; its SymPy meaning is its
+    NumPy forward on object arrays unless ``sympy`` is given."""
+    return Rule(
+        name=name, family=STRUCTURE, arity=arity,
+        sympy=sympy or sc.objects(numpy, len(params)), numpy=numpy, torch=torch,
+        params=params, shape=shape, rounding=0,
+        engine=engine_rule(grad_fn, vjp, saves=False), tensor=TensorRule((tensor_vjp,)),
+        **row)
 
 
-def taking(name, numpy, sympy, torch, shape, grad_fn, vjp, tensor, **row):
+def taking_row(*, name: str, numpy, sympy, torch, shape, grad_fn, vjp, tensor_vjp,
+               **row) -> Rule:
     """A row that takes x's elements at an integer input's indices (exact constants: no
     derivative); PyTorch's node saves the indices."""
-    return Rule(name, STRUCTURE, 2, sympy, numpy, torch, params=(Param("axis", INT, 0),),
-                shape=shape, rounding=0, domain=("real", "integer"),
-                engine=e(grad_fn, vjp, None), tensor=TensorRule((tensor, None)), **row)
+    return Rule(
+        name=name, family=STRUCTURE, arity=2, sympy=sympy, numpy=numpy, torch=torch,
+        params=(Param("axis", INT, 0),), shape=shape, rounding=0,
+        domain=("real", "integer"), engine=engine_rule(grad_fn, vjp, None),
+        tensor=TensorRule((tensor_vjp, None)), **row)
 
+
+#: The oldest structural row, kept at its place in the table's order (after dot).
+TRANSPOSE = structural_row(
+    name="transpose", arity=1, numpy=sc.np_transpose, torch=sc.torch_transpose,
+    shape=sc.transpose_shape, params=(Param("dim0", INT, -2), Param("dim1", INT, -1)),
+    grad_fn="TransposeBackward0", vjp=sv.transpose_vjp, tensor_vjp=st.transpose_vjp,
+    doc="swap two axes (the last two by default)", example="transpose(x)")
 
 ROWS: list[Rule] = [
     # shape: the same elements, another shape (views where PyTorch makes views)
-    structural("reshape", 1, c.np_reshape, t("reshape"), c.reshape_shape,
-               (Param("shape", INTS),), "ViewBackward0", v.reshape_vjp, tt.reshape_vjp,
-               doc="the elements in another shape (one size may be -1)",
-               example="reshape(x, [2, -1])"),
-    structural("flatten", 1, c.np_flatten, t("flatten"), c.flatten_shape,
-               (Param("start", INT, 0), Param("end", INT, -1)), "ViewBackward0",
-               v.reshape_vjp, tt.reshape_vjp, doc="axes start to end as one",
-               example="flatten(x, start=0, end=-1)"),
-    structural("squeeze", 1, c.np_squeeze, c.torch_squeeze, c.squeeze_shape,
-               (Param("axis", INT),), v.squeeze_name, v.reshape_vjp, tt.reshape_vjp,
-               doc="drop an axis of size 1 (None: every one)",
-               example="squeeze(unsqueeze(x, 0), 0)"),
-    structural("unsqueeze", 1, c.np_unsqueeze, t("unsqueeze"), c.unsqueeze_shape,
-               (Param("axis", INT),), "UnsqueezeBackward0", v.reshape_vjp, tt.reshape_vjp,
-               doc="a new axis of size 1", example="unsqueeze(x, 1)"),
-    structural("permute", 1, c.np_permute, t("permute"), c.permute_shape,
-               (Param("axes", INTS),), "PermuteBackward0", v.permute_vjp, tt.permute_vjp,
-               doc="the axes in another order", example="permute(x, [1, 0])"),
-    structural("expand", 1, c.np_expand, c.torch_expand, c.expand_shape,
-               (Param("shape", INTS),), "ExpandBackward0", v.expand_vjp, tt.expand_vjp,
-               doc="axes of size 1 repeated, new ones in front (-1 keeps a size)",
-               example="expand(v, [3, -1])"),
+    structural_row(
+        name="reshape", arity=1, numpy=sc.np_reshape, torch=torch_fn("reshape"),
+        shape=sc.reshape_shape, params=(Param("shape", INTS),), grad_fn="ViewBackward0",
+        vjp=sv.reshape_vjp, tensor_vjp=st.reshape_vjp,
+        doc="the elements in another shape (one size may be -1)", example="reshape(x, [2, -1])"),
+    structural_row(
+        name="flatten", arity=1, numpy=sc.np_flatten, torch=torch_fn("flatten"),
+        shape=sc.flatten_shape, params=(Param("start", INT, 0), Param("end", INT, -1)),
+        grad_fn="ViewBackward0", vjp=sv.reshape_vjp, tensor_vjp=st.reshape_vjp,
+        doc="axes start to end as one", example="flatten(x, start=0, end=-1)"),
+    structural_row(
+        name="squeeze", arity=1, numpy=sc.np_squeeze, torch=sc.torch_squeeze,
+        shape=sc.squeeze_shape, params=(Param("axis", INT),), grad_fn=sv.squeeze_name,
+        vjp=sv.reshape_vjp, tensor_vjp=st.reshape_vjp,
+        doc="drop an axis of size 1 (None: every one)", example="squeeze(unsqueeze(x, 0), 0)"),
+    structural_row(
+        name="unsqueeze", arity=1, numpy=sc.np_unsqueeze, torch=torch_fn("unsqueeze"),
+        shape=sc.unsqueeze_shape, params=(Param("axis", INT),), grad_fn="UnsqueezeBackward0",
+        vjp=sv.reshape_vjp, tensor_vjp=st.reshape_vjp, doc="a new axis of size 1",
+        example="unsqueeze(x, 1)"),
+    structural_row(
+        name="permute", arity=1, numpy=sc.np_permute, torch=torch_fn("permute"),
+        shape=sc.permute_shape, params=(Param("axes", INTS),), grad_fn="PermuteBackward0",
+        vjp=sv.permute_vjp, tensor_vjp=st.permute_vjp, doc="the axes in another order",
+        example="permute(x, [1, 0])"),
+    structural_row(
+        name="expand", arity=1, numpy=sc.np_expand, torch=sc.torch_expand, shape=sc.expand_shape,
+        params=(Param("shape", INTS),), grad_fn="ExpandBackward0", vjp=sv.expand_vjp,
+        tensor_vjp=st.expand_vjp,
+        doc="axes of size 1 repeated, new ones in front (-1 keeps a size)",
+        example="expand(v, [3, -1])"),
     # copies: the elements moved, or some replaced
-    structural("flip", 1, c.np_flip, t("flip"), c.flip_shape,
-               (Param("axis", AXIS),), "FlipBackward0", v.flip_vjp, tt.flip_vjp,
-               doc="the order reversed along axis (None: every axis)",
-               example="flip(x, axis=1)"),
-    structural("roll", 1, c.np_roll, c.torch_roll, c.roll_shape,
-               (Param("shift", INTS), Param("axis", INTS)), "RollBackward0", v.roll_vjp,
-               tt.roll_vjp, doc="elements shifted cyclically along axis (None: flat)",
-               example="roll(x, 1, axis=1)"),
-    structural("pad", 1, c.np_pad, c.torch_pad, c.pad_shape,
-               (Param("widths", INTS), Param("value", NUMBER, 0.0)),
-               "ConstantPadNdBackward0", v.pad_vjp, tt.pad_vjp, sympy=c.sym_pad,
-               doc="value added before and after each axis ([before, after] per axis)",
-               example="pad(x, [[0, 0], [1, 2]], value=0)"),
-    structural("tril", 1, np.tril, t("tril"), c.triangle_shape, (Param("k", INT, 0),),
-               "TrilBackward0", v.tril_vjp, tt.tril_vjp,
-               doc="zeros above the k-th diagonal (the last two axes)",
-               example="tril(x, k=0)"),
-    structural("triu", 1, np.triu, t("triu"), c.triangle_shape, (Param("k", INT, 0),),
-               "TriuBackward0", v.triu_vjp, tt.triu_vjp,
-               doc="zeros below the k-th diagonal (the last two axes)",
-               example="triu(x, k=1)"),
+    structural_row(
+        name="flip", arity=1, numpy=sc.np_flip, torch=torch_fn("flip"), shape=sc.flip_shape,
+        params=(Param("axis", AXIS),), grad_fn="FlipBackward0", vjp=sv.flip_vjp,
+        tensor_vjp=st.flip_vjp, doc="the order reversed along axis (None: every axis)",
+        example="flip(x, axis=1)"),
+    structural_row(
+        name="roll", arity=1, numpy=sc.np_roll, torch=sc.torch_roll, shape=sc.roll_shape,
+        params=(Param("shift", INTS), Param("axis", INTS)), grad_fn="RollBackward0",
+        vjp=sv.roll_vjp, tensor_vjp=st.roll_vjp,
+        doc="elements shifted cyclically along axis (None: flat)", example="roll(x, 1, axis=1)"),
+    structural_row(
+        name="pad", arity=1, numpy=sc.np_pad, torch=sc.torch_pad, shape=sc.pad_shape,
+        params=(Param("widths", INTS), Param("value", NUMBER, 0.0)),
+        grad_fn="ConstantPadNdBackward0", vjp=sv.pad_vjp, tensor_vjp=st.pad_vjp, sympy=sc.sym_pad,
+        doc="value added before and after each axis ([before, after] per axis)",
+        example="pad(x, [[0, 0], [1, 2]], value=0)"),
+    structural_row(
+        name="tril", arity=1, numpy=np.tril, torch=torch_fn("tril"), shape=sc.triangle_shape,
+        params=(Param("k", INT, 0),), grad_fn="TrilBackward0", vjp=sv.tril_vjp,
+        tensor_vjp=st.tril_vjp, doc="zeros above the k-th diagonal (the last two axes)",
+        example="tril(x, k=0)"),
+    structural_row(
+        name="triu", arity=1, numpy=np.triu, torch=torch_fn("triu"), shape=sc.triangle_shape,
+        params=(Param("k", INT, 0),), grad_fn="TriuBackward0", vjp=sv.triu_vjp,
+        tensor_vjp=st.triu_vjp, doc="zeros below the k-th diagonal (the last two axes)",
+        example="triu(x, k=1)"),
     # indexing: written x[0], x[:, 1:3], x[..., ::-1], x[:, None] (the engine records
     # PyTorch's select, slice, unsqueeze and alias views, a flip before a negative step)
-    structural("index", 1, c.np_index, c.torch_index, c.index_shape,
-               (Param("key", KEY),), c.index_name, v.index_vjp, tt.index_vjp,
-               doc="x[...]: ints, slices (negative steps too), None, ...",
-               example="x[:, 1:3]"),
+    structural_row(
+        name="index", arity=1, numpy=sc.np_index, torch=sc.torch_index, shape=sc.index_shape,
+        params=(Param("key", KEY),), grad_fn=sc.index_name, vjp=sv.index_vjp,
+        tensor_vjp=st.index_vjp, doc="x[...]: ints, slices (negative steps too), None, ...",
+        example="x[:, 1:3]"),
     # by an integer input's indices (x[idx], x[:, idx], x[..., idx] are take)
-    taking("take", tk.np_take, tk.sym_take, tk.torch_take, tk.take_shape, "IndexBackward0",
-           tk.take_vjp, tk.take_tensor, example="x[idx]",
-           doc="x's elements at integer indices along axis (written x[:, idx])"),
-    taking("gather", tk.np_gather, tk.sym_gather, tk.torch_gather, tk.gather_shape,
-           "GatherBackward0", tk.gather_vjp, tk.gather_tensor,
-           example="gather(x, idx2, axis=1)",
-           doc="out[i][j] = x[i][idx[i][j]] along axis (PyTorch's gather)"),
-    taking("take_along_axis", tk.np_take_along, tk.sym_take_along, tk.torch_take_along,
-           tk.take_along_shape, "GatherBackward0", tk.take_along_vjp, tk.take_along_tensor,
-           example="take_along_axis(x, idx2, axis=1)",
-           doc="gather with broadcasting (NumPy's take_along_axis)"),
+    taking_row(
+        name="take", numpy=tk.np_take, sympy=tk.sym_take, torch=tk.torch_take, shape=tk.take_shape,
+        grad_fn="IndexBackward0", vjp=tk.take_vjp, tensor_vjp=tk.take_tensor, example="x[idx]",
+        doc="x's elements at integer indices along axis (written x[:, idx])"),
+    taking_row(
+        name="gather", numpy=tk.np_gather, sympy=tk.sym_gather, torch=tk.torch_gather,
+        shape=tk.gather_shape, grad_fn="GatherBackward0", vjp=tk.gather_vjp,
+        tensor_vjp=tk.gather_tensor, example="gather(x, idx2, axis=1)",
+        doc="out[i][j] = x[i][idx[i][j]] along axis (PyTorch's gather)"),
+    taking_row(
+        name="take_along_axis", numpy=tk.np_take_along, sympy=tk.sym_take_along,
+        torch=tk.torch_take_along, shape=tk.take_along_shape, grad_fn="GatherBackward0",
+        vjp=tk.take_along_vjp, tensor_vjp=tk.take_along_tensor,
+        example="take_along_axis(x, idx2, axis=1)",
+        doc="gather with broadcasting (NumPy's take_along_axis)"),
     # combining
-    structural("concat", 1, c.np_concat, c.torch_concat, c.concat_shape,
-               (Param("axis", INT, 0),), "CatBackward0", v.concat_vjp, tt.concat_vjp,
-               variadic="list", doc="tensors joined along an existing axis",
-               example="concat([x, y], axis=-1)"),
-    structural("stack", 1, c.np_stack, c.torch_stack, c.stack_shape,
-               (Param("axis", INT, 0),), "StackBackward0", v.stack_vjp, tt.stack_vjp,
-               variadic="list", doc="tensors joined along a new axis",
-               example="stack([x, y], axis=0)"),
-    structural("split", 1, c.np_split, c.torch_split, c.split_shape,
-               (Param("sizes", INTS), Param("axis", INT, 0), Param("piece", KEY)),
-               "SplitWithSizesBackward0", v.split_vjp, tt.split_vjp,
-               doc="one piece of x cut along axis into the sizes (written split(...)[i])",
-               example="split(x, [1, 2], axis=0)[0]"),
+    structural_row(
+        name="concat", arity=1, numpy=sc.np_concat, torch=sc.torch_concat, shape=sc.concat_shape,
+        params=(Param("axis", INT, 0),), grad_fn="CatBackward0", vjp=sv.concat_vjp,
+        tensor_vjp=st.concat_vjp, variadic="list", doc="tensors joined along an existing axis",
+        example="concat([x, y], axis=-1)"),
+    structural_row(
+        name="stack", arity=1, numpy=sc.np_stack, torch=sc.torch_stack, shape=sc.stack_shape,
+        params=(Param("axis", INT, 0),), grad_fn="StackBackward0", vjp=sv.stack_vjp,
+        tensor_vjp=st.stack_vjp, variadic="list", doc="tensors joined along a new axis",
+        example="stack([x, y], axis=0)"),
+    structural_row(
+        name="split", arity=1, numpy=sc.np_split, torch=sc.torch_split, shape=sc.split_shape,
+        params=(Param("sizes", INTS), Param("axis", INT, 0), Param("piece", KEY)),
+        grad_fn="SplitWithSizesBackward0", vjp=sv.split_vjp, tensor_vjp=st.split_vjp,
+        doc="one piece of x cut along axis into the sizes (written split(...)[i])",
+        example="split(x, [1, 2], axis=0)[0]"),
 ]

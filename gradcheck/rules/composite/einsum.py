@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..base.shapes import ShapeError
+from ...base.shapes import ShapeError
 
 ELLIPSIS = "..."
 MOST_OPERANDS = 2

@@ -1,0 +1,1 @@
+"""The reduction family: sum, mean, prod, max, min and logsumexp over ``axis=`` (:mod:`.rows`)."""
