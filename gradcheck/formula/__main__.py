@@ -1,4 +1,4 @@
-"""``python -m gradcheck.rules [--markdown]``: the expression language, one line per row
+"""``python -m gradcheck.formula [--markdown]``: the expression language, one line per row
 of the table (as ``gradcheck functions`` prints it; see :mod:`.docs`)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The expression language's documentation, generated from the rows themselves: what
-``gradcheck functions`` (and ``python -m gradcheck.rules``) prints, and the README's
+``gradcheck functions`` (and ``python -m gradcheck.formula``) prints, and the README's
 function table (``--markdown``; a test keeps the README equal to it).
 """
 
