@@ -30,7 +30,7 @@ _LAZY = {
     "assert_gradients": ("testing", "assert_gradients"),
     "check_op": ("testing", "check_op"),
     "assert_op": ("testing", "assert_op"),
-    "run": ("runner", "run"),
+    "run": ("session.runner", "run"),
     "load_cases": ("cases", "load_cases"),
     "engine": ("engine", None),
     "strategies": ("strategies", None),
