@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from .process.timelimit import DEFAULT_TIMEOUT
 from .report.text import failure_text
 
 __all__ = ["GradcheckFixture", "CaseFile", "CaseItem"]
@@ -69,7 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "gradcheck_cases(*paths, dtype=None, k=None, seed=None, points=None, "
-        "extreme_points=None, witnesses=None, device=None, timeout=300): run every case "
+        f"extreme_points=None, witnesses=None, device=None, timeout={DEFAULT_TIMEOUT:g}): "
+        "run every case "
         "of these gradcheck case files (paths relative to the test file's folder) as its "
         "own test item; the test takes a `gradcheck_case` argument, the CaseResult")
     state = _State(cache={})
@@ -188,7 +190,7 @@ class _Run:
     case: Any = None
     dtype: str = "-"
     error: Any = None
-    timeout: float | None = 300.0
+    timeout: float | None = DEFAULT_TIMEOUT
 
     def result(self, config: pytest.Config):
         if self.error is not None:

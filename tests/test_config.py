@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.exit_codes import ExitCode
+from gradcheck.cli.main import main
 from gradcheck.base.result import CaseResult, RunResult
 
 CASE = """\
@@ -216,7 +217,8 @@ def test_the_help_mentions_the_table(capsys):
 
 def test_a_configured_path_that_is_not_there_is_named_as_the_tables(tmp_path, monkeypatch,
                                                                     capsys):
-    from gradcheck.cli.main import ExitCode, main
+    from gradcheck.cli.exit_codes import ExitCode
+    from gradcheck.cli.main import main
 
     (tmp_path / "pyproject.toml").write_text('[tool.gradcheck]\npaths = ["nope"]\n')
     monkeypatch.chdir(tmp_path)

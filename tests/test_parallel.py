@@ -15,7 +15,8 @@ import pytest
 from conftest import SQUARE_OP
 from gradcheck.process import limits
 from gradcheck.session import executors as parallel, pool
-from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.exit_codes import ExitCode
+from gradcheck.cli.main import main
 from gradcheck.session.runner import run
 from gradcheck.session.tasks import tasks_of
 

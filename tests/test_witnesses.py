@@ -735,7 +735,8 @@ def test_a_witness_added_to_the_registry_is_one_everywhere(monkeypatch, tmp_path
     accepts, that runs in the dtypes it says, and whose tolerance rule judges it."""
     monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     from gradcheck.witnesses import registry as witnesses
-    from gradcheck.cli.main import ExitCode, main
+    from gradcheck.cli.exit_codes import ExitCode
+    from gradcheck.cli.main import main
 
     judged = []
 

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ...base.dtypes import NAMES
 from .render import cell, environment_line
 
 VERSION = 1
-DTYPES = ("float64", "float32", "float16", "bfloat16")
 DEFAULT_SEEDS = 20
 DEFAULT_JOBS = 2
 MESSAGE_CHARS = 200
@@ -276,7 +276,7 @@ def op_table(cases: list, first: dict, dtypes: Iterable[str]) -> list[TableRow]:
 # --------------------------------------------------------------------------- running
 
 def run_verdicts(paths: Iterable[str | Path] | None = None, *, seeds: int = DEFAULT_SEEDS,
-                 dtypes: Iterable[str] = DTYPES, jobs: int = DEFAULT_JOBS,
+                 dtypes: Iterable[str] = NAMES, jobs: int = DEFAULT_JOBS,
                  progress: Callable[[str], None] | None = None) -> Verdicts:
     """Sweep ``paths`` (default the bundled cases) over seeds 0..``seeds``-1 in each of
     ``dtypes``, then build the op table. Nothing is printed here: ``progress`` gets one
