@@ -17,7 +17,8 @@ from gradcheck.checking import opcheck
 from gradcheck.cli.exit_codes import ExitCode, exit_code
 from gradcheck.cli.main import main
 from gradcheck.base.result import CaseResult, RunResult
-from gradcheck.session.runner import cotangent, run
+from gradcheck.checking.case import cotangent
+from gradcheck.session.runner import run
 
 OPS = """
 import time

@@ -264,12 +264,12 @@ def runs_of_a_moved_file(folder: Path, module: str):
     file's folder, overrides applied), their serial results, and the file's path, the
     file itself then renamed."""
     from gradcheck.cases import read_file
-    from gradcheck.session.runner import select
+    from gradcheck.session.runner import RunOptions, select
 
     path = write_crashes(folder, module, ["before", "square-op", "after"])
     cases, errors = read_file(path)
     assert not errors
-    runs = select(cases, seed=5, points=2)
+    runs = select(cases, RunOptions(seed=5, points=2))
     serial = results_without_seconds(parallel.Serial().map(runs, timeout=60))
     path.rename(folder / "elsewhere.txt")
     return runs, serial, path

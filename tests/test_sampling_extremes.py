@@ -19,7 +19,8 @@ from gradcheck.cli.main import main
 from gradcheck.base.errors import CaseFileError
 from gradcheck.formula.forward import evaluate, hazard_distances
 from gradcheck.rules import ELEMENTWISE, REDUCTION, RULES
-from gradcheck.session.runner import override, run_case
+from gradcheck.checking.case import run_case
+from gradcheck.session.runner import RunOptions, override
 from gradcheck.formula.tree import walk
 
 from conftest import make_case
@@ -288,8 +289,8 @@ def test_extreme_points_is_a_case_and_defaults_key():
 
 def test_override_and_the_command_line(tmp_path, capsys):
     case = make_case("sum(x)", {"x": [2]})
-    assert override(case, extreme_points=0).extreme_points == 0
-    assert override(case) is case
+    assert override(case, RunOptions(extreme_points=0)).extreme_points == 0
+    assert override(case, RunOptions()) is case
     path = tmp_path / "c.toml"
     path.write_text('[defaults]\nextreme_points = 1\n\n[[case]]\nname = "sq"\n'
                     'expr = "sum(x**2)"\ninputs.x = { shape = [3] }\npoints = 2\n')

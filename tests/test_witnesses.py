@@ -24,7 +24,8 @@ from gradcheck.sampling.kinks import count
 from gradcheck.report import render
 from gradcheck.base.result import RunResult
 from gradcheck.rules import RULES
-from gradcheck.session.runner import cotangent, run, run_case
+from gradcheck.checking.case import cotangent, run_case
+from gradcheck.session.runner import run
 from gradcheck.reference import EXPANSION_LIMIT, ExpandedReference, Reference
 
 

@@ -292,19 +292,25 @@ def _results(args):
     try:
         with display(sys.stderr, mode=mode,
                      color=use_color(args.color, sys.stderr)) as progress:
-            return run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
-                       points=args.points, extreme_points=args.extreme_points,
-                       strict_shapes=args.strict_shapes, strict=args.strict,
-                       allow_op_modules=args.allow_op_module,
-                       witnesses=args.witness, timeout=args.timeout,
-                       device=args.device, jobs=args.workers, scheduler=args.scheduler,
-                       isolate=not _in_process(args), progress=progress,
-                       formulas=_shows_formulas(args))
+            return run(args.paths, _options(args), progress=progress)
     except ParallelError as exc:
         from ..report.text import printable
 
         print(f"gradcheck: error: {printable(exc)}", file=sys.stderr)
         return None
+
+
+def _options(args):
+    """The :class:`~gradcheck.session.runner.RunOptions` of the merged ``args``."""
+    from ..session.runner import RunOptions
+
+    return RunOptions(
+        keyword=args.keyword, dtype=args.dtype, seed=args.seed, points=args.points,
+        extreme_points=args.extreme_points, witnesses=args.witness, device=args.device,
+        strict_shapes=args.strict_shapes, strict=args.strict,
+        allow_op_modules=args.allow_op_module, timeout=args.timeout, jobs=args.workers,
+        scheduler=args.scheduler, isolate=not _in_process(args),
+        formulas=_shows_formulas(args))
 
 
 def _shows_formulas(args) -> bool:

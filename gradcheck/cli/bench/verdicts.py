@@ -252,13 +252,13 @@ def torch_cell(meant: str, verdict: str) -> str:
 def op_table(cases: list, first: dict, dtypes: Iterable[str]) -> list[TableRow]:
     """One :class:`TableRow` per op case; ``first``: seed 0's results by
     ``(file, name, dtype)``."""
-    from ...session.runner import override
+    from ...session.runner import RunOptions, override
 
     rows = []
     for case in cases:
         if case.op is None:
             continue
-        case = override(case, seed=0)   # the sweep's seed 0: the same first point
+        case = override(case, RunOptions(seed=0))   # the sweep's seed 0: the same first point
         meant = "wrong" if case.expect == "fail" else "right"
         torch_cells, messages = {}, {}
         for dtype in TORCH_SETTINGS:
