@@ -1,6 +1,6 @@
 """The witnesses and the comparison (DESIGN.md sections 3 and 6): vector-Jacobian products
 for every kind of ``gradient``, ``retain_grad``, ``requires_grad = false``, inputs no
-differentiable path reaches, float32, sampling, the two shapes of reference, the
+differentiable path reaches, float32, sampling, the three kinds of reference, the
 expansion limit, large elementwise cases, the numeric witness's error bound, and what a
 witness that raises or computes a wrong gradient turns into."""
 
