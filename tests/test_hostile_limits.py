@@ -226,7 +226,7 @@ def test_a_deeply_nested_table_is_a_usage_error(name, project, capsys):
 
 
 def test_a_gradient_nested_within_the_limit_is_read():
-    from gradcheck.cli.values import gradient_argument
+    from gradcheck.cases.arguments import gradient_argument
 
     assert gradient_argument("[[1.5, 2], [3, 4]]") == [[1.5, 2], [3, 4]]
     assert gradient_argument("[" * 32 + "]" * 32) is not None
