@@ -11,7 +11,7 @@ from hypothesis import given, settings
 
 import gradcheck as gc
 from gradcheck.cases import case_from_dict
-from gradcheck.session.runner import run_case
+from gradcheck.checking.case import run_case
 from gradcheck.strategies import formulas
 
 

@@ -8,7 +8,7 @@ Public API (imported on first use, so ``import gradcheck`` stays light):
 
 - :func:`check`, :func:`assert_gradients`: a formula, in a test;
 - :func:`check_op`, :func:`assert_op`: a custom autograd op against its formula;
-- :func:`run`, :func:`load_cases`: case files;
+- :func:`run` (its options: :class:`RunOptions`), :func:`load_cases`: case files;
 - :func:`explain`: what autograd computes for one formula (``gradcheck explain``);
 - :func:`doctor`, :func:`assert_healthy`: a training setup's wiring (``gradcheck.health``);
 - ``gradcheck.engine`` (``Tensor``, ``Function``, ``no_grad``), ``gradcheck.strategies``;
@@ -31,6 +31,7 @@ _LAZY = {
     "check_op": ("testing", "check_op"),
     "assert_op": ("testing", "assert_op"),
     "run": ("session.runner", "run"),
+    "RunOptions": ("session.runner", "RunOptions"),
     "load_cases": ("cases", "load_cases"),
     "engine": ("engine", None),
     "strategies": ("strategies", None),
@@ -41,7 +42,7 @@ _LAZY = {
 }
 
 __all__ = ["__version__", "check", "assert_gradients", "check_op", "assert_op", "run",
-           "load_cases", "explain", "engine", "strategies", "GradcheckError", "CaseFileError",
+           "RunOptions", "load_cases", "explain", "engine", "strategies", "GradcheckError", "CaseFileError",
            "UnsupportedOpError", "GradientMismatch", "ApproximateGradient", "doctor",
            "assert_healthy", "DoctorReport"]
 

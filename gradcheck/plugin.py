@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from .process.timelimit import DEFAULT_TIMEOUT
 from .report.text import failure_text
 
 __all__ = ["GradcheckFixture", "CaseFile", "CaseItem"]
@@ -69,7 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "gradcheck_cases(*paths, dtype=None, k=None, seed=None, points=None, "
-        "extreme_points=None, witnesses=None, device=None, timeout=300): run every case "
+        f"extreme_points=None, witnesses=None, device=None, timeout={DEFAULT_TIMEOUT:g}): "
+        "run every case "
         "of these gradcheck case files (paths relative to the test file's folder) as its "
         "own test item; the test takes a `gradcheck_case` argument, the CaseResult")
     state = _State(cache={})
@@ -188,7 +190,7 @@ class _Run:
     case: Any = None
     dtype: str = "-"
     error: Any = None
-    timeout: float | None = 300.0
+    timeout: float | None = DEFAULT_TIMEOUT
 
     def result(self, config: pytest.Config):
         if self.error is not None:
@@ -236,8 +238,7 @@ def _runs_for(marker, base: Path) -> tuple[list[_Run], list[str]]:
     from .checking.case import file_error
     from .base.errors import CaseFileError
     from .report.details import title
-    from .session.runner import select
-    from .process.timelimit import DEFAULT_TIMEOUT
+    from .session.runner import RunOptions, select
 
     options = dict(marker.kwargs)
     unknown = sorted(set(options) - _MARKER_OPTIONS)
@@ -250,11 +251,8 @@ def _runs_for(marker, base: Path) -> tuple[list[_Run], list[str]]:
     if not paths:
         raise pytest.Collector.CollectError(
             "gradcheck_cases: name at least one case file or folder")
-    keyword = options.pop("k", None)
-    keyword = options.pop("keyword", None) or keyword
-    timeout = options.pop("timeout", DEFAULT_TIMEOUT)
-    if isinstance(options.get("witnesses"), str):
-        options["witnesses"] = [options["witnesses"]]
+    k = options.pop("k", None)
+    chosen = RunOptions(keyword=options.pop("keyword", None) or k, **options)
     runs, ids = [], []
     for given in paths:
         root = Path(given).expanduser()
@@ -267,12 +265,12 @@ def _runs_for(marker, base: Path) -> tuple[list[_Run], list[str]]:
             label = file.relative_to(root).as_posix() if root.is_dir() else file.name
             cases, errors = read_file(file)
             for e in errors:   # reported whatever k says, as `gradcheck run` does
-                if keyword and e.case is not None and keyword not in e.case:
+                if chosen.keyword and e.case is not None and chosen.keyword not in e.case:
                     continue
                 runs.append(_Run(error=e))
                 ids.append(f"{label}::{title(file_error(e))}")
-            for case, dtype in select(cases, keyword=keyword, **options):
-                runs.append(_Run(case, dtype, timeout=timeout))
+            for case, dtype in select(cases, chosen):
+                runs.append(_Run(case, dtype, timeout=chosen.timeout))
                 ids.append(f"{label}::{case.name}[{dtype}]")
     return runs, ids
 

@@ -24,7 +24,7 @@ reference on random formulas:
 
 >>> from hypothesis import given, settings
 >>> from gradcheck.cases import case_from_dict
->>> from gradcheck.session.runner import run_case
+>>> from gradcheck.checking.case import run_case
 >>> from gradcheck.strategies import formulas
 >>> @settings(max_examples=5, derandomize=True, database=None, deadline=None)
 ... @given(formulas(depth=2))

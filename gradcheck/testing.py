@@ -56,7 +56,8 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
         CaseFileError: the reference or an option is invalid.
     """
     from .cases import case_from_dict
-    from .session.runner import override, run_case
+    from .checking.case import run_case
+    from .session.runner import RunOptions, override
 
     label = name or getattr(op, "__name__", "op")
     allowed = options.pop("allow_op_modules", ())
@@ -65,7 +66,7 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
     case = case_from_dict(raw, file="<check_op>")
     if not isinstance(op, str):
         case = dataclasses.replace(case, op=op)
-    case = override(case, allow_op_modules=allowed)
+    case = override(case, RunOptions(allow_op_modules=allowed))
     return run_case(case, dtype, timeout=None)
 
 
@@ -87,7 +88,7 @@ def check(expr: str, inputs: Mapping[str, Any], *, dtype: str = "float64",
         CaseFileError: the formula or an option is invalid.
     """
     from .cases import case_from_dict
-    from .session.runner import run_case
+    from .checking.case import run_case
 
     raw = {"name": name or expr, "expr": expr, "inputs": _input_table(inputs), **options}
     return run_case(case_from_dict(raw, file="<check>"), dtype, timeout=None)

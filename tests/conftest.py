@@ -87,7 +87,7 @@ def make_case(expr: str, inputs: dict, **keys):
 
 def check(case, dtype: str = "float64"):
     """Run one case in one dtype; the CaseResult."""
-    from gradcheck.session.runner import run_case
+    from gradcheck.checking.case import run_case
 
     return run_case(case, dtype, timeout=None)
 

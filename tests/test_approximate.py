@@ -23,7 +23,8 @@ import pytest
 
 import gradcheck
 from gradcheck.checking.approximate import Near
-from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.exit_codes import ExitCode
+from gradcheck.cli.main import main
 from gradcheck.checking.compare import Comparison, Finding, Tally
 from gradcheck.report import render
 from gradcheck.report.annotations import github_annotations

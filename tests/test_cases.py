@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradcheck.cases import (FORMULA_WITNESSES, WITNESSES, Case, case_files, case_from_dict,
-                             load_cases, read_file, read_paths)
+from gradcheck.cases import Case, case_files, case_from_dict, load_cases, read_file, read_paths
 from conftest import WORK_LIMIT, bounded_work
 from gradcheck.base.errors import CaseFileError
+from gradcheck.witnesses import registry
 
 
 def write(tmp_path: Path, text: str, name: str = "cases.toml") -> Path:
@@ -102,6 +102,16 @@ FULL_TOML = """
 """
 
 
+def test_a_cases_default_witnesses_are_the_registrys_when_the_case_is_made(monkeypatch):
+    # read when needed, not copied at import: an entry added later (a plugin's) counts
+    from gradcheck.formula.tree import Node
+
+    monkeypatch.setitem(registry.REGISTRY, "extra", registry.REGISTRY["torch"])
+    case = Case(name="c", file="f", line=None, expr="x", inputs=(), lets=(), nodes={},
+                output=Node("input", shape=(), name="x"))
+    assert case.witnesses == ("symbolic", "engine", "torch", "numeric", "extra", "op")
+
+
 def test_full_toml(tmp_path):
     cases = load(tmp_path, FULL_TOML)
     path = str(tmp_path / "cases.toml")
@@ -114,7 +124,7 @@ def test_full_toml(tmp_path):
     assert soft.expr == "sum(log(1 + exp(x)))"
     assert soft.dtypes == ("float64", "float32")
     assert (soft.points, soft.seed, soft.atol, soft.rtol) == (5, 7, 1e-6, None)
-    assert soft.witnesses == FORMULA_WITNESSES
+    assert soft.witnesses == registry.formula_names()
     assert soft.expect == "pass"
     assert soft.gradient == "scalar"          # scalar output
     assert soft.lets == () and soft.retain_grad == ()

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.exit_codes import ExitCode
+from gradcheck.cli.main import main
 
 PASSING_A = """
 [defaults]

@@ -5,13 +5,15 @@ pyproject's folder, unknown keys and wrong types refused (exit 2) with the file,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.exit_codes import ExitCode
+from gradcheck.cli.main import main
 from gradcheck.base.result import CaseResult, RunResult
 
 CASE = """\
@@ -99,8 +101,8 @@ def calls(monkeypatch) -> list[dict]:
 
     seen = []
 
-    def run(paths, **options):
-        seen.append({"paths": list(paths), **options,
+    def run(paths, options, *, progress=None):
+        seen.append({"paths": list(paths), **dataclasses.asdict(options),
                      "budget": os.environ.get("GRADCHECK_MAX_MEMORY")})
         return RunResult((CaseResult("c", "f.toml", 1, "float64", "passed"),))
 
@@ -121,13 +123,13 @@ def test_every_run_key_reaches_the_runner(capsys, project, calls):
     assert {k: got[k] for k in ("dtype", "seed", "points", "extreme_points", "timeout",
                                 "jobs", "witnesses", "strict_shapes", "strict")} == {
         "dtype": "float16", "seed": 1, "points": 4, "extreme_points": 3, "timeout": 12.5,
-        "jobs": 2, "witnesses": ["engine", "torch"], "strict_shapes": True, "strict": True}
+        "jobs": 2, "witnesses": ("engine", "torch"), "strict_shapes": True, "strict": True}
     assert got["budget"] == str(64 * 2**20)
     assert gc(capsys, "run", "-j", "1", "--timeout", "3", "--max-memory", "1G",
               "--no-strict-shapes", "--no-strict", "--witness", "numeric")[0] == ExitCode.OK
     assert (calls[1]["jobs"], calls[1]["timeout"], calls[1]["budget"],
             calls[1]["strict_shapes"], calls[1]["strict"], calls[1]["witnesses"]) == (
-        1, 3.0, str(2**30), False, False, ["numeric"])
+        1, 3.0, str(2**30), False, False, ("numeric",))
 
 
 def test_the_defaults_without_a_table(capsys, project, calls):
@@ -216,7 +218,8 @@ def test_the_help_mentions_the_table(capsys):
 
 def test_a_configured_path_that_is_not_there_is_named_as_the_tables(tmp_path, monkeypatch,
                                                                     capsys):
-    from gradcheck.cli.main import ExitCode, main
+    from gradcheck.cli.exit_codes import ExitCode
+    from gradcheck.cli.main import main
 
     (tmp_path / "pyproject.toml").write_text('[tool.gradcheck]\npaths = ["nope"]\n')
     monkeypatch.chdir(tmp_path)

@@ -12,7 +12,7 @@ from gradcheck.formula.constructors import CONSTRUCTORS, MAX_LITERAL
 from gradcheck.base.errors import CaseFileError
 from gradcheck.formula.parser import parse
 from gradcheck.formula.forward import evaluate
-from gradcheck.session.runner import run_case
+from gradcheck.checking.case import run_case
 from gradcheck.formula.tree import Node, walk
 
 NAMES = {"x": Node("input", shape=(3, 4), name="x"), "v": Node("input", shape=(4,), name="v"),

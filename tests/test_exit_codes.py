@@ -14,9 +14,11 @@ import pytest
 
 from conftest import SQUARE_OP
 from gradcheck.checking import opcheck
-from gradcheck.cli.main import ExitCode, exit_code, main
+from gradcheck.cli.exit_codes import ExitCode, exit_code
+from gradcheck.cli.main import main
 from gradcheck.base.result import CaseResult, RunResult
-from gradcheck.session.runner import cotangent, run
+from gradcheck.checking.case import cotangent
+from gradcheck.session.runner import run
 
 OPS = """
 import time

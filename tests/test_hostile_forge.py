@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli.main import ExitCode
+from gradcheck.cli.exit_codes import ExitCode
 from gradcheck.report.annotations import github_annotations
 from gradcheck.base.result import RunResult
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.exit_codes import ExitCode
+from gradcheck.cli.main import main
 from gradcheck.process.interrupts import Interrupted
 from gradcheck.base.io import _in_place, write_atomic
 from gradcheck.session.runner import run

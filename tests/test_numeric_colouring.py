@@ -95,7 +95,7 @@ def test_grouped_witness_agrees_with_the_reference(expr, shapes):
 def test_points_in_one_call_equal_points_one_by_one():
     """The vectorized evaluation of all points (small elementwise formulas) and the
     slab-by-slab evaluation of large ones give what one point at a time gives."""
-    from gradcheck.session.runner import cotangent
+    from gradcheck.checking.case import cotangent
 
     for n, expr in [(7, "sum(log(1 + exp(x)) * tanh(x) + c * x)"),
                     (70_000, "log(1 + exp(x)) * tanh(x) + c * x")]:

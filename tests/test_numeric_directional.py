@@ -195,7 +195,7 @@ def test_the_numeric_witness_reuses_the_forward_bound_the_tolerance_computed(mon
     witness's own rounding term (at a layer's size, hundreds of MB and a second)."""
     from gradcheck.bounds import model as rounding
     from gradcheck.cases import case_from_dict
-    from gradcheck.session.runner import run_case
+    from gradcheck.checking.case import run_case
 
     case = case_from_dict({"name": "reuse", "expr": "sum(tanh(x @ W))", "points": 1,
                            "extreme_points": 0,

@@ -17,7 +17,8 @@ import pytest
 
 import gradcheck
 from gradcheck.checking.opcheck.loader import load, op_folder
-from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.exit_codes import ExitCode
+from gradcheck.cli.main import main
 
 SQUARE = """
 import dataclasses

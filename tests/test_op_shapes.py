@@ -24,7 +24,8 @@ from gradcheck.base.errors import CaseFileError
 from gradcheck.checking.opcheck import OpCheck, _exact
 from gradcheck.checking.opcheck.shapes import shapes
 from gradcheck.checking.opcheck.process import OpProcess
-from gradcheck.session.runner import run, run_case
+from gradcheck.checking.case import run_case
+from gradcheck.session.runner import run
 from gradcheck.sampling.points import sample
 from gradcheck.testing import check_op
 

@@ -17,7 +17,8 @@ import torch
 from gradcheck.cases import load_cases
 from gradcheck.checking.opcheck import OpCheck
 from gradcheck.checking.opcheck.process import OpProcess
-from gradcheck.session.runner import run, run_case
+from gradcheck.checking.case import run_case
+from gradcheck.session.runner import run
 
 OPS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "ops.toml"
 CASES = {c.name: c for c in load_cases(OPS)}

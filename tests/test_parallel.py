@@ -15,7 +15,8 @@ import pytest
 from conftest import SQUARE_OP
 from gradcheck.process import limits
 from gradcheck.session import executors as parallel, pool
-from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.exit_codes import ExitCode
+from gradcheck.cli.main import main
 from gradcheck.session.runner import run
 from gradcheck.session.tasks import tasks_of
 
@@ -263,12 +264,12 @@ def runs_of_a_moved_file(folder: Path, module: str):
     file's folder, overrides applied), their serial results, and the file's path, the
     file itself then renamed."""
     from gradcheck.cases import read_file
-    from gradcheck.session.runner import select
+    from gradcheck.session.runner import RunOptions, select
 
     path = write_crashes(folder, module, ["before", "square-op", "after"])
     cases, errors = read_file(path)
     assert not errors
-    runs = select(cases, seed=5, points=2)
+    runs = select(cases, RunOptions(seed=5, points=2))
     serial = results_without_seconds(parallel.Serial().map(runs, timeout=60))
     path.rename(folder / "elsewhere.txt")
     return runs, serial, path

@@ -19,7 +19,7 @@ from gradcheck.checking import case as checking
 from gradcheck.sampling import points as sampling
 from gradcheck.cases import load_cases
 from gradcheck.base.result import FAILED, PASSED, SKIPPED
-from gradcheck.session.runner import run_case
+from gradcheck.checking.case import run_case
 from gradcheck.witnesses.registry import REGISTRY, Witness, entry
 
 from conftest import make_case

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.exit_codes import ExitCode
+from gradcheck.cli.main import main
 from gradcheck.report import FORMATS, render
 from gradcheck.report.annotations import escape_data, escape_property, github_annotations
 from gradcheck.report.junit import classname, render_junit, xml_text
@@ -484,6 +485,29 @@ def test_cli_no_annotations_when_everything_passes(capsys, tmp_path, monkeypatch
     path.write_text(PASSING, encoding="utf-8")
     code, out, err = gc(capsys, "run", path, "--witness", "torch")
     assert code == ExitCode.OK and "::error" not in out + err
+
+
+def test_a_new_format_is_its_renderer_and_one_row(capsys, tmp_path, monkeypatch):
+    """A format is a renderer module and one row of FORMATS: --format, --report and the
+    settings' reports take it, and render() dispatches to it, with nothing else
+    touched."""
+    from gradcheck.cli.settings import KEYS
+    from gradcheck.report import Format
+
+    (tmp_path / "csv_report.py").write_text(
+        "def render_csv(result):\n"
+        "    return ''.join(f'{c.name},{c.dtype},{c.status}\\n' for c in result.cases)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(FORMATS, "csv", Format("csv", "csv_report:render_csv"))
+    monkeypatch.chdir(tmp_path)   # a run writes only inside its project
+    path = tmp_path / "fine.toml"
+    path.write_text(PASSING, encoding="utf-8")
+    code, out, _ = gc(capsys, "run", path, "--witness", "torch", "--format", "csv",
+                      "--report", "csv:out/again.csv")
+    assert code == ExitCode.OK
+    assert out == "fine,float64,passed\n"
+    assert (tmp_path / "out" / "again.csv").read_text() == out
+    assert KEYS["reports"].check(["csv:r.csv"])   # [tool.gradcheck] reports
 
 
 def test_cli_junit_output_end_to_end(capsys, tmp_path, failing, monkeypatch):

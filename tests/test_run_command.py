@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.cli.main import ExitCode, main
+from gradcheck.cli.exit_codes import ExitCode
+from gradcheck.cli.main import main
 from gradcheck.cli.output import use_color
 
 ESC = "\x1b"

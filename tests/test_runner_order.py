@@ -4,6 +4,7 @@ where the file comes in the paths, not all of them at the top."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 import xml.etree.ElementTree as ET
@@ -84,6 +85,26 @@ def test_keyword_keeps_the_order_of_what_it_selects(tmp_path):
     (tmp_path / "b.toml").write_text(BROKEN)
     assert names(run([tmp_path], keyword="keep")) == ["keep-1", "keep-bad", "keep-2",
                                                       "b.toml"]
+
+
+def test_run_takes_its_options_as_keywords_or_as_one_object(tmp_path):
+    """gradcheck.run(paths, **options), as the README documents it, is
+    run(paths, RunOptions(**options)); a keyword overrides the object's field."""
+    import gradcheck
+    from gradcheck.session.runner import RunOptions
+
+    (tmp_path / "a.toml").write_text(case("keep-1") + case("drop") + case("keep-2"))
+    by_keywords = gradcheck.run([tmp_path], keyword="keep", witnesses=["torch"])
+    by_object = run([tmp_path], RunOptions(keyword="keep", witnesses="torch"))
+    replaced = run([tmp_path], RunOptions(keyword="drop", witnesses=("torch",)),
+                   keyword="keep")
+    for result in (by_keywords, by_object, replaced):
+        assert names(result) == ["keep-1", "keep-2"]
+        assert [[w.witness for w in c.witnesses] for c in result.cases] == [["torch"]] * 2
+    with pytest.raises(TypeError, match="keywords"):
+        run([tmp_path], keywords="keep")   # a misspelt option is no silent no-op
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RunOptions().seed = 1
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ from gradcheck.cli.main import main
 from gradcheck.base.errors import CaseFileError
 from gradcheck.formula.forward import evaluate, hazard_distances
 from gradcheck.rules import COMPOSITE, ELEMENTWISE, REDUCTION, RULES
-from gradcheck.session.runner import override, run_case
+from gradcheck.checking.case import run_case
+from gradcheck.session.runner import RunOptions, override
 from gradcheck.formula.tree import walk
 
 from conftest import make_case
@@ -90,23 +91,24 @@ def test_points_are_reproducible_per_seed_and_do_not_depend_on_points():
 def test_magnitudes_span_the_bands(dtype):
     case = make_case("sum(x)", {"x": [64]})
     large, small = (np.abs(p.values["x"]) for p in extremes(case, dtype))
-    top, low = sampling.top(dtype), 2.0 * sampling.reach(dtype)
+    largest, low = sampling.largest_extreme(dtype), 2.0 * sampling.reach(dtype)
     # 32 elements of each sign stratified over each band's logarithm: one in every
     # 32nd of it
-    assert 2.0 * 0.99 <= large.min() <= 2.0 * (top / 2.0) ** (1 / 32)
-    assert top * (2.0 / top) ** (1 / 32) <= large.max() <= top * 1.01
+    assert 2.0 * 0.99 <= large.min() <= 2.0 * (largest / 2.0) ** (1 / 32)
+    assert largest * (2.0 / largest) ** (1 / 32) <= large.max() <= largest * 1.01
     assert low * 0.99 <= small.min() <= low * (0.2 / low) ** (1 / 32)
     assert 0.2 * (low / 0.2) ** (1 / 32) <= small.max() <= 0.2 * 1.01
     # both signs, as many of each, and log-spread: about as many per decade
     assert (extremes(case, dtype)[0].values["x"] > 0).sum() == 32
-    assert np.isclose(np.median(np.log(large)), (math.log(2) + math.log(top)) / 2,
-                      atol=0.1 * math.log(top / 2))
+    assert np.isclose(np.median(np.log(large)), (math.log(2) + math.log(largest)) / 2,
+                      atol=0.1 * math.log(largest / 2))
 
 
 def test_the_reach_is_documented_in_numbers():
-    assert sampling.top("float32") == pytest.approx(44.36, abs=0.01)
-    assert sampling.top("float64") == sampling.top("float32")   # see the rules
-    assert sampling.top("float16") == pytest.approx(math.log(math.sqrt(65504.0)))
+    assert sampling.largest_extreme("float32") == pytest.approx(44.36, abs=0.01)
+    # see the rules
+    assert sampling.largest_extreme("float64") == sampling.largest_extreme("float32")
+    assert sampling.largest_extreme("float16") == pytest.approx(math.log(math.sqrt(65504.0)))
     assert sampling.reach("float64") == pytest.approx(math.sqrt(2.0 ** -52))
     assert sampling.reach("float32") == sampling.reach("bfloat16") == 1e-4
 
@@ -288,8 +290,8 @@ def test_extreme_points_is_a_case_and_defaults_key():
 
 def test_override_and_the_command_line(tmp_path, capsys):
     case = make_case("sum(x)", {"x": [2]})
-    assert override(case, extreme_points=0).extreme_points == 0
-    assert override(case) is case
+    assert override(case, RunOptions(extreme_points=0)).extreme_points == 0
+    assert override(case, RunOptions()) is case
     path = tmp_path / "c.toml"
     path.write_text('[defaults]\nextreme_points = 1\n\n[[case]]\nname = "sq"\n'
                     'expr = "sum(x**2)"\ninputs.x = { shape = [3] }\npoints = 2\n')

@@ -25,7 +25,7 @@ from gradcheck.reference import ExpandedReference, TensorReference, mode_of
 from gradcheck.reference.second import Hessian
 from gradcheck.rules import RULES
 from gradcheck.rules.composite import tensor as composite_tensor
-from gradcheck.session.runner import run_case
+from gradcheck.checking.case import run_case
 from gradcheck.sampling.points import sample
 from gradcheck.strategies import formulas
 from test_rules import ROW_CASES

@@ -21,7 +21,7 @@ from conftest import check
 from gradcheck.cases import case_from_dict, in_domain
 from gradcheck.formula.forward import counted_hazards
 from gradcheck.rules import COMPARISON, RULES
-from gradcheck.session.runner import run_case
+from gradcheck.checking.case import run_case
 from gradcheck.sampling.points import MARGIN
 from gradcheck.strategies import DEFAULT_FUNCTIONS, GUARDS, formulas, functions_for, points
 from gradcheck.generate.templates import TEMPLATE_INPUTS

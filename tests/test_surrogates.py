@@ -16,7 +16,7 @@ import pytest
 import gradcheck
 from gradcheck.cases import case_from_dict, load_cases
 from gradcheck.base.errors import CaseFileError
-from gradcheck.session.runner import run_case
+from gradcheck.checking.case import run_case
 from gradcheck.sampling.points import case_points
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "custom_ops.toml"

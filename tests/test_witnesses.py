@@ -1,6 +1,6 @@
 """The witnesses and the comparison (DESIGN.md sections 3 and 6): vector-Jacobian products
 for every kind of ``gradient``, ``retain_grad``, ``requires_grad = false``, inputs no
-differentiable path reaches, float32, sampling, the two shapes of reference, the
+differentiable path reaches, float32, sampling, the three kinds of reference, the
 expansion limit, large elementwise cases, the numeric witness's error bound, and what a
 witness that raises or computes a wrong gradient turns into."""
 
@@ -24,7 +24,8 @@ from gradcheck.sampling.kinks import count
 from gradcheck.report import render
 from gradcheck.base.result import RunResult
 from gradcheck.rules import RULES
-from gradcheck.session.runner import cotangent, run, run_case
+from gradcheck.checking.case import cotangent, run_case
+from gradcheck.session.runner import run
 from gradcheck.reference import EXPANSION_LIMIT, ExpandedReference, Reference
 
 
@@ -631,6 +632,41 @@ def test_the_registry_lists_every_formula_witness_once():
     assert witnesses.REGISTRY["numeric"].runs_in == ("float64", "float32")
 
 
+def test_a_worker_preloads_the_witness_modules_the_registry_names(monkeypatch):
+    from gradcheck.session import tasks
+    from gradcheck.witnesses import registry
+
+    assert registry.modules() == {"engine": "gradcheck.witnesses.engine",
+                                  "torch": "gradcheck.witnesses.torch",
+                                  "numeric": "gradcheck.witnesses.numeric"}
+    monkeypatch.setitem(tasks._STATE, "preloaded", False)
+    monkeypatch.setitem(registry.REGISTRY, "ghost", registry.Witness(
+        name="ghost", run=registry.witness("torch"), runs_in=None,
+        tolerance=registry.formula_tolerance, description="a module that is missing",
+        module="gradcheck.witnesses.ghost"))
+    # a wrong name is gradcheck's (or a plugin's) mistake: said at once, never ignored
+    with pytest.raises(ModuleNotFoundError, match="the ghost witness names the module "
+                                                  "'gradcheck.witnesses.ghost'"):
+        tasks.preload()
+    assert not tasks._STATE["preloaded"]
+
+
+def test_a_witness_module_whose_dependency_fails_is_left_for_its_cases(
+        monkeypatch, tmp_path):
+    from gradcheck.session import tasks
+    from gradcheck.witnesses import registry
+
+    (tmp_path / "broken_witness.py").write_text("import a_dependency_not_installed\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(tasks._STATE, "preloaded", False)
+    monkeypatch.setitem(registry.REGISTRY, "broken", registry.Witness(
+        name="broken", run=registry.witness("torch"), runs_in=None,
+        tolerance=registry.formula_tolerance, description="its dependency is missing",
+        module="broken_witness"))
+    tasks.preload()   # the cases that run it report the error
+    assert tasks._STATE["preloaded"]
+
+
 def test_skip_reason_comes_from_the_registry():
     from gradcheck.witnesses.registry import skip_reason
 
@@ -683,6 +719,8 @@ def test_importing_the_registry_imports_no_witness():
     import subprocess
     import sys
 
+    # the registry lives in gradcheck.witnesses beside the witnesses: none of their
+    # modules (the registry names them), nor torch, SymPy or the comparison, is imported
     code = ("import sys, gradcheck.witnesses.registry as w; w.names(); w.skip_reason('engine', "
             "'float16'); print(sorted(m for m in sys.modules if m == 'torch' or "
             "m.startswith(('gradcheck.witnesses.', 'gradcheck.checking.compare', 'sympy')) "
@@ -698,7 +736,8 @@ def test_a_witness_added_to_the_registry_is_one_everywhere(monkeypatch, tmp_path
     accepts, that runs in the dtypes it says, and whose tolerance rule judges it."""
     monkeypatch.chdir(tmp_path)   # a run writes only inside its project
     from gradcheck.witnesses import registry as witnesses
-    from gradcheck.cli.main import ExitCode, main
+    from gradcheck.cli.exit_codes import ExitCode
+    from gradcheck.cli.main import main
 
     judged = []
 

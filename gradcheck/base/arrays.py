@@ -51,15 +51,16 @@ def unbroadcast(array: np.ndarray, shape: tuple[int, ...], reduce=np.sum) -> np.
     return np.broadcast_to(array, shape) if array.shape != shape else array
 
 
-def top_cotangent(top, v: np.ndarray, body_shape: tuple[int, ...]) -> np.ndarray:
-    """Pull the output cotangent ``v`` back through the final sum/mean of an elementwise
-    formula (see :func:`elementwise_split`): the cotangent of every body element."""
+def body_cotangent(reduction, v: np.ndarray, body_shape: tuple[int, ...]) -> np.ndarray:
+    """Pull the output cotangent ``v`` back through ``reduction``, the final sum/mean of
+    an elementwise formula or None (see :func:`gradcheck.formula.tree.elementwise_split`):
+    the cotangent of every body element."""
     v = np.asarray(v, dtype=float)
-    if top is not None:
-        if not top.keepdims:
-            v = np.expand_dims(v, top.axis)
-        if top.op == "mean":
-            v = v / int(np.prod([body_shape[d] for d in top.axis], dtype=np.int64))
+    if reduction is not None:
+        if not reduction.keepdims:
+            v = np.expand_dims(v, reduction.axis)
+        if reduction.op == "mean":
+            v = v / int(np.prod([body_shape[d] for d in reduction.axis], dtype=np.int64))
     return np.broadcast_to(v, body_shape)
 
 

@@ -15,14 +15,13 @@ from typing import Iterable
 
 from ..base.errors import CaseFileError
 from .files import Lines, read_text
-from .model import (DEVICES, DOMAINS, DTYPES, EXTREME_POINTS, FORMULA_WITNESSES, GRADIENTS,
-                    MAX_POINTS, SUFFIXES, WITNESSES, Case, InputSpec, in_domain)
+from .model import (DEVICES, DOMAINS, DTYPES, EXTREME_POINTS, GRADIENTS, MAX_POINTS, SUFFIXES,
+                    Case, InputSpec, in_domain)
 from .reader import DEFAULT_KEYS, CaseReader
 
 __all__ = ["Case", "InputSpec", "read_file", "read_paths", "read_entries", "case_files",
-           "load_cases", "case_from_dict", "in_domain", "DTYPES", "WITNESSES",
-           "FORMULA_WITNESSES", "DEVICES", "DOMAINS", "GRADIENTS", "SUFFIXES", "MAX_POINTS",
-           "EXTREME_POINTS"]
+           "load_cases", "case_from_dict", "in_domain", "DTYPES", "DEVICES", "DOMAINS",
+           "GRADIENTS", "SUFFIXES", "MAX_POINTS", "EXTREME_POINTS"]
 
 
 def read_file(path: str | Path) -> tuple[list[Case], list[CaseFileError]]:

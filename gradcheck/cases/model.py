@@ -13,13 +13,9 @@ from ..base import dtypes
 from ..rules import DOMAINS  # noqa: F401  (the one vocabulary of domains)
 from ..formula.tree import Node, walk
 from ..sampling.domains import in_domain  # noqa: F401  (the cases' vocabulary)
-from ..witnesses.registry import case_names, formula_names
+from ..witnesses.registry import case_names
 
 DTYPES = dtypes.NAMES     # float64, float32, float16, bfloat16
-# the registry's names (gradcheck.witnesses.registry) when this module was imported: every name
-# witnesses = [...] may hold, in the order they run, and the default of formula cases
-WITNESSES = case_names()
-FORMULA_WITNESSES = formula_names()
 DEVICES = ("cpu", "cuda")
 GRADIENTS = ("scalar", "ones", "random")
 #: how op.double's exact second derivatives are built (order = 2): at tensor level
@@ -92,7 +88,9 @@ class Case:
     seed: int = 0
     atol: float | None = None
     rtol: float | None = None
-    witnesses: tuple[str, ...] = WITNESSES
+    # every name the witness registry holds when the case is made (an entry added to it
+    # later, a test's or a plugin's, included), in the order they run
+    witnesses: tuple[str, ...] = field(default_factory=case_names)
     expect: str = "pass"
     description: str = ""
     op: str | None = None                      # "module:attr" of a custom op

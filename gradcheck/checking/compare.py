@@ -144,7 +144,9 @@ class Tally:
         # a run in float32 or below judges by float32's tolerance or a wider one)
         self.beyond = 0
         self.near = Near() if dtype == JUDGED else None
-        self.top: list[tuple[float, Worst]] = []   # (|diff| / tol, element), worst first
+        # the WORST_KEPT elements furthest past their tolerance: (|diff| / tol, element),
+        # worst first
+        self.worst_kept: list[tuple[float, Worst]] = []
         self.problems: list[str] = []
         self.notes: list[str] = []
         self.diagnoses: list[str] = []
@@ -202,7 +204,8 @@ class Tally:
             self.near.merge(other.near)
         self.max_abs, self.max_rel = (max(self.max_abs, other.max_abs),
                                       max(self.max_rel, other.max_rel))
-        self.top = sorted(self.top + other.top, key=lambda pair: -pair[0])[:WORST_KEPT]
+        self.worst_kept = sorted(self.worst_kept + other.worst_kept,
+                                 key=lambda pair: -pair[0])[:WORST_KEPT]
         self.problems += other.problems
         self.notes += other.notes
         self.diagnoses += other.diagnoses
@@ -309,7 +312,7 @@ class Tally:
         """The least ratio of a full list of worst elements (None: not full, or holding
         a NaN, which sorts unpredictably): an element at or below it would be sorted
         after the list's own and cut."""
-        ratios = [r for r, _ in self.top]
+        ratios = [r for r, _ in self.worst_kept]
         if len(ratios) < WORST_KEPT or not all(r == r for r in ratios):
             return None
         return min(ratios)
@@ -328,10 +331,10 @@ class Tally:
             # (Python floats: 0 · inf, where an op repeats an inf, is NaN without a
             # warning)
             tol = float(allowed[idx]) + self.atol + self.rtol * abs(float(expected[idx]))
-            self.top.append((r, Worst(quantity, idx, float(value[idx]),
+            self.worst_kept.append((r, Worst(quantity, idx, float(value[idx]),
                                       float(expected[idx]), tol, point)))
-        self.top.sort(key=lambda pair: -pair[0])
-        del self.top[WORST_KEPT:]
+        self.worst_kept.sort(key=lambda pair: -pair[0])
+        del self.worst_kept[WORST_KEPT:]
 
     def _map(self, quantity, value, expected, allowed, largest, cuts, j, ratio, bad,
              point):
@@ -415,7 +418,7 @@ class Tally:
 
     @property
     def worst(self) -> Worst | None:
-        return self.top[0][1] if self.top else None
+        return self.worst_kept[0][1] if self.worst_kept else None
 
     def error_maps(self) -> tuple:
         """The maps of the quantities that differ (the first MAPS_KEPT)."""
@@ -440,7 +443,7 @@ class Tally:
         return WitnessResult(self.witness, status, self.max_abs, self.max_rel, self.worst,
                              self.checked, self.mismatched, self.grad_fn, message,
                              diagnosis=diagnosis,
-                             worst_elements=tuple(w for _, w in self.top),
+                             worst_elements=tuple(w for _, w in self.worst_kept),
                              notes=tuple(dict.fromkeys(self.notes)),
                              error_maps=self.error_maps() if self.mismatched else ())
 

@@ -143,13 +143,13 @@ def _pins(recorded, perms: dict, rows: list) -> dict[int, list]:
     return pins
 
 
-def _complete(top: np.ndarray, order: np.ndarray, axis: int) -> np.ndarray:
-    """A full permutation along ``axis`` starting with ``top`` (the k picked), the other
+def _complete(picked: np.ndarray, order: np.ndarray, axis: int) -> np.ndarray:
+    """A full permutation along ``axis`` starting with ``picked`` (topk's k), the other
     positions after them in ``order``'s order."""
-    moved_top, moved = np.moveaxis(top, axis, -1), np.moveaxis(order, axis, -1)
+    moved_picked, moved = np.moveaxis(picked, axis, -1), np.moveaxis(order, axis, -1)
     out = np.empty(moved.shape, dtype=moved.dtype)
     for at in np.ndindex(moved.shape[:-1]):
-        t = list(moved_top[at])
+        t = list(moved_picked[at])
         out[at] = t + [j for j in moved[at] if j not in set(t)]
     return np.moveaxis(out, -1, axis)
 

@@ -8,7 +8,7 @@ import os
 import sys
 
 from . import doctor as doctor_cli, run as run_command
-from .exit_codes import ExitCode, exit_code  # noqa: F401  (the CLI's codes, from here too)
+from .exit_codes import ExitCode
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -155,10 +155,11 @@ def _cmd_bench(args) -> int:
         if code:
             return code
     if "verdicts" in wanted:
-        from .bench.verdicts import DEFAULT_SEEDS, DTYPES, markdown, run_verdicts, save
+        from ..base.dtypes import NAMES
+        from .bench.verdicts import DEFAULT_SEEDS, markdown, run_verdicts, save
 
         seeds = args.seeds or (1 if args.quick else DEFAULT_SEEDS)
-        result = run_verdicts(args.cases, seeds=seeds, dtypes=args.dtype or DTYPES,
+        result = run_verdicts(args.cases, seeds=seeds, dtypes=args.dtype or NAMES,
                               jobs=args.jobs,
                               progress=lambda msg: print(f"verdicts: {msg}",
                                                          file=sys.stderr, flush=True))
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.USAGE
     except KeyboardInterrupt as exc:   # 128 + the signal, as a shell counts it
         print("gradcheck: interrupted", file=sys.stderr)
-        return getattr(exc, "exit_code", 130)
+        return getattr(exc, "exit_code", ExitCode.SIGINT)
     except BrokenPipeError:   # the reader went away (| head): stop quietly, as on SIGPIPE
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13

@@ -10,7 +10,11 @@ import os
 import sys
 
 from .exit_codes import ExitCode, exit_code
+from ..cases.model import DEVICES, EXTREME_POINTS, MAX_POINTS
 from ..project.op_patterns import argument as _pattern
+from ..process.limits import MAX_JOBS, MAX_TIMEOUT
+from ..process.timelimit import DEFAULT_TIMEOUT
+from .settings import COLORS
 
 __all__ = ["add_parser", "command", "IN_PROCESS"]
 
@@ -75,7 +79,8 @@ def _selection(run: argparse.ArgumentParser, dtypes) -> None:
     run.add_argument("--points", type=int, help="override the number of points per case")
     run.add_argument("--extreme-points", type=int, metavar="N",
                      help="override the number of extra points at large and small "
-                          "magnitudes per case (default 2; 0 turns them off)")
+                          f"magnitudes per case (default {EXTREME_POINTS}; 0 turns them "
+                          "off)")
     run.add_argument("--strict-shapes", action=argparse.BooleanOptionalAction,
                      help="op.shapes fails what autograd accepts but changes in what an "
                           "op's backward returns (a gradient it sums back to its input's "
@@ -115,7 +120,7 @@ def _reporting(run: argparse.ArgumentParser) -> None:
                      help="write a report in FMT (" + ", ".join(FORMATS) + ") to PATH "
                           "(repeatable; replaces [tool.gradcheck] reports); the text "
                           "report still goes to stdout")
-    run.add_argument("--format", choices=FORMATS,
+    run.add_argument("--format", choices=tuple(FORMATS),
                      help="the report on stdout, or in --output (default text); under "
                           "GitHub Actions failures are also printed as ::error "
                           "annotations")
@@ -124,7 +129,7 @@ def _reporting(run: argparse.ArgumentParser) -> None:
     run.add_argument("--step-summary", action=argparse.BooleanOptionalAction,
                      help="under GitHub Actions, append the Markdown report to "
                           "$GITHUB_STEP_SUMMARY (default: on)")
-    run.add_argument("--color", choices=("auto", "always", "never"),
+    run.add_argument("--color", choices=COLORS,
                      help="colour on the terminal (default auto: where the stream is a "
                           "terminal, unless NO_COLOR is set; FORCE_COLOR forces it)")
     talk = run.add_mutually_exclusive_group()
@@ -138,14 +143,14 @@ def _reporting(run: argparse.ArgumentParser) -> None:
 
 def _execution(run: argparse.ArgumentParser) -> None:
     """Where and how the cases run."""
-    run.add_argument("--device", choices=["cpu", "cuda"],
+    run.add_argument("--device", choices=DEVICES,
                      help="run ops and the torch witness on this device (cases on an "
                           "absent device are skipped)")
     run.add_argument("--timeout", type=float, metavar="SECONDS",
-                     help="time limit per case and dtype, above 0 and at most 86400 "
-                          "(default 300)")
+                     help=f"time limit per case and dtype, above 0 and at most "
+                          f"{MAX_TIMEOUT:.0f} (default {DEFAULT_TIMEOUT:.0f})")
     run.add_argument("-j", "--jobs", type=int, metavar="N",
-                     help="run the cases in N worker processes, 0 to 1024 (0: one per "
+                     help=f"run the cases in N worker processes, 0 to {MAX_JOBS} (0: one per "
                           "CPU; default 1), at most what the machine runs at once (its "
                           "cores, and 256 MiB a worker in half its available memory: a "
                           "larger N is lowered, with a note); the report is the same as "
@@ -198,10 +203,10 @@ def _usage_error(args) -> str:
     if not args.paths:
         return ("no case file or folder to run: give a PATH, or set paths = [...] under "
                 "[tool.gradcheck] in pyproject.toml")
-    if args.points is not None and not 1 <= args.points <= 1000:
-        return "--points must be from 1 to 1000"
-    if args.extreme_points is not None and not 0 <= args.extreme_points <= 1000:
-        return "--extreme-points must be from 0 to 1000"
+    if args.points is not None and not 1 <= args.points <= MAX_POINTS:
+        return f"--points must be from 1 to {MAX_POINTS}"
+    if args.extreme_points is not None and not 0 <= args.extreme_points <= MAX_POINTS:
+        return f"--extreme-points must be from 0 to {MAX_POINTS}"
     for problem in (timeout_problem(args.timeout), jobs_problem(args.jobs)):
         if problem:   # (the table's values were checked as the table's)
             return "--" + problem
@@ -287,14 +292,7 @@ def _results(args):
     try:
         with display(sys.stderr, mode=mode,
                      color=use_color(args.color, sys.stderr)) as progress:
-            return run(args.paths, keyword=args.keyword, dtype=args.dtype, seed=args.seed,
-                       points=args.points, extreme_points=args.extreme_points,
-                       strict_shapes=args.strict_shapes, strict=args.strict,
-                       allow_op_modules=args.allow_op_module,
-                       witnesses=args.witness, timeout=args.timeout,
-                       device=args.device, jobs=args.workers, scheduler=args.scheduler,
-                       isolate=not _in_process(args), progress=progress,
-                       formulas=_shows_formulas(args))
+            return run(args.paths, _options(args), progress=progress)
     except ParallelError as exc:
         from ..report.text import printable
 
@@ -302,11 +300,28 @@ def _results(args):
         return None
 
 
+def _options(args):
+    """The :class:`~gradcheck.session.runner.RunOptions` of the merged ``args``."""
+    from ..session.runner import RunOptions
+
+    return RunOptions(
+        keyword=args.keyword, dtype=args.dtype, seed=args.seed, points=args.points,
+        extreme_points=args.extreme_points, witnesses=args.witness, device=args.device,
+        strict_shapes=args.strict_shapes, strict=args.strict,
+        allow_op_modules=args.allow_op_module, timeout=args.timeout, jobs=args.workers,
+        scheduler=args.scheduler, isolate=not _in_process(args),
+        formulas=_shows_formulas(args))
+
+
 def _shows_formulas(args) -> bool:
     """Whether a report of this run shows the gradient formulas of a case that passed:
-    the text report with -v, and the JSON report (its "gradients"). The others show
-    them for the cases that did not pass only, which always have them."""
-    return args.verbose or "json" in {args.format, *(r.fmt for r in args.reports)}
+    the text report with -v, and a format whose row says it does (the JSON report's
+    "gradients"). The others show them for the cases that did not pass only, which
+    always have them."""
+    from ..report import FORMATS
+
+    asked = {args.format, *(r.fmt for r in args.reports)}
+    return args.verbose or any(FORMATS[fmt].formulas for fmt in asked)
 
 
 def _run_code(args, result, unwritten: list[str]) -> int:

@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..cases.model import MAX_POINTS
 from ..process import limits
+from ..process.timelimit import DEFAULT_TIMEOUT
 from ..project.settings import Settings, SettingsError
 
 __all__ = ["Report", "KEYS", "merge", "parse_report", "DEFAULTS"]
 
 # What an option left to neither the command line nor the table is.
-DEFAULTS = {"timeout": 300.0, "jobs": 1, "color": "auto", "step_summary": True,
+DEFAULTS = {"timeout": DEFAULT_TIMEOUT, "jobs": 1, "color": "auto", "step_summary": True,
             "format": "text", "strict_shapes": False, "strict": False}
 
 COLORS = ("auto", "always", "never")
@@ -92,7 +94,7 @@ def _witnesses() -> tuple[str, ...]:
 def _formats() -> tuple[str, ...]:
     from ..report import FORMATS
 
-    return FORMATS
+    return tuple(FORMATS)
 
 
 def _reports(value) -> bool:
@@ -120,10 +122,10 @@ KEYS: dict[str, Key] = {
     "paths": Key("paths", "a list of case files or folders (strings)", _strings),
     "dtype": Key("dtype", "a dtype name", _one_of(_dtypes), _dtypes),
     "seed": Key("seed", "an integer", _int),
-    "points": Key("points", "an integer from 1 to 1000",
-                  lambda v: _int(v) and 1 <= v <= 1000),
-    "extreme-points": Key("extreme_points", "an integer from 0 to 1000",
-                          lambda v: _int(v) and 0 <= v <= 1000),
+    "points": Key("points", f"an integer from 1 to {MAX_POINTS}",
+                  lambda v: _int(v) and 1 <= v <= MAX_POINTS),
+    "extreme-points": Key("extreme_points", f"an integer from 0 to {MAX_POINTS}",
+                          lambda v: _int(v) and 0 <= v <= MAX_POINTS),
     "timeout": Key("timeout", f"a number of seconds above 0 and at most "
                    f"{limits.MAX_TIMEOUT:,.0f} (one day)",
                    lambda v: not limits.timeout_problem(v)),

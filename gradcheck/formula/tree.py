@@ -276,23 +276,25 @@ def differentiable_names(root: Node) -> set[str]:
 
 
 def elementwise_split(root: Node) -> tuple[Node, Node | None] | None:
-    """``(body, top)`` when the formula is elementwise, possibly under one final sum/mean.
+    """``(body, reduction)`` when the formula is elementwise, possibly under one final
+    sum/mean.
 
-    ``body`` is the elementwise part and ``top`` the final reduction (or ``None``). Such
+    ``body`` is the elementwise part and ``reduction`` the final sum/mean node (or
+    ``None``). Such
     a formula has a diagonal Jacobian from the inputs to ``body``, so every witness can
     treat it as one scalar kernel applied to whole arrays: O(n), not O(n^2). Returns
     ``None`` for formulas that mix elements (matmul, inner reductions).
     """
-    top = None
+    reduction = None
     body = root
     if root.op in ("sum", "mean"):
-        top, body = root, root.args[0]
+        reduction, body = root, root.args[0]
     for node in walk(body):
         if node.op in ("input", "const", "let"):
             continue
         if RULES[node.op].family not in (ELEMENTWISE, COMPARISON):
             return None
-    return body, top
+    return body, reduction
 
 
 def canonical(root: Node, stops: dict[int, str] | None = None, *,

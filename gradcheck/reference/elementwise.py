@@ -10,7 +10,7 @@ import sympy
 
 from ..base.evaluation import Evaluation
 from .lowering import lower, symbol
-from ..base.arrays import SLAB, run_kernel, top_cotangent, unbroadcast
+from ..base.arrays import SLAB, run_kernel, body_cotangent, unbroadcast
 from .kernelcache import cached_lambdify, enabled
 from ..formula.tree import canonical, elementwise_split
 from .adjoint import Program
@@ -20,13 +20,13 @@ from .derivatives import MODULES, clean, compile, magnitude, own_meanings
 
 class ElementwiseReference(Reference):
     """Attributes (beside :class:`Reference`'s): ``body``, the elementwise part of the
-    formula, and ``top``, the final sum/mean node over it or None."""
+    formula, and ``reduction``, the final sum/mean node over it or None."""
 
     mode = "elementwise"
 
     def __init__(self, case):
         super().__init__(case)
-        self.body, self.top = elementwise_split(case.output)
+        self.body, self.reduction = elementwise_split(case.output)
         self._double: dict | None = None   # double backward's derivatives, on first use
         self._second: dict = {}            # and their kernels, by kind
         # A kernel this process compiled already: no SymPy work at all: lowering and differentiation are in _build
@@ -110,10 +110,10 @@ class ElementwiseReference(Reference):
             kernel_out = run_kernel(self._kernel, self._kernel_args(point), self._padded())
         out = [r.reshape(shape) for r in kernel_out]
         body_value, partials = out[0], out[1:]
-        top = self.top
-        value = np.array(body_value) if top is None else np.asarray(
-            top.call("numpy", [body_value]))
-        v_body = top_cotangent(top, v, shape)
+        reduction = self.reduction
+        value = np.array(body_value) if reduction is None else np.asarray(
+            reduction.call("numpy", [body_value]))
+        v_body = body_cotangent(reduction, v, shape)
         grads = {n: unbroadcast(v_body * d, case.input[n].shape)
                  for n, d in zip(self.wrt, partials)}
         retained = {n: unbroadcast(v_body * d, case.nodes[n].shape)
@@ -125,7 +125,7 @@ class ElementwiseReference(Reference):
         case, shape = self.case, self.body.shape
         pairs = [(a, b) for a in self.wrt for b in self.wrt]
         values = self._second_kernels(point, "magnitude" if absolute else "second")
-        v_body = top_cotangent(self.top, np.asarray(v, dtype=float), shape)
+        v_body = body_cotangent(self.reduction, np.asarray(v, dtype=float), shape)
         out = {n: np.zeros(shape) for n in self.wrt}
         for (a, b), d2 in zip(pairs, values):
             out[a] = out[a] + d2 * np.broadcast_to(u[b], shape)
@@ -142,9 +142,9 @@ class ElementwiseReference(Reference):
         body = np.zeros(shape)
         for n, d in zip(self.wrt, partials):
             body = body + d.reshape(shape) * np.broadcast_to(u[n], shape)
-        top = self.top
-        return body if top is None else np.asarray(
-            top.call("numpy", [body]))
+        reduction = self.reduction
+        return body if reduction is None else np.asarray(
+            reduction.call("numpy", [body]))
 
     def _second_kernels(self, point, which: str) -> list[np.ndarray]:
         """Elementwise kernels for double backward, compiled on first use, at ``point``

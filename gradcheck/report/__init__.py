@@ -1,32 +1,55 @@
-"""Renderers: each turns a RunResult into text of one format. They never compute."""
+"""Renderers: each turns a RunResult into text of one format. They never compute.
+
+:data:`FORMATS` is the one list of report formats: the command line's ``--format`` and
+``--report FMT:PATH`` choices, the settings file's ``format`` and ``reports``, and
+:func:`render` all read it. A new format is its renderer module and one row here."""
 
 from __future__ import annotations
 
-FORMATS = ("text", "json", "junit", "markdown", "html")
+import importlib
+from dataclasses import dataclass
+
+__all__ = ["Format", "FORMATS", "render"]
+
+
+@dataclass(frozen=True)
+class Format:
+    """One report format."""
+
+    name: str
+    #: ``module:function``, the module relative to this package when it starts with a
+    #: dot; imported when first used, so ``gradcheck --help`` imports no renderer
+    renderer: str
+    #: the options of :func:`render` it is given (every renderer takes the result)
+    options: tuple[str, ...] = ()
+    #: it shows the gradients' formulas of a case that passed, which the run then
+    #: builds for every case (the text report does with ``verbose`` only)
+    formulas: bool = False
+
+
+#: name -> :class:`Format`, in the order the command line lists them.
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("text", ".text:render_text", ("color", "verbose", "quiet")),
+    Format("json", ".json:render_json", formulas=True),
+    Format("junit", ".junit:render_junit"),
+    Format("markdown", ".markdown:render_markdown"),
+    Format("html", ".html:render_html"),
+)}
 
 
 def render(result, fmt: str, *, color: bool = False, verbose: bool = False,
            quiet: bool = False) -> str:
-    """``result`` rendered in ``fmt`` (one of :data:`FORMATS`). ``quiet`` (text only)
-    leaves out the lines of the cases that passed: the failures and the summary."""
-    if fmt == "json":
-        from .json import render_json
+    """``result`` rendered in ``fmt`` (one of :data:`FORMATS`); each renderer is given
+    the options its row names. ``quiet`` (text only) leaves out the lines of the cases
+    that passed: the failures and the summary.
 
-        return render_json(result)
-    if fmt == "text":
-        from .text import render_text
-
-        return render_text(result, color=color, verbose=verbose, quiet=quiet)
-    if fmt == "junit":
-        from .junit import render_junit
-
-        return render_junit(result)
-    if fmt == "markdown":
-        from .markdown import render_markdown
-
-        return render_markdown(result)
-    if fmt == "html":
-        from .html import render_html
-
-        return render_html(result)
-    raise ValueError(f"unknown format {fmt!r}")
+    Raises:
+        ValueError: ``fmt`` is no format of :data:`FORMATS`.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}")
+    entry = FORMATS[fmt]
+    module, function = entry.renderer.split(":")
+    given = {"color": color, "verbose": verbose, "quiet": quiet}
+    renderer = getattr(importlib.import_module(module, __name__), function)
+    return renderer(result, **{k: given[k] for k in entry.options})

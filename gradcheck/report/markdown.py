@@ -152,11 +152,11 @@ def _details(result, room: int) -> tuple[list[str], int, int]:
 
 
 def render_markdown(result) -> str:
-    top = [_title(result), ""]
+    title = [_title(result), ""]
     if result.incomplete:   # gradcheck's own words: nothing to escape
-        top += [f"**{incomplete_line(result)}**", ""]
+        title += [f"**{incomplete_line(result)}**", ""]
     problems = [c for c in result.cases if c.status != PASSED]
-    room = _ROOM - _lines_size(top)
+    room = _ROOM - _lines_size(title)
     body, cut, chars = [], 0, 0
     if problems:
         head = _table(["status", "case", "dtype", "location", "witness", "worst element",
@@ -174,4 +174,4 @@ def render_markdown(result) -> str:
         body += [_left_out(len(problems), len(problems) - cut, len(result.cases),
                            len(result.cases) - more, chars), ""]
     # neutral: the net under the cells' scrubbing, for a report printed on stdout
-    return neutral("\n".join(top + body + details))
+    return neutral("\n".join(title + body + details))

@@ -28,7 +28,7 @@ def reach(dtype: str) -> float:
     return min(math.sqrt(eps(dtype)), REACH)
 
 
-def top(dtype: str) -> float:
+def largest_extreme(dtype: str) -> float:
     """L: large extreme magnitudes go up to ln √max of the dtype, float32's at most
     (44.4; float16: 5.5)."""
     return math.log(min(ceiling(dtype), ceiling("float32")))

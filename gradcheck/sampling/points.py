@@ -42,8 +42,8 @@ from ..process.heap import HEAP_ELEMENTS, reused_allocations
 from . import kinks
 # (REACH, STRATIFIED, EXPONENTIAL, PERIODIC, PERIODIC_REACH: named here as well, where
 # they were defined before domains.py and overflow.py held them)
-from .domains import (LARGE, RANGES, REACH, SMALL, STRATIFIED, place as _place, rays as _rays,
-                      reach, spread as _spread, top, toward as _toward)
+from .domains import (LARGE, RANGES, REACH, SMALL, STRATIFIED, largest_extreme, place as _place,
+                      rays as _rays, reach, spread as _spread, toward as _toward)
 from .overflow import (EXPONENTIAL, PERIODIC, PERIODIC_REACH, beyond as _beyond, ceiling, first,
                        fits_range, largest, limit as range_limit, out_of_range, over as _over)
 # (MARGIN and the helpers below were defined here before kinks.py needed them too)
@@ -327,7 +327,7 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
             values[spec.name] = _round(_draw(spec, rng, spec.shape), dtype, spec)
             free.append(spec)
             continue
-        rays[spec.name] = r = _rays(spec.domain, band, rho, top(dtype))
+        rays[spec.name] = r = _rays(spec.domain, band, rho, largest_extreme(dtype))
         which, u = _spread(r, rng, spec.shape)
         placed[spec.name] = (lambda p, r=r, which=which, u=u:
                              _round(_place(r, which, u, p), dtype))

@@ -19,6 +19,7 @@ from ..base.errors import GradcheckError, describe_exception
 from ..process.interrupts import Interrupted, ctrl_c_is_ours
 from ..process.peak_memory import PeakMemory
 from ..base.result import ERROR, CaseResult
+from ..witnesses.registry import modules
 
 __all__ = ["Task", "tasks_of", "execute", "guarded", "lost", "died", "ParallelError"]
 
@@ -145,9 +146,10 @@ def _worker_case(task: Task) -> tuple[Case, dict]:
         return case, _STATE["refs"]
 
 
-_PRELOAD = ("sympy", "torch", "gradcheck.reference", "gradcheck.witnesses.torch",
-            "gradcheck.witnesses.engine", "gradcheck.witnesses.numeric", "gradcheck.checking.opcheck",
-            "gradcheck.bounds.model")
+#: gradcheck's own modules nearly every case imports (with SymPy, through the reference),
+#: besides the witnesses' modules, which their registry names
+#: (:func:`gradcheck.witnesses.registry.modules`; torch comes with the torch witness's)
+_PRELOAD = ("gradcheck.reference", "gradcheck.checking.opcheck", "gradcheck.bounds.model")
 
 
 def as_worker() -> None:
@@ -160,14 +162,18 @@ def preload() -> None:
     """Import what nearly every case needs, once per process, before the first case's
     time limit starts (a serial run pays this inside its first case, under a limit of
     minutes; here it would eat a short limit in every new worker). A module that fails
-    to import is left for the cases that need it to report."""
+    to import is left for the cases that need it to report.
+
+    Raises:
+        ModuleNotFoundError: a name here or in the witness registry names no module (a
+            mistake in gradcheck or a plugin, not something a case can report).
+    """
     if _STATE.get("preloaded"):
         return
     for module in _PRELOAD:
-        try:
-            importlib.import_module(module)
-        except Exception:
-            pass
+        _load(module, "gradcheck's preload list")
+    for name, module in modules().items():
+        _load(module, f"the {name} witness")
     try:
         # a kernel's first compile imports SymPy's printers and reads NumPy's names
         # (gradcheck.reference.kernelnames): once here, so a case process forked from this one
@@ -182,6 +188,22 @@ def preload() -> None:
     except Exception:
         pass
     _STATE["preloaded"] = True
+
+
+def _load(module: str, what: str) -> None:
+    """Import ``module``, named by ``what``. An error raised while it is imported (a
+    broken dependency) is left for the cases that need the module to report; a name
+    that finds no module raises here."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        # exc.name is the module not found: this one or a package above it names a
+        # module that does not exist; anything else is a dependency the module imports
+        if exc.name is not None and (module + ".").startswith(exc.name + "."):
+            raise ModuleNotFoundError(f"{what} names the module {module!r}, which does "
+                                      "not exist", name=module) from exc
+    except Exception:
+        pass
 
 
 def execute(task: Task) -> CaseResult:

@@ -34,7 +34,7 @@ import zlib
 
 import numpy as np
 
-from ..base.arrays import cut, slabs, top_cotangent, unbroadcast
+from ..base.arrays import cut, slabs, body_cotangent, unbroadcast
 from ..base.evaluation import PROJECTED, Directions, Evaluation
 from ..formula.forward import evaluate, program
 from ..base.dtypes import unit_roundoff
@@ -146,7 +146,7 @@ def _diagonal(split, env, name, x0, v, step: float = STEP):
     """vᵀJ for an elementwise formula: one perturbation of the whole input, evaluated
     slab by slab (each output element depends on its own elements only), so that a
     million-element case holds a few full-size arrays, not every temporary."""
-    body, top = split
+    body, reduction = split
     shape = body.shape
     d, err = np.empty(shape), np.empty(shape)
     forward = program(body, frozenset({name}), True)   # (run's errstate holds)
@@ -162,7 +162,7 @@ def _diagonal(split, env, name, x0, v, step: float = STEP):
             return np.broadcast_to(forward(local, {name: xs}), out_shape), bound
 
         d[where], err[where] = _derivative(f, x, h)
-    v_body = top_cotangent(top, v, shape)
+    v_body = body_cotangent(reduction, v, shape)
     return (unbroadcast(v_body * d, x0.shape),
             unbroadcast(np.abs(v_body) * err, x0.shape))
 

@@ -2,10 +2,11 @@
 with the symbolic reference, in one table.
 
 Each :class:`Witness` names its run function, of the one signature
-``run(case, point, v, dtype, reference) -> Evaluation``, the dtypes it runs in, the rule
-that gives its tolerance and a line saying what it is. Everything that lists witness
-names (the command line's ``--witness``, a case file's ``witnesses = [...]``, the
-checking code) reads them from here.
+``run(case, point, v, dtype, reference) -> Evaluation``, the module that holds it, the
+dtypes it runs in, the rule that gives its tolerance and a line saying what it is.
+Everything that lists witness names (the command line's ``--witness``, a case file's
+``witnesses = [...]`` and its default, the checking code) or their modules (a worker's
+imports before its first case) reads them from here when it needs them.
 
 Importing this module imports no witness: torch, the engine and the rounding model are
 imported when a witness is first run, so ``gradcheck --help`` stays instant.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 __all__ = ["Witness", "REGISTRY", "REFERENCE", "OP", "names", "case_names",
-           "formula_names", "witness", "entry", "skip_reason"]
+           "formula_names", "modules", "witness", "entry", "skip_reason"]
 
 #: The symbolic reference: it always runs, and every witness is compared with it.
 REFERENCE = "symbolic"
@@ -48,6 +49,10 @@ class Witness:
     #: its run takes ``step`` (a relative step): where it disagrees, it measures the
     #: point again at finer steps (:mod:`gradcheck.checking.refinement`)
     refines: bool = False
+    #: the module whose ``run`` it calls, imported at its first call (see
+    #: :func:`_lazy_run`); None: ``run`` is loaded already (a test's or a plugin's
+    #: function). A worker imports these before its first case (:func:`modules`).
+    module: str | None = None
 
 
 def _lazy_run(module: str) -> Callable:
@@ -60,6 +65,14 @@ def _lazy_run(module: str) -> Callable:
 
     run.__qualname__ = run.__name__ = f"run[{module}]"
     return run
+
+
+def _lazy(name: str, module: str, runs_in: tuple[str, ...] | None, description: str,
+          **flags) -> Witness:
+    """The witness ``name`` that runs ``module``'s ``run``, imported at its first call;
+    its tolerance is the rounding model's (:func:`formula_tolerance`)."""
+    return Witness(name, _lazy_run(module), runs_in, formula_tolerance, description,
+                   module=module, **flags)
 
 
 def formula_tolerance(dtype: str, bounds, own_error) -> dict:
@@ -79,15 +92,13 @@ _LOW_PRECISION_UNTESTED = ("float64", "float32")
 
 #: name -> :class:`Witness`, in the order results list them.
 REGISTRY: dict[str, Witness] = {w.name: w for w in (
-    Witness("engine", _lazy_run("gradcheck.witnesses.engine"), _LOW_PRECISION_UNTESTED,
-            formula_tolerance,
-            "gradcheck's own reverse-mode engine, driven as PyTorch autograd is"),
-    Witness("torch", _lazy_run("gradcheck.witnesses.torch"), None, formula_tolerance,
-            "PyTorch autograd on the same formula (y.backward(v), retain_grad())"),
-    Witness("numeric", _lazy_run("gradcheck.witnesses.numeric"), _LOW_PRECISION_UNTESTED,
-            formula_tolerance,
-            "central finite differences in float64, with their own error estimate",
-            perturbs=True, refines=True),
+    _lazy("engine", "gradcheck.witnesses.engine", _LOW_PRECISION_UNTESTED,
+          "gradcheck's own reverse-mode engine, driven as PyTorch autograd is"),
+    _lazy("torch", "gradcheck.witnesses.torch", None,
+          "PyTorch autograd on the same formula (y.backward(v), retain_grad())"),
+    _lazy("numeric", "gradcheck.witnesses.numeric", _LOW_PRECISION_UNTESTED,
+          "central finite differences in float64, with their own error estimate",
+          perturbs=True, refines=True),
 )}
 
 # The lists of names are read from the registry when asked for, so that an entry added
@@ -108,6 +119,12 @@ def formula_names() -> tuple[str, ...]:
 def case_names() -> tuple[str, ...]:
     """Every name a case file's ``witnesses = [...]`` may hold, in the order they run."""
     return (REFERENCE, *REGISTRY, OP)
+
+
+def modules() -> dict[str, str]:
+    """witness name -> the module its ``run`` is imported from, for the witnesses that
+    import theirs at first call (what a worker imports before its first case)."""
+    return {w.name: w.module for w in REGISTRY.values() if w.module is not None}
 
 
 def entry(name: str) -> Witness:

@@ -74,7 +74,7 @@ def _gradcheck_rows(n: int, cfg: Config) -> list[Row]:
     import sympy
 
     from ...reference import Reference
-    from ...session.runner import run_case
+    from ...checking.case import run_case
 
     def fresh():
         sympy.core.cache.clear_cache()  # compile from scratch every time

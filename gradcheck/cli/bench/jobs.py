@@ -80,7 +80,7 @@ def memory_job(job: dict) -> dict:
     import torch
 
     from ...reference import Reference
-    from ...session.runner import run_case
+    from ...checking.case import run_case
 
     torch.set_num_threads(1)
     check_passed(run_case(elementwise_case(10, "warm-up"), "float64", timeout=None))

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ...base.dtypes import NAMES
+
 VERSION = 1
 DEFAULT_FORMULAS = 570
 DEFAULT_SEED = 0
@@ -227,8 +229,7 @@ def _tally(results, exprs: dict) -> tuple[list[Count], list[Finding]]:
         for w in r.witnesses:
             c["inconclusive"] += w.status == "inconclusive"
             c["skipped_witnesses"] += w.status == "skipped"
-    order = ("float64", "float32", "bfloat16", "float16")
-    counts = [Count(d, **by[d]) for d in order if d in by]
+    counts = [Count(d, **by[d]) for d in NAMES if d in by]   # in the dtypes' own order
     return counts, findings
 
 

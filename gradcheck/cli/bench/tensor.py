@@ -188,7 +188,7 @@ def _checked_gradcheck(cfg: Config, state: dict) -> list[Row]:
 
     from ...cases import case_from_dict
     from ...reference.kernelcache import turned_off
-    from ...session.runner import run_case
+    from ...checking.case import run_case
 
     label, table = CHECKED[0], _checked_case(cfg)
     count = [0]

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ...base.dtypes import NAMES
 from .render import cell, environment_line
 
 VERSION = 1
-DTYPES = ("float64", "float32", "float16", "bfloat16")
 DEFAULT_SEEDS = 20
 DEFAULT_JOBS = 2
 MESSAGE_CHARS = 200
@@ -252,13 +252,13 @@ def torch_cell(meant: str, verdict: str) -> str:
 def op_table(cases: list, first: dict, dtypes: Iterable[str]) -> list[TableRow]:
     """One :class:`TableRow` per op case; ``first``: seed 0's results by
     ``(file, name, dtype)``."""
-    from ...session.runner import override
+    from ...session.runner import RunOptions, override
 
     rows = []
     for case in cases:
         if case.op is None:
             continue
-        case = override(case, seed=0)   # the sweep's seed 0: the same first point
+        case = override(case, RunOptions(seed=0))   # the sweep's seed 0: the same first point
         meant = "wrong" if case.expect == "fail" else "right"
         torch_cells, messages = {}, {}
         for dtype in TORCH_SETTINGS:
@@ -276,7 +276,7 @@ def op_table(cases: list, first: dict, dtypes: Iterable[str]) -> list[TableRow]:
 # --------------------------------------------------------------------------- running
 
 def run_verdicts(paths: Iterable[str | Path] | None = None, *, seeds: int = DEFAULT_SEEDS,
-                 dtypes: Iterable[str] = DTYPES, jobs: int = DEFAULT_JOBS,
+                 dtypes: Iterable[str] = NAMES, jobs: int = DEFAULT_JOBS,
                  progress: Callable[[str], None] | None = None) -> Verdicts:
     """Sweep ``paths`` (default the bundled cases) over seeds 0..``seeds``-1 in each of
     ``dtypes``, then build the op table. Nothing is printed here: ``progress`` gets one
