@@ -48,6 +48,9 @@ class Witness:
     #: its run takes ``step`` (a relative step): where it disagrees, it measures the
     #: point again at finer steps (:mod:`gradcheck.checking.refinement`)
     refines: bool = False
+    #: its run takes ``at``, the point's :class:`gradcheck.bounds.point.PointBounds`:
+    #: it reads the forward bound the tolerance's rounding model took at the point
+    reads_bounds: bool = False
 
 
 def _lazy_run(module: str) -> Callable:
@@ -87,7 +90,7 @@ REGISTRY: dict[str, Witness] = {w.name: w for w in (
     Witness("numeric", _lazy_run("gradcheck.witnesses.numeric"), _LOW_PRECISION_UNTESTED,
             formula_tolerance,
             "central finite differences in float64, with their own error estimate",
-            perturbs=True, refines=True),
+            perturbs=True, refines=True, reads_bounds=True),
 )}
 
 # The lists of names are read from the registry when asked for, so that an entry added
