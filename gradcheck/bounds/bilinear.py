@@ -8,13 +8,13 @@ bilinear in two operands, c = a ∘ b, so
 n the terms of the sums (:func:`terms`); a cotangent's own
 error E(ḡ) goes through the same map, |ḡ|'s place taken by E(ḡ).
 
-The rounding into the dtype, of a convolution's cotangent: where torch forms a cotangent's sums in float32 and rounds once (oneDNN, cuDNN) that
-rounding is u·|c|.
+The rounding into the dtype, of a convolution's cotangent: where torch forms a
+cotangent's sums in float32 and rounds once (oneDNN, cuDNN) that rounding is u·|c|.
 Where it adds rounded parts in the dtype itself (aten's ``Slow2d``/``SlowDilated2d``:
 torch's float16 convolution on a CPU without avx512_fp16, such as AMD's EPYC; any
 low-precision dtype with oneDNN off), each of m parts p_j is rounded once and each of
-the m − 1 additions rounds a partial sum of at most Σ|p_j|: m·u·Σ|p_j| in all. The
-parts are x̄'s per kernel offset (col2im adds them; m the offsets that reach the
+the m − 1 additions rounds a partial sum of at most Σ|p_j|: m·u·Σ|p_j| in all. The parts
+are x̄'s per kernel offset (col2im adds them; m the offsets that reach the
 element) and w̄'s per batch sample (m = N), :func:`gradcheck.rules.conv.vjps.
 conv_input_parts` and ``conv_weight_parts``. An emulation of exactly that is torch's
 float16 result bit for bit at 99.96% of a 64-channel layer's x̄ and w̄ (one float16

@@ -1,6 +1,7 @@
 """The rounding model's family of composite rows (:data:`gradcheck.rules.row.COMPOSITE`:
-softmax, var, norm, cumsum, sort, topk, einsum...): each row states its own first-order bounds (its
-``rounding`` column, a :class:`gradcheck.rules.composite.bounds.Bound`: why the generic
+softmax, var, norm, cumsum, sort, topk, einsum...): each row states its own first-order
+bounds (its ``rounding`` column, a :class:`gradcheck.rules.composite.bounds.Bound`: why
+the generic
 model does not hold for them is said there); this module hands them the values, the
 bounds and the units, and adds the underflow term η."""
 

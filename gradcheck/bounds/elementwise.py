@@ -15,13 +15,14 @@ to it; for a reduction, of the reduced slice it lies in), but for the probe's sc
 one number per probe, from the largest relative move over the whole operand
 (:func:`probe_scales`). So with the scales, and the tests of which operands have any
 error, taken over the whole arrays first, the rest runs over blocks of rows (axis 0,
-:func:`gradcheck.bounds.blocks.row_blocks`; a reduction's only where it keeps axis 0, so that each reduced slice
-lies in one block and is summed as the whole array sums it): the dozen temporaries of a
-probe then live in the cache a block at a time, instead of each being a fresh full-size
-array (layer norm over [4096, 1024]: 32 MB each, paid in page faults and memory
-traffic). Each element's arithmetic is the one the whole arrays get, so the bounds are
-the same to the bit (tests/test_rounding_restructured.py). The value t itself is always
-computed on the whole arrays: it is the forward the numeric witness differences.
+:func:`gradcheck.bounds.blocks.row_blocks`; a reduction's only where it keeps axis 0, so
+that each reduced slice lies in one block and is summed as the whole array sums it): the
+dozen temporaries of a probe then live in the cache a block at a time, instead of each
+being a fresh full-size array (layer norm over [4096, 1024]: 32 MB each, paid in page
+faults and memory traffic). Each element's arithmetic is the one the whole arrays get,
+so the bounds are the same to the bit (tests/test_rounding_restructured.py). The value t
+itself is always computed on the whole arrays: it is the forward the numeric witness
+differences.
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
 """Which forward values and bounds the rounding model's backward reads
-(:class:`gradcheck.bounds.model.RoundingModel`): the others are dropped as soon as the forward
-has used them, so that a layer's bounds hold the arrays its backward needs, not one
-value and one bound per node (layer norm over [4096, 1024]: four of ten arrays of
-32 MB are read by no VJP).
+(:class:`gradcheck.bounds.model.RoundingModel`): the others are dropped as soon as the
+forward has used them, so that a layer's bounds hold the arrays its backward needs, not
+one value and one bound per node (layer norm over [4096, 1024]: four of ten arrays of 32
+MB are read by no VJP).
 
 What a VJP reads is a static fact of its bytecode (:func:`parameters_read`): a node is
 kept when a VJP of a consumer loads the node's position among its parameters, or the
 consumer's own result when the node is that consumer. Rows whose bounds are their own
 code (the families whose handler says ``own_code``: composites, bilinear rows,
-structure, pools; and rows with terms) keep everything they touch. A row whose PyTorch node saves no tensor (sum, mean: ``saves=False`` in the
-rule table) reads its operands' shapes only: a dropped operand is handed to it as a
+structure, pools; and rows with terms) keep everything they touch. A row whose PyTorch
+node saves no tensor (sum, mean: ``saves=False`` in the rule table) reads its operands'
+shapes only: a dropped operand is handed to it as a
 zero-stride :func:`placeholder` of its shape.
 """
 

@@ -16,11 +16,12 @@ E(q) >= |fl(q) - q|:
 - a primitive t = f(a₁, ..., aₙ): E(t) = Σₖ |∂f/∂aₖ|·E(aₖ) + ρ_f·u·|t|, with ρ_f the
   primitive's own rounding (the rule table's ``rounding`` column, relative to the terms
   its formula adds where they cancel: :mod:`gradcheck.rules.terms`); a sum or
-  contraction over n terms adds γ(n)·u_acc·Σ|terms| instead (:func:`accumulation`), the
-  bound for blocked pairwise summation, at the unit roundoff of the accumulator (float32
-  at least, as PyTorch's CPU kernels accumulate half precision in float32; where torch
-  adds a convolution's cotangent from parts rounded into the dtype, aten's own kernels
-  for float16 on a CPU without avx512_fp16, m·u·Σ|parts|: :mod:`gradcheck.bounds.bilinear`);
+  contraction over n terms adds γ(n)·u_acc·Σ|terms| instead
+  (:func:`gradcheck.bounds.summation.accumulation`), the bound for blocked pairwise
+  summation, at the unit roundoff of the accumulator (float32 at least, as PyTorch's
+  CPU kernels accumulate half precision in float32; where torch adds a convolution's
+  cotangent from parts rounded into the dtype, aten's own kernels for float16 on a CPU
+  without avx512_fp16, m·u·Σ|parts|: :mod:`gradcheck.bounds.bilinear`);
 - a VJP c = vjp(ḡ, t, a...): E(c) = |vjp|(E(ḡ)) (the cotangent's own error, through
   |J|) + the change of c when t and each aⱼ move by their errors E(t), E(aⱼ) plus one
   more u·|t|, u·|aⱼ| for the rounding where the formula uses them (x*x inside
@@ -62,10 +63,11 @@ from .summation import accumulation
 
 @functools.lru_cache(maxsize=None)
 def _units(dtype: str) -> tuple[float, float, float]:
-    """(u, u_acc, η): the storage and accumulation unit roundoffs of ``dtype``, and its
-    underflow: a result below the smallest normal is rounded to the subnormal grid, an
-    absolute error of up to its spacing (Higham's model, fl(x) = x(1 + δ) + η), smallest
-    normal · 2u; formed as 2u first: 2^-1022 · 2^-53 itself underflows."""
+    """(u, u_acc, η): the unit roundoffs of ``dtype`` and of its accumulator
+    (:attr:`gradcheck.base.dtypes.Format.accumulator`), and its underflow: a result
+    below the smallest normal is rounded to the subnormal grid, an absolute error of up
+    to its spacing (Higham's model, fl(x) = x(1 + δ) + η), smallest normal · 2u; formed
+    as 2u first: 2^-1022 · 2^-53 itself underflows."""
     u = unit_roundoff(dtype)
     return u, accumulator_roundoff(dtype), smallest_normal(dtype) * (2 * u)
 

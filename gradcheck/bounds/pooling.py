@@ -1,6 +1,7 @@
 """The rounding model's family of pooling rows (:data:`gradcheck.rules.row.POOLING`:
-avg_pool2d and max_pool2d): avg_pool2d is linear with coefficients 1/n ≥ 0, max_pool2d a selection, so
-both pass errors through their own forward and VJP, as a sum of n terms does."""
+avg_pool2d and max_pool2d): avg_pool2d is linear with coefficients 1/n ≥ 0, max_pool2d a
+selection, so both pass errors through their own forward and VJP, as a sum of n terms
+does."""
 
 from __future__ import annotations
 

@@ -162,10 +162,10 @@ class _Slabs:
 
 
 def slab_error_bounds(b_of, case, split, point: dict, v: np.ndarray):
-    """:func:`gradcheck.bounds.point.error_bounds`'s bounds of ``case`` at ``point`` and
-    ``v``, by slabs (``split``: :func:`slabbed`'s); ``b_of()`` a fresh
-    :class:`gradcheck.bounds.model.RoundingModel` of the dtype. Returns (the bounds by quantity,
-    as error_bounds names them; the root's value)."""
+    """:func:`gradcheck.bounds.point.error_bounds`'s bounds of ``case`` at ``point``
+    and ``v``, by slabs (``split``: :func:`slabbed`'s); ``b_of()`` a fresh
+    :class:`gradcheck.bounds.model.RoundingModel` of the dtype. Returns (the bounds by
+    quantity, as error_bounds names them; the root's value)."""
     slabs = _Slabs(b_of, split, point)
     tops = slabs.first_pass()
     if slabs.top is None:

@@ -8,10 +8,11 @@ error) plus the rounding error ``Σ E(f)/h`` bounds the error of R(h), where E(f
 the rounding error of each evaluation of f: the running rounding-error bound
 (:func:`gradcheck.bounds.point.forward_bound`) at the farthest steps either way, the
 perturbed input carrying the rounding of x + h itself, the larger of the two, times
-:data:`gradcheck.bounds.tolerance.FORWARD_MARGIN` (:func:`_bound_near`). It sees cancellation inside f (log(cosh(x)) near 0 errs by eps,
-not by eps·|f|). That bound, not a guessed tolerance, is what the comparison allows
-this witness. Each perturbed evaluation is then a plain forward
-(:func:`gradcheck.formula.forward.program`), recomputing only what the perturbed input moves.
+:data:`gradcheck.bounds.tolerance.FORWARD_MARGIN` (:func:`_bound_near`). It sees
+cancellation inside f (log(cosh(x)) near 0 errs by eps, not by eps·|f|). That bound, not
+a guessed tolerance, is what the comparison allows this witness. Each perturbed
+evaluation is then a plain forward (:func:`gradcheck.formula.forward.program`),
+recomputing only what the perturbed input moves.
 
 Elementwise formulas have a diagonal Jacobian, so all elements of an input are perturbed
 at once (six evaluations per input). Other formulas are perturbed in groups of elements
@@ -254,21 +255,21 @@ def _columns(root, env, name, x0, v, pattern=None, relative: float = STEP):
 
 
 def _rounding(root, env, v, at: PointBounds | None) -> dict:
-    """What every direction at this point shares: v at the output's shape, and the
-    rounding bound of vᵀf, Σ|vᵢ|·E(fᵢ) + (γ(m) + 1)·u·Σ|vᵢfᵢ| (vᵀf is a sum of m
-    products), taken once at x (the running bound costs several forwards, a second at
-    a layer's size; read from ``at`` where the tolerance took it) and doubled
-    (:data:`gradcheck.bounds.tolerance.FORWARD_MARGIN`) for the points x + t·s: the largest step moves an
-    argument by at most 4·32·STEP = 13% of max(1, |x|) (Cauchy–Schwarz, see
-    :func:`_directional`), which moves a first-order bound by about as much, far less
-    than the factor 2, where |x| is about 1 or more. Where |x| ≪ 1 (the extreme points
-    of small magnitudes) a step moves the values far beyond their size at x and this is
-    no bound at the largest steps (a product of tiny elements: 10¹⁰⁹ times over at the
-    farthest step); the ladder's truncation term, which sees that rounding as noise, and
-    the reference's own E_float64 in the tolerance have covered it in every formula
-    tried (none failed in 209 random mixing formulas at 4 points each, nor in the
-    test of that), but it is not proved. (:func:`_bound_near`, for elements, takes the
-    bound at the segment's ends.)"""
+    """What every direction at this point shares: v at the output's shape, and the rounding
+    bound of vᵀf, Σ|vᵢ|·E(fᵢ) + (γ(m) + 1)·u·Σ|vᵢfᵢ| (vᵀf is a sum of m products), taken
+    once at x (the running bound costs several forwards, a second at a layer's size;
+    read from ``at`` where the tolerance took it) and doubled
+    (:data:`gradcheck.bounds.tolerance.FORWARD_MARGIN`) for the points x + t·s: the
+    largest step moves an argument by at most 4·32·STEP = 13% of max(1, |x|)
+    (Cauchy–Schwarz, see :func:`_directional`), which moves a first-order bound by about
+    as much, far less than the factor 2, where |x| is about 1 or more. Where |x| ≪ 1
+    (the extreme points of small magnitudes) a step moves the values far beyond their
+    size at x and this is no bound at the largest steps (a product of tiny elements:
+    10¹⁰⁹ times over at the farthest step); the ladder's truncation term, which sees
+    that rounding as noise, and the reference's own E_float64 in the tolerance have
+    covered it in every formula tried (none failed in 209 random mixing formulas at 4
+    points each, nor in the test of that), but it is not proved. (:func:`_bound_near`,
+    for elements, takes the bound at the segment's ends.)"""
     v = np.ascontiguousarray(np.broadcast_to(np.asarray(v, dtype=float), root.shape))
     value, bound = forward_bound(root, env, at=at)
     dot = (accumulation(v.size) + 1.0) * unit_roundoff("float64")
@@ -277,16 +278,16 @@ def _rounding(root, env, v, at: PointBounds | None) -> dict:
 
 
 def _bound_near(root, env, name: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """A rounding-error bound for every evaluation of ``root`` with the input (or
-    ``let``) ``name`` moved along a segment, ``lo`` to ``hi`` (its farthest steps
-    either way): the running bound at both ends, ``name`` carrying the rounding of a
-    computed value (u·|x|, as a perturbed x + h does), the larger of the two per
-    element, doubled (:data:`gradcheck.bounds.tolerance.FORWARD_MARGIN`). A bound is a sum of rounding units times magnitudes of values,
-    which along so short a segment (4 steps, each 0.1% of max(1, |x|)) are nearly
-    affine, so their magnitudes are largest at its ends; the factor covers the rest.
-    Two running bounds per segment replace one per evaluation (six), each several
-    forwards. (Not the bound at x: where |x| ≪ 1 a step of 0.1% of 1 moves the values
-    far beyond their sizes at x.)"""
+    """A rounding-error bound for every evaluation of ``root`` with the input (or ``let``)
+    ``name`` moved along a segment, ``lo`` to ``hi`` (its farthest steps either way):
+    the running bound at both ends, ``name`` carrying the rounding of a computed value
+    (u·|x|, as a perturbed x + h does), the larger of the two per element, doubled
+    (:data:`gradcheck.bounds.tolerance.FORWARD_MARGIN`). A bound is a sum of rounding
+    units times magnitudes of values, which along so short a segment (4 steps, each 0.1%
+    of max(1, |x|)) are nearly affine, so their magnitudes are largest at its ends; the
+    factor covers the rest. Two running bounds per segment replace one per evaluation
+    (six), each several forwards. (Not the bound at x: where |x| ≪ 1 a step of 0.1% of 1
+    moves the values far beyond their sizes at x.)"""
     return FORWARD_MARGIN * np.maximum(forward_bound(root, env, {name: lo})[1],
                                        forward_bound(root, env, {name: hi})[1])
 
