@@ -283,7 +283,9 @@ class _FormulaCheck:
         measured again at finer steps (:mod:`gradcheck.checking.refinement`: None where they do
         not settle, the point inconclusive for them); a witness whose decisions lay
         within its rounding of a switch is judged by the branch it took
-        (:mod:`gradcheck.checking.decisions`). Each says so in a note."""
+        (:mod:`gradcheck.checking.decisions`). Each says so in a note. ``options``: the
+        keywords the witness was run with at this point (its PointBounds), given again
+        at the finer steps."""
         refines = entry(w).refines
         if not refines and (got.decisions is None or not got.decisions.args):
             tally.add(got, expected, i, tolerance, loose=loose, values=values)
