@@ -122,7 +122,7 @@ def assert_torch_within_bounds(case, point, v, dtype) -> None:
     from gradcheck.witnesses.torch import run as torch_run
     from gradcheck.base.dtypes import unit_roundoff
     from gradcheck.reference import Reference
-    from gradcheck.bounds.model import error_bounds
+    from gradcheck.bounds.point import error_bounds
 
     exact = Reference(case).evaluate(point, v).quantities()
     got = torch_run(case, point, v, dtype).quantities()

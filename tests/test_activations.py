@@ -17,7 +17,7 @@ from gradcheck.cases import case_from_dict
 from gradcheck.base.dtypes import round_to, unit_roundoff
 from gradcheck.formula.forward import hazard_distances
 from gradcheck.reference import Reference
-from gradcheck.bounds.model import error_bounds
+from gradcheck.bounds.point import error_bounds
 from gradcheck.rules import RULES
 from gradcheck.rules.activation import columns as ac
 from gradcheck.rules.terms import Terms

@@ -21,7 +21,7 @@ from gradcheck.witnesses.drive import rebuild
 from gradcheck.base.errors import CaseFileError
 from gradcheck.formula.forward import evaluate, exact_nodes
 from gradcheck.reference import ExpandedReference, TensorReference
-from gradcheck.bounds.model import error_bounds
+from gradcheck.bounds.point import error_bounds
 from gradcheck.rules import RULES
 from gradcheck.sampling.points import case_points, sample
 
@@ -208,9 +208,9 @@ def test_the_numeric_witness_never_perturbs_an_integer(monkeypatch):
     seen = []
     real = numeric_backend.forward_bound
 
-    def spy(root, env, overrides=None, dtype="float64"):
+    def spy(root, env, overrides=None, dtype="float64", at=None):
         seen.append(dict(env, **(overrides or {})))
-        return real(root, env, overrides, dtype)
+        return real(root, env, overrides, dtype, at)
 
     monkeypatch.setattr(numeric_backend, "forward_bound", spy)
     case = make_case("sum(sin(x) * k)", {"x": [8], "k": INT})
@@ -276,6 +276,6 @@ def test_integers_beyond_what_a_low_dtype_holds_are_rounded_into_it(monkeypatch)
                                                        "domain": [257, 300]}})
     for dtype in ("bfloat16", "float16", "float32"):
         assert check(case, dtype).status == "passed", dtype
-    monkeypatch.setattr(rounding._Bounds, "_integer_error",
+    monkeypatch.setattr(rounding.RoundingModel, "_integer_error",
                         lambda self, k: np.broadcast_to(0.0, np.shape(k)))
     assert check(case, "bfloat16").witness("torch").status == "failed"

@@ -20,7 +20,7 @@ from conftest import check, make_case
 from gradcheck.cases import case_from_dict
 from gradcheck.base.dtypes import round_to, unit_roundoff
 from gradcheck.base.errors import CaseFileError
-from gradcheck.bounds.model import error_bounds
+from gradcheck.bounds.point import error_bounds
 from gradcheck.reference import Reference
 from gradcheck.rules import RULES
 from gradcheck.sampling.points import MARGIN, sample

@@ -250,7 +250,7 @@ def test_the_bound_covers_torchs_own_convolution(expr, shapes, dtype):
     its own dtype) stay within the derived bound, without the safety factor."""
     from gradcheck.witnesses.torch import run as torch_run
     from gradcheck.base.dtypes import round_to, unit_roundoff
-    from gradcheck.bounds.model import error_bounds
+    from gradcheck.bounds.point import error_bounds
 
     case = make_case(expr, shapes, gradient="random")
     rng = np.random.default_rng(0)

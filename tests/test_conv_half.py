@@ -20,7 +20,7 @@ from conv_ops import Conv2d, Conv2dWrongWeight
 from gradcheck.witnesses.torch import run as torch_run
 from gradcheck.base.dtypes import round_to, unit_roundoff
 from gradcheck.reference import Reference
-from gradcheck.bounds.model import error_bounds
+from gradcheck.bounds.point import error_bounds
 from gradcheck.rules import RULES
 from gradcheck.rules.conv.columns import pad, torch_adds_in_dtype, windows
 from gradcheck.testing import check_op
@@ -143,7 +143,7 @@ def test_the_model_follows_torchs_choice_of_kernel(slow):
 def test_the_bound_is_the_one_rounding_bound_where_torch_adds_in_float32(slow):
     """Same point, same dtype: aten's kernels get the larger bound, a float32-accumulating
     kernel (oneDNN, made to stand in by the choice itself) the smaller one."""
-    import gradcheck.bounds.conv as cb
+    import gradcheck.bounds.bilinear as cb
 
     case = make_case("conv2d(x, w, padding=1)", {"x": [2, 8, 6, 6], "w": [4, 8, 3, 3]},
                      gradient="random")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 from conftest import make_case
 from gradcheck.witnesses import numeric
-from gradcheck.bounds.model import forward_bound
+from gradcheck.bounds.point import forward_bound
 from gradcheck.sampling.points import case_points
 from gradcheck.strategies import formulas
 

@@ -17,7 +17,7 @@ from gradcheck.base.evaluation import PROJECTED, Evaluation
 from gradcheck.reference import ExpandedReference, Reference
 from gradcheck.report import FORMATS, render
 from gradcheck.base.result import RunResult
-from gradcheck.bounds.model import error_bounds
+from gradcheck.bounds.point import error_bounds
 from gradcheck.sampling.points import sample
 from gradcheck.witnesses.registry import entry
 
@@ -201,17 +201,22 @@ def test_the_numeric_witness_reuses_the_forward_bound_the_tolerance_computed(mon
                            "extreme_points": 0,
                            "inputs": {"x": {"shape": [8, 40]}, "W": {"shape": [40, 4]}}})
     forwards = []
-    real = rounding._Bounds.forward
+    real = rounding.RoundingModel.forward
 
     def counting(self, root, point, overrides=None):
         forwards.append(overrides)
         return real(self, root, point, overrides)
 
-    monkeypatch.setattr(rounding._Bounds, "forward", counting)
+    monkeypatch.setattr(rounding.RoundingModel, "forward", counting)
     result = run_case(case, "float64", timeout=None)
     assert result.status == "passed", result.message
     assert [o for o in forwards if not o] == [None]
-    assert not rounding._last   # dropped after the point
+    # (nothing is kept between points: the forward lives in the point's PointBounds,
+    # tests/test_bounds_package.py; no module of the model holds a list of state)
+    import gradcheck.bounds.point as at_point
+
+    assert not [n for m in (rounding, at_point) for n, x in vars(m).items()
+                if isinstance(x, list)]
 
 
 def _counted(f, rounding):

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conftest import make_case
-from gradcheck.bounds import elementwise as elementwise_bounds, model as rounding
+from gradcheck.bounds import blocks
+from gradcheck.bounds.point import error_bounds, forward_bound
 from gradcheck.checking.case import cotangent
 from gradcheck.base.dtypes import round_to
 from gradcheck.sampling.points import case_points
@@ -25,20 +26,18 @@ def _all_bounds(monkeypatch, case, point, dtype: str, block: int, batch: bool = 
     forward's bound at a point moved along the first float input, with blocks of
     ``block`` elements, and with every array made for the blocks written over once
     dropped (none for the whole arrays)."""
-    monkeypatch.setattr(elementwise_bounds, "BLOCK_ELEMENTS", block)
-    monkeypatch.setattr(elementwise_bounds, "SPARE_BYTES", 0 if block < WHOLE else WHOLE)
+    monkeypatch.setattr(blocks, "BLOCK_ELEMENTS", block)
+    monkeypatch.setattr(blocks, "SPARE_BYTES", 0 if block < WHOLE else WHOLE)
     v = cotangent(case, dtype, 0)
-    out = {q: b for q, b in rounding.error_bounds(case, point, v, dtype).items()}
-    rounding.forget()
+    out = {q: b for q, b in error_bounds(case, point, v, dtype).items()}
     if batch:
         n = int(np.prod(case.output.shape, dtype=np.int64))
         vs = np.eye(n).reshape((n,) + case.output.shape)
         out.update({f"batch {q}": b for q, b in
-                    rounding.error_bounds(case, point, vs, dtype, {}, batch=True).items()})
-        rounding.forget()
+                    error_bounds(case, point, vs, dtype, {}, batch=True).items()})
     name = next(s.name for s in case.inputs if np.asarray(point[s.name]).dtype.kind == "f")
     moved = {name: round_to(point[name] * (1 + 2.0 ** -10), dtype)}
-    value, out["forward"] = rounding.forward_bound(case.output, point, moved, dtype)
+    value, out["forward"] = forward_bound(case.output, point, moved, dtype)
     out["forward value"] = np.asarray(value)
     return out
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import make_case
-from gradcheck.bounds import (elementwise as elementwise_bounds, model as rounding,
+from gradcheck.bounds import (blocks, elementwise as elementwise_bounds, point as bounds_at,
                               slab as slab_bounds)
 from gradcheck.checking.case import cotangent
 from gradcheck.rules import ELEMENTWISE, RULES
@@ -24,23 +24,24 @@ ELEMENTWISE_ROWS = sorted(r for r, rule in RULES.items() if rule.family == ELEME
 
 
 def _bounds(monkeypatch, case, point, dtype: str, slabs: bool) -> dict:
-    """error_bounds at the point, the forward kept for the numeric witness at it, and
-    whether the slabs were taken."""
-    monkeypatch.setattr(slab_bounds, "SLABS", slabs)
+    """error_bounds at the point, the forward kept for the numeric witness at it (in the
+    point's PointBounds), and whether the slabs were taken."""
     taken = []
     real = slab_bounds.slab_error_bounds
-    monkeypatch.setattr(rounding, "slab_error_bounds",
+    monkeypatch.setattr(bounds_at, "slab_error_bounds",
                         lambda *a: taken.append(1) or real(*a))
-    out = dict(rounding.error_bounds(case, point, cotangent(case, dtype, 0), dtype))
-    value, out["forward"] = rounding.forward_bound(case.output, point, None, dtype)
+    at = bounds_at.PointBounds()
+    out = dict(bounds_at.error_bounds(case, point, cotangent(case, dtype, 0), dtype,
+                                      at=at, slabs=slabs))
+    assert at.get(case.output, point, dtype) is not None   # (kept, either way)
+    value, out["forward"] = bounds_at.forward_bound(case.output, point, None, dtype, at=at)
     out["forward value"] = np.asarray(value)
-    rounding.forget()
     assert bool(taken) == slabs
     return out
 
 
 def _assert_same(monkeypatch, case, dtype: str, block: int) -> None:
-    monkeypatch.setattr(elementwise_bounds, "BLOCK_ELEMENTS", block)
+    monkeypatch.setattr(blocks, "BLOCK_ELEMENTS", block)
     for point in case_points(case, dtype):
         whole = _bounds(monkeypatch, case, point.values, dtype, False)
         cut = _bounds(monkeypatch, case, point.values, dtype, True)
@@ -78,7 +79,7 @@ def test_random_elementwise_formulas_by_slabs_have_the_bounds_of_the_whole(monke
     def check(table, top):
         case = make_case(top.format(table["expr"]), table["inputs"], seed=table["seed"],
                          gradient="random", extreme_points=1)
-        monkeypatch.setattr(elementwise_bounds, "BLOCK_ELEMENTS", 8)
+        monkeypatch.setattr(blocks, "BLOCK_ELEMENTS", 8)
         # (an input of another shape, a scalar, broadcasts: such formulas run whole)
         assume(slab_bounds.slabbed(case.output) is not None)
         eligible.append(1)
@@ -95,17 +96,15 @@ def test_slabs_hold_a_few_arrays_of_the_full_size(monkeypatch):
     by slabs allocate under 6 arrays of the input's size at their peak; over the whole
     arrays, over 14 (a value and a bound of each node its backward reads)."""
     n = 1 << 18
-    monkeypatch.setattr(elementwise_bounds, "BLOCK_ELEMENTS", 1 << 12)
+    monkeypatch.setattr(blocks, "BLOCK_ELEMENTS", 1 << 12)
     case = make_case("sum(log(1 + exp(x)) * tanh(x) + sigmoid(x)**2)", {"x": [n]})
     point = next(iter(case_points(case, "float64"))).values
     v = cotangent(case, "float64", 0)
 
     def peak(slabs: bool) -> float:
-        monkeypatch.setattr(slab_bounds, "SLABS", slabs)
         tracemalloc.start()
         try:
-            rounding.error_bounds(case, point, v, "float64")
-            rounding.forget()
+            bounds_at.error_bounds(case, point, v, "float64", slabs=slabs)
             return tracemalloc.get_traced_memory()[1] / (8 * n)
         finally:
             tracemalloc.stop()
@@ -122,7 +121,6 @@ def test_only_small_partials_are_kept_between_forwards():
         kept.clear()
         case = make_case("sum(tanh(x))", {"x": [n]})
         point = next(iter(case_points(case, "float64"))).values
-        rounding.error_bounds(case, point, cotangent(case, "float64", 0), "float64")
-        rounding.forget()
+        bounds_at.error_bounds(case, point, cotangent(case, "float64", 0), "float64")
         assert bool(kept) == some
         assert all(np.size(a) <= 4096 for a in kept.values())

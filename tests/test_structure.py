@@ -22,7 +22,7 @@ from gradcheck.cases import case_from_dict
 from gradcheck.checking.diagnose.points import _text
 from gradcheck.base.errors import CaseFileError
 from gradcheck.formula.parser import parse
-from gradcheck.bounds.model import error_bounds
+from gradcheck.bounds.point import error_bounds
 from gradcheck.rules import RULES, keys
 from gradcheck.rules.keys import Slice
 from gradcheck.generate.templates import TEMPLATES

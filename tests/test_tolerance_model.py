@@ -13,7 +13,7 @@ import gradcheck
 from conftest import assert_torch_within_bounds
 from gradcheck.cases import case_from_dict
 from gradcheck.base.dtypes import round_to
-from gradcheck.bounds.model import error_bounds
+from gradcheck.bounds.point import error_bounds
 
 DTYPES = ["float64", "float32", "bfloat16", "float16"]
 NUMERICS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "numerics.toml"
@@ -135,7 +135,16 @@ def test_every_tolerance_comes_from_gradcheck_tolerance():
     assert (elements.PATTERN_RTOL, elements.PATTERN_ATOL) == tolerance.pattern_tolerance(
         "float64")
     assert tolerance.pattern_tolerance("float32") == (1e-4, 1e-5)
-    assert tolerance.pattern_tolerance("no-such-dtype") == (1e-6, 1e-9)
+    # a name that is no dtype's is an error, never float64's numbers
+    with pytest.raises(ValueError, match="no-such-dtype"):
+        tolerance.pattern_tolerance("no-such-dtype")
+    # the numeric witness's margin and the approximate verdict's factors live there too
+    from gradcheck.checking import approximate
+    from gradcheck.witnesses import numeric
+
+    assert numeric.FORWARD_MARGIN is tolerance.FORWARD_MARGIN
+    assert approximate.CONSTANT_WITHIN is tolerance.CONSTANT_WITHIN
+    assert approximate.CONSTANT_BEYOND is tolerance.CONSTANT_BEYOND
 
 
 def test_second_order_and_nondeterminism_rules():
@@ -260,7 +269,6 @@ def test_values_a_vjp_does_not_read_are_not_probed_and_no_bound_changes(monkeypa
     import dataclasses
 
     from conftest import make_case
-    from gradcheck.bounds import model as rounding
     from gradcheck.checking.case import cotangent
     from gradcheck.rules import RULES
     from gradcheck.sampling.points import case_points
@@ -269,13 +277,12 @@ def test_values_a_vjp_does_not_read_are_not_probed_and_no_bound_changes(monkeypa
     point = next(iter(case_points(case, "float64"))).values
     v = cotangent(case, "float64", 0)
     skipped = {dt: error_bounds(case, point, v, dt) for dt in ("float64", "bfloat16")}
-    monkeypatch.setattr(rounding, "SKIP_UNREAD", False)
     for name, rule in list(RULES.items()):
         if rule.engine is not None and not rule.engine.saves:
             monkeypatch.setitem(RULES, name, dataclasses.replace(
                 rule, engine=dataclasses.replace(rule.engine, saves=True)))
     for dt, bounds in skipped.items():
-        probed = error_bounds(case, point, v, dt)
+        probed = error_bounds(case, point, v, dt, skip_unread=False)
         assert probed.keys() == bounds.keys()
         for q in bounds:
             np.testing.assert_array_equal(probed[q], bounds[q])

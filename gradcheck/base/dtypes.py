@@ -1,22 +1,30 @@
 """The floating-point dtypes a run can be in, and every fact about them gradcheck uses:
-the NumPy and torch dtypes, the unit roundoff, the range, and rounding into the dtype.
+the NumPy and torch dtypes, the unit roundoff, the range, the accumulator, the
+tolerances of a diagnosis, and rounding into the dtype.
 
-This is the one place these facts live; case files, the command line, sampling, the
-witnesses and the op checks ask here. A binary format with p significand bits (the
-implicit leading bit counted) and exponents emin..emax has
+This is the one place these facts live, each a field of the dtype's record
+(:class:`Format`); case files, the command line, sampling, the rounding model, the
+witnesses and the op checks ask here, and a name that is not a dtype's is an error
+(:func:`info`), never another dtype's facts. A binary format with p significand bits
+(the implicit leading bit counted) and exponents emin..emax has
 
 - unit roundoff u = 2^-p: a correctly rounded operation returns x(1 + δ), |δ| <= u;
 - machine epsilon eps = 2u = 2^(1-p), the spacing of the floats just above 1;
 - largest finite value (2 - 2^(1-p))·2^emax, smallest normal 2^emin.
 
-=========  ==  =====  ======  =========================
-name       p   emin   emax    u
-=========  ==  =====  ======  =========================
-float64    53  -1022  1023    2^-53 ≈ 1.1e-16
-float32    24  -126   127     2^-24 ≈ 6.0e-8
-float16    11  -14    15      2^-11 ≈ 4.9e-4
-bfloat16   8   -126   127     2^-8 ≈ 3.9e-3 (float32's range)
-=========  ==  =====  ======  =========================
+=========  ==  =====  ======  ================================  ===========  ============
+name       p   emin   emax    u                                 accumulator  pattern
+=========  ==  =====  ======  ================================  ===========  ============
+float64    53  -1022  1023    2^-53 ≈ 1.1e-16                   float64      (1e-6, 1e-9)
+float32    24  -126   127     2^-24 ≈ 6.0e-8                    float32      (1e-4, 1e-5)
+float16    11  -14    15      2^-11 ≈ 4.9e-4                    float32      (1e-2, 1e-3)
+bfloat16   8   -126   127     2^-8 ≈ 3.9e-3 (float32's range)   float32      (8e-2, 1e-2)
+=========  ==  =====  ======  ================================  ===========  ============
+
+The accumulator is the dtype sums are formed in: PyTorch's CPU kernels accumulate half
+precision in float32 (the rounding model's u_acc). ``pattern`` is the (rtol, atol) with
+which a diagnosis says that a pattern fits a wrong gradient in the dtype
+(:data:`gradcheck.bounds.tolerance.PATTERN_TOLERANCES`): about 100 units of its epsilon.
 
 Importing this module costs nothing beyond the standard library: NumPy's bfloat16
 comes from ``ml_dtypes`` (NumPy has none) and torch is imported only when a torch
@@ -38,6 +46,8 @@ class Format:
     precision: int        # p: significand bits, the implicit leading bit counted
     emin: int             # exponent of the smallest normal
     emax: int             # exponent of the largest finite value
+    accumulator: str      # the dtype its sums are formed in
+    pattern: tuple[float, float]   # (rtol, atol) of a diagnosis pattern in it
 
     @property
     def unit_roundoff(self) -> float:
@@ -56,10 +66,11 @@ class Format:
         return math.ldexp(1.0, self.emin)
 
 
-FORMATS = {f.name: f for f in (Format("float64", 53, -1022, 1023),
-                               Format("float32", 24, -126, 127),
-                               Format("float16", 11, -14, 15),
-                               Format("bfloat16", 8, -126, 127))}
+FORMATS = {f.name: f for f in (
+    Format("float64", 53, -1022, 1023, accumulator="float64", pattern=(1e-6, 1e-9)),
+    Format("float32", 24, -126, 127, accumulator="float32", pattern=(1e-4, 1e-5)),
+    Format("float16", 11, -14, 15, accumulator="float32", pattern=(1e-2, 1e-3)),
+    Format("bfloat16", 8, -126, 127, accumulator="float32", pattern=(8e-2, 1e-2)))}
 #: The dtype names a case, the command line and the library calls accept, in order.
 NAMES: tuple[str, ...] = tuple(FORMATS)
 
@@ -80,6 +91,12 @@ def info(dtype: str) -> Format:
 def unit_roundoff(dtype: str) -> float:
     """u = 2^-p: the largest relative error of one correctly rounded operation."""
     return info(dtype).unit_roundoff
+
+
+def accumulator_roundoff(dtype: str) -> float:
+    """The unit roundoff of the dtype ``dtype``'s sums are formed in (its
+    :attr:`Format.accumulator`)."""
+    return unit_roundoff(info(dtype).accumulator)
 
 
 def eps(dtype: str) -> float:

@@ -1,6 +1,7 @@
-"""The rounding bound (:mod:`gradcheck.bounds.model`) of the composite rows (softmax, var,
-norm, cumsum, sort, topk, einsum...): each row states its own first-order bounds (its
-``rounding`` column, a :class:`gradcheck.rules.composite.bounds.Bound`: why the generic
+"""The rounding model's family of composite rows (:data:`gradcheck.rules.row.COMPOSITE`:
+softmax, var, norm, cumsum, sort, topk, einsum...): each row states its own first-order
+bounds (its ``rounding`` column, a :class:`gradcheck.rules.composite.bounds.Bound`: why
+the generic
 model does not hold for them is said there); this module hands them the values, the
 bounds and the units, and adds the underflow term η."""
 
@@ -19,8 +20,8 @@ def _values(params) -> tuple:
     return tuple(v for _, v in params)
 
 
-def composite_value(b, node, rule, args, errs) -> tuple[np.ndarray, np.ndarray]:
-    """The value of a composite node and its error bound, for the bounds ``b``."""
+def value(b, node, rule, args, errs) -> tuple[np.ndarray, np.ndarray]:
+    """The value of a composite node and its error bound, for the model ``b``."""
     args = [_arr(a) for a in args]
     t = _arr(node.call("numpy", args))
     errs = [np.broadcast_to(_arr(e), np.shape(a)) for e, a in zip(errs, args)]
@@ -29,20 +30,21 @@ def composite_value(b, node, rule, args, errs) -> tuple[np.ndarray, np.ndarray]:
     return t, _arr(e) + b.eta
 
 
-def composite_cotangent(b, node, rule, k: int, g, ge, c, batched) -> np.ndarray:
-    """The error bound of the VJP ``c`` into argument ``k`` of a composite node, given
-    the cotangent ``g`` and its bound ``ge``; ``batched`` is the model's own
-    rearrangement for many cotangents at once (``rounding._batched``), applied alike to
-    the values and to their bounds."""
+def cotangent(b, node, rule, k: int, g, ge) -> tuple[np.ndarray, np.ndarray]:
+    """The VJP c into argument ``k`` of a composite node and its error bound, given the
+    cotangent ``g`` and its bound ``ge``; with many cotangents at once (``b.lead``) the
+    model's own rearrangement (:meth:`gradcheck.bounds.model.RoundingModel.batched`)
+    is applied alike to the values and to their bounds."""
+    c = b.call(node, rule, k, g, *b.operands(node, rule)[:2])
     t, et = _arr(b.val[id(node)]), _arr(b.err[id(node)])
     args = [_arr(b.arg(node, j)) for j in range(len(node.args))]
     errs = [np.broadcast_to(_arr(b.err[id(a)]), np.shape(a_))
             for a, a_ in zip(node.args, args)]
     params = node.params
     if b.lead:
-        g, t, args, params = batched(node, rule, g, t, args, b.lead)
-        ge, et, errs, _ = batched(node, rule, ge, et, errs, b.lead)
+        g, t, args, params = b.batched(node, rule, g, t, args)
+        ge, et, errs, _ = b.batched(node, rule, ge, et, errs)
     units = (b.u, b.u_acc, accumulation)
     out = rule.rounding.backward(k, _arr(g), _arr(ge), c, t, et, args, errs, units,
                                  *_values(params))
-    return np.array(np.broadcast_to(out, np.shape(c)), dtype=float) + b.eta
+    return c, np.array(np.broadcast_to(out, np.shape(c)), dtype=float) + b.eta

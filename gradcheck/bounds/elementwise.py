@@ -1,6 +1,8 @@
-"""The rounding bound (:mod:`gradcheck.bounds.model`) of an elementwise row's value and of
-a reduction's, and of the VJPs of both, a block of rows at a time where the arrays are
-large.
+"""The rounding model's families of elementwise rows, reductions and comparisons
+(:data:`gradcheck.rules.row.ELEMENTWISE`, ``REDUCTION``, ``COMPARISON``): the bound of
+their values and of their VJPs, a block of rows at a time where the arrays are large
+(:mod:`gradcheck.bounds.blocks`). A comparison's value is exact (0/1), and no cotangent
+flows through it.
 
 An elementwise node t = f(a₁, ..., aₙ) errs by E(t) = Σₖ |∂f/∂aₖ|·E(aₖ) + ρ·u·|t| (+ η),
 |∂f/∂aₖ| read off the VJP at ḡ = 1; its VJP into argument k (c) by |vjp|(E(ḡ)) (the
@@ -13,33 +15,29 @@ to it; for a reduction, of the reduced slice it lies in), but for the probe's sc
 one number per probe, from the largest relative move over the whole operand
 (:func:`probe_scales`). So with the scales, and the tests of which operands have any
 error, taken over the whole arrays first, the rest runs over blocks of rows (axis 0,
-:func:`row_blocks`; a reduction's only where it keeps axis 0, so that each reduced slice
-lies in one block and is summed as the whole array sums it): the dozen temporaries of a
-probe then live in the cache a block at a time, instead of each being a fresh full-size
-array (layer norm over [4096, 1024]: 32 MB each, paid in page faults and memory
-traffic). Each element's arithmetic is the one the whole arrays get, so the bounds are
-the same to the bit (tests/test_rounding_restructured.py). The value t itself is always
-computed on the whole arrays: it is the forward the numeric witness differences.
+:func:`gradcheck.bounds.blocks.row_blocks`; a reduction's only where it keeps axis 0, so
+that each reduced slice lies in one block and is summed as the whole array sums it): the
+dozen temporaries of a probe then live in the cache a block at a time, instead of each
+being a fresh full-size array (layer norm over [4096, 1024]: 32 MB each, paid in page
+faults and memory traffic). Each element's arithmetic is the one the whole arrays get,
+so the bounds are the same to the bit (tests/test_rounding_restructured.py). The value t
+itself is always computed on the whole arrays: it is the forward the numeric witness
+differences.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import weakref
 
 import numpy as np
 
-from ..rules import ELEMENTWISE, REDUCTION
+from ..rules.row import ELEMENTWISE, REDUCTION
 from ..rules.terms import rho, value_rounding, vjp_size
+from .blocks import any_error, by_rows, finite, ones, piece, plus, row_blocks
 from .summation import accumulation
 from ..formula.tree import values_of
 
 PERTURBATION = 2.0 ** -20   # relative size of the probes that measure sensitivities
-#: elements of a block of rows (512 KB of float64): a probe's temporaries stay in cache
-BLOCK_ELEMENTS = 1 << 16
-SPARE_ARRAYS = 3            # arrays a Spare keeps at most
-SPARE_BYTES = 1 << 20       # the smallest array a Spare takes back
 
 
 def _arr(x) -> np.ndarray:
@@ -51,118 +49,35 @@ def vjp(node, rule, k: int, g, t, args):
     return rule.engine_vjp(k)(g, t, *args, *values_of(node))
 
 
-@functools.lru_cache(maxsize=256)
-def _small_ones(shape: tuple[int, ...]) -> np.ndarray:
-    ones = np.ones(shape)
-    ones.flags.writeable = False
-    return ones
+# ------------------------------------------------------------------ the family handlers
+def elementwise_value(b, node, rule, args, errs):
+    """An elementwise node's value t and E(t) = Σₖ |∂f/∂aₖ|·E(aₖ) + its own rounding
+    (|∂f/∂aₖ| from the VJP at ḡ = 1), for the model ``b``."""
+    t = _arr(node.call("numpy", args))
+    return t, value_bound(b, node, rule, t, args, errs)
 
 
-def ones(shape: tuple[int, ...]) -> np.ndarray:
-    """ḡ = 1 of ``shape``, for reading |∂f/∂a| off a VJP: one read-only array per small
-    shape (the VJPs only read ḡ)."""
-    return _small_ones(shape) if math.prod(shape) <= 4096 else np.ones(shape)
+def reduction_value(b, node, rule, args, errs):
+    """A reduction's value and bound (:func:`reduction_bound`)."""
+    x = _arr(args[0])
+    t = _arr(node.call("numpy", [x]))
+    return t, reduction_bound(b, node, rule, t, x, errs[0])
 
 
-def finite(x: np.ndarray, posinf: float | None = 0.0) -> np.ndarray:
-    """``np.nan_to_num(x, nan=0.0, posinf=posinf)``, without its cost (a dozen NumPy
-    calls) where ``x`` is finite already, as it nearly always is."""
-    if np.isfinite(x).all():
-        return x
-    # (an array still where x has no dimensions: nan_to_num gives a NumPy scalar)
-    return np.asarray(np.nan_to_num(x, nan=0.0, posinf=posinf))
+def comparison_value(b, node, rule, args, errs):
+    """A comparison's value: 0/1, exact."""
+    t = np.asarray(node.call("numpy", args))
+    return t, np.zeros(np.shape(t))
 
 
-def plus(a: np.ndarray, b) -> np.ndarray:
-    """a + b, into ``a`` when that is the same result (``a`` a fresh array of the sum's
-    shape that nothing else holds: the callers pass only such), which keeps one large
-    temporary fewer alive; the order of the additions is the caller's, so the bounds
-    are the same to the bit."""
-    if isinstance(a, np.ndarray) and a.flags.writeable and a.flags.owndata and \
-            np.shape(b) in ((), a.shape) and a.dtype == np.result_type(a, b):
-        a += b
-        return a
-    return a + b
-
-
-def any_error(e) -> bool:
-    """Whether the bound ``e`` is not 0 everywhere (NaN counts, as in ``e.any()``); a
-    bound broadcast from one number (an input's exact 0) is read once, not per element."""
-    e = np.asarray(e)
-    if e.size and (not any(e.strides) or e.flat[0]):   # (or the first is not 0)
-        return bool(e.flat[0])
-    return bool(e.any())
-
-
-def row_blocks(shape: tuple[int, ...]) -> list[slice] | None:
-    """Blocks of rows (slices of axis 0) of about :data:`BLOCK_ELEMENTS` each; None
-    where the array is one block (small, a scalar, or a single row)."""
-    total = math.prod(shape)
-    if not shape or total <= BLOCK_ELEMENTS or shape[0] <= 1:
-        return None
-    rows = max(1, BLOCK_ELEMENTS // (total // shape[0]))
-    return [slice(lo, lo + rows) for lo in range(0, shape[0], rows)]
-
-
-def piece(a, ndim: int, rows: slice | None):
-    """The part of ``a`` (broadcast against an array of ``ndim`` dimensions, NumPy's
-    right-aligned rule) that lines up with ``rows`` of that array's axis 0: ``a`` itself
-    where it has no such axis or a length of 1 there, or ``rows`` is None (the whole
-    arrays); None, a value dropped after the forward, stays None."""
-    if rows is None or a is None or np.ndim(a) < max(ndim, 1) or np.shape(a)[0] == 1:
-        return a
-    return a[rows]
-
-
-class Spare:
-    """Arrays the rounding model made and holds no longer, kept to be written over by
-    the next arrays of their shape it makes: at a layer's size a fresh array costs its
-    page faults (32 MB at [4096, 1024]: tens of ms, and more where the machine is busy),
-    and a backward drops about as many arrays as it makes. Only an array that
-    :meth:`empty` made is taken back, only where no array the caller names still holds
-    its memory (a cotangent that is the parent's own, a let's bound that is its
-    operand's), and at most :data:`SPARE_ARRAYS` at a time."""
-
-    def __init__(self):
-        self.made: dict[int, weakref.ref] = {}   # (by id: an ndarray is not hashable)
-        self.arrays: list[np.ndarray] = []
-
-    def empty(self, shape: tuple[int, ...]) -> np.ndarray:
-        """An array of ``shape`` whose values will all be written."""
-        for i, a in enumerate(self.arrays):
-            if a.shape == shape:
-                return self.arrays.pop(i)
-        a = np.empty(shape)
-        if a.nbytes >= SPARE_BYTES:
-            self.made[id(a)] = weakref.ref(a)
-        return a
-
-    def give(self, a, *holders: dict) -> None:
-        """Take ``a`` back, which the caller no longer uses, unless a value of the
-        dicts ``holders`` shares its memory (or this did not make it)."""
-        ref = self.made.get(id(a))
-        if ref is None or ref() is not a or len(self.arrays) >= SPARE_ARRAYS:
-            return
-        if any(isinstance(h, np.ndarray) and np.may_share_memory(a, h)
-               for d in holders for h in d.values()):
-            return
-        self.arrays.append(a)
-
-
-def by_rows(shape: tuple[int, ...], fn, result: tuple[int, ...] | None = None,
-            spare: Spare | None = None):
-    """``fn(rows)``, a computation row by row over arrays of ``shape`` (each cut with
-    :func:`piece`), a block of rows at a time into a fresh array of ``result`` (default
-    ``shape``; axis 0 that of ``shape``), from ``spare`` where given; ``fn(None)``, on
-    the whole arrays, where ``shape`` is one block."""
-    blocks = row_blocks(shape)
-    if blocks is None:
-        return fn(None)
-    result = shape if result is None else result
-    out = np.empty(result) if spare is None else spare.empty(result)
-    for rows in blocks:
-        out[rows] = fn(rows)
-    return out
+def elementwise_cotangent(b, node, rule, k: int, g, ge):
+    """The VJP into argument ``k`` of an elementwise or reduction node and its bound.
+    Such a VJP is ḡ times a factor, diagonal (or broadcast) in ḡ: the cotangent's error
+    goes through |factor|, and the factor moves with the forward's errors (probes of
+    what the VJP reads: :meth:`gradcheck.bounds.model.RoundingModel.reads`)."""
+    t, args, errs = b.operands(node, rule)
+    return cotangent(b, node, rule, k, g, ge, t, args, errs,
+                     lambda j: b.reads(rule, k, j))
 
 
 # ------------------------------------------------------------------------ forward
@@ -265,7 +180,7 @@ def cotangent(b, node, rule, k: int, g, ge, t, args, errs, read):
     shape = _blocked_shape(b, node, rule)
     blocks = None if shape is None else row_blocks(shape)
     if blocks is None:
-        c = b._call(node, rule, k, g, t, args)
+        c = b.call(node, rule, k, g, t, args)
         return c, _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c)
 
     def result(a, rows):    # (a reduction's result may have fewer axes: its own axis 0)
@@ -276,10 +191,10 @@ def cotangent(b, node, rule, k: int, g, ge, t, args, errs, read):
     for rows in blocks:
         gp = result(g, rows)
         vp = [result(t, rows)] + [piece(a, n, rows) for a in args]
-        cp = b._call(node, rule, k, gp, vp[0], vp[1:])
+        cp = b.call(node, rule, k, gp, vp[0], vp[1:])
         if c is None:
             if np.shape(cp) != np.shape(out[rows]):   # (not the blocks' shape: whole)
-                c = b._call(node, rule, k, g, t, args)
+                c = b.call(node, rule, k, g, t, args)
                 return c, _cotangent_bound(b, node, rule, k, g, ge, values, bounds,
                                            scales, c)
             # (a VJP that is ḡ itself, add's: c is the whole ḡ, not a copy)
@@ -392,7 +307,7 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
     """|vjp|(E(ḡ)) + the probes' |Δc| / s + (2ρ + 1)·(u·|c| + η), at these (whole or
     block) arrays: ``values`` are t and the arguments, ``bounds`` their bounds."""
     t, args = values[0], values[1:]
-    through_g = np.abs(b._call(node, rule, k, ge, t, args))
+    through_g = np.abs(b.call(node, rule, k, ge, t, args))
     through_fwd = np.zeros(np.shape(c))
     for j, s in scales:
         value = values[_at(j)]
@@ -405,9 +320,9 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
             s = own_scales(value, bounds[_at(j)], b.u)
         moved = _moved(value, bounds[_at(j)], s, exact, b.u)
         if j is None:
-            c2 = b._call(node, rule, k, g, moved, args)
+            c2 = b.call(node, rule, k, g, moved, args)
         else:
-            c2 = b._call(node, rule, k, g, t,
+            c2 = b.call(node, rule, k, g, t,
                          [moved if i == j else a for i, a in enumerate(args)])
         del moved
         with np.errstate(all="ignore"):

@@ -1,15 +1,16 @@
 """Which forward values and bounds the rounding model's backward reads
-(:class:`gradcheck.bounds.model._Bounds`): the others are dropped as soon as the forward
-has used them, so that a layer's bounds hold the arrays its backward needs, not one
-value and one bound per node (layer norm over [4096, 1024]: four of ten arrays of
-32 MB are read by no VJP).
+(:class:`gradcheck.bounds.model.RoundingModel`): the others are dropped as soon as the
+forward has used them, so that a layer's bounds hold the arrays its backward needs, not
+one value and one bound per node (layer norm over [4096, 1024]: four of ten arrays of 32
+MB are read by no VJP).
 
 What a VJP reads is a static fact of its bytecode (:func:`parameters_read`): a node is
 kept when a VJP of a consumer loads the node's position among its parameters, or the
 consumer's own result when the node is that consumer. Rows whose bounds are their own
-code (composites, bilinear rows, structure, pools, rows with terms) keep everything
-they touch. A row whose PyTorch node saves no tensor (sum, mean: ``saves=False`` in the
-rule table) reads its operands' shapes only: a dropped operand is handed to it as a
+code (the families whose handler says ``own_code``: composites, bilinear rows,
+structure, pools; and rows with terms) keep everything they touch. A row whose PyTorch
+node saves no tensor (sum, mean: ``saves=False`` in the rule table) reads its operands'
+shapes only: a dropped operand is handed to it as a
 zero-stride :func:`placeholder` of its shape.
 """
 
@@ -21,10 +22,9 @@ import inspect
 
 import numpy as np
 
-from ..rules import BILINEAR, COMPARISON, POOLING, RULES, STRUCTURE
-from ..rules.composite.bounds import Bound
-from ..rules.conv.rows import POOLS
+from ..rules import RULES
 from ..formula.tree import Node, ordered, twins
+from .families import family
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,9 +54,8 @@ def _loads(rule, k: int, j: int | None) -> bool:
     return names is None or (1 if j is None else 2 + j) in names
 
 
-def _own_code(rule, node: Node) -> bool:
-    return (isinstance(rule.rounding, Bound) or rule.family in (BILINEAR, POOLING, STRUCTURE)
-            or node.op in POOLS or bool(getattr(rule.rounding, "vjps", ())))
+def _own_code(rule) -> bool:
+    return family(rule).own_code or bool(getattr(rule.rounding, "vjps", ()))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -72,12 +71,12 @@ def kept(root: Node) -> frozenset[int]:
             keep.update(id(a) for a in node.args)
             continue
         rule = RULES[node.op]
-        if rule.family == COMPARISON:
+        if family(rule).cotangent is None:   # (a comparison: none flows)
             continue
         for k, arg in enumerate(node.args):
             if rule.engine_vjp(k) is None or arg.op == "const":
                 continue
-            if _own_code(rule, node):
+            if _own_code(rule):
                 keep.add(id(node))
                 keep.update(id(a) for a in node.args)
                 continue

@@ -1,4 +1,4 @@
-"""The rounding bounds (:func:`gradcheck.bounds.model.error_bounds`) of a large elementwise
+"""The rounding bounds (:func:`gradcheck.bounds.point.error_bounds`) of a large elementwise
 formula, one slab of rows at a time: the same numbers, to the bit, without a value and
 a bound of every node at full size.
 
@@ -10,7 +10,7 @@ element from that element alone, but for one number per probe of the backward: i
 scale, from the largest relative move over the whole value
 (:func:`gradcheck.bounds.elementwise.probe_scales`). So the work is two passes over the
 slabs, which are the row blocks the whole arrays' bounds are cut into
-(:func:`gradcheck.bounds.elementwise.row_blocks`):
+(:func:`gradcheck.bounds.blocks.row_blocks`):
 
 1. the forward of each slab: each probed value's largest moves per block, and the
    body's value and bound, kept whole (what a final sum or mean reduces, and the
@@ -31,13 +31,11 @@ import functools
 
 import numpy as np
 
-from .elementwise import block_tops, piece, row_blocks, top_of
+from .blocks import piece, row_blocks
+from .elementwise import block_tops, top_of
 from ..rules import RULES
-from ..rules.composite.bounds import Bound
+from ..rules.row import COMPOSITE
 from ..formula.tree import Node, elementwise_split, ordered, walk
-
-#: whether large elementwise formulas are bounded by slabs (a test compares both ways)
-SLABS = True
 
 
 def slabbed(root: Node) -> tuple[Node, Node | None, list[slice]] | None:
@@ -45,8 +43,6 @@ def slabbed(root: Node) -> tuple[Node, Node | None, list[slice]] | None:
     elementwise formula, possibly under a final sum or mean, whose every node but its
     constants (and computations of constants) has the body's shape, of more than one
     row block; else None."""
-    if not SLABS:
-        return None
     split = elementwise_split(root)
     if split is None:
         return None
@@ -59,7 +55,7 @@ def slabbed(root: Node) -> tuple[Node, Node | None, list[slice]] | None:
             continue
         if node.shape != body.shape or (
                 node.op not in ("input", "let")
-                and isinstance(RULES[node.op].rounding, Bound)):
+                and RULES[node.op].family == COMPOSITE):
             return None
     return body, top, blocks
 
@@ -84,7 +80,7 @@ def _cut(point: dict, ndim: int, rows: slice) -> dict:
 
 class _Slabs:
     """The slabs of one formula at one point: ``b_of()`` a fresh
-    :class:`gradcheck.bounds.model._Bounds` of the dtype."""
+    :class:`gradcheck.bounds.model.RoundingModel` of the dtype."""
 
     def __init__(self, b_of, split, point: dict):
         self.b_of, self.point = b_of, point
@@ -133,16 +129,16 @@ class _Slabs:
         b = self.b_of()
         b.val[id(body)], b.err[id(body)] = self.body_bounds
         self.body_bounds = None
-        t, e = b._forward(top, self.point)
+        t, e = b.node_value(top, self.point)
         # (what a sum or mean's VJP reads of its operand is its shape, not its values)
         b.val = {id(top): t}
         b.err = {id(top): e}
         grad: dict = {}
         gerr: dict = {}
-        c, ce = b._vjp(top, RULES[top.op], 0,
-                       np.asarray(np.broadcast_to(v, np.shape(t)), dtype=float),
-                       np.zeros(np.shape(t)))
-        b._accumulate(grad, gerr, body, c, ce)
+        c, ce = b.cotangent(top, RULES[top.op], 0,
+                            np.asarray(np.broadcast_to(v, np.shape(t)), dtype=float),
+                            np.zeros(np.shape(t)))
+        b.accumulate(grad, gerr, body, c, ce)
         return t, e, grad[id(body)], gerr[id(body)]
 
     def second_pass(self, tops: dict, g, ge, names: list[str]) -> dict[str, np.ndarray]:
@@ -166,10 +162,10 @@ class _Slabs:
 
 
 def slab_error_bounds(b_of, case, split, point: dict, v: np.ndarray):
-    """:func:`gradcheck.bounds.model.error_bounds`'s bounds of ``case`` at ``point`` and
-    ``v``, by slabs (``split``: :func:`slabbed`'s); ``b_of()`` a fresh
-    :class:`gradcheck.bounds.model._Bounds` of the dtype. Returns (the bounds by quantity,
-    as error_bounds names them; the root's value)."""
+    """:func:`gradcheck.bounds.point.error_bounds`'s bounds of ``case`` at ``point``
+    and ``v``, by slabs (``split``: :func:`slabbed`'s); ``b_of()`` a fresh
+    :class:`gradcheck.bounds.model.RoundingModel` of the dtype. Returns (the bounds by
+    quantity, as error_bounds names them; the root's value)."""
     slabs = _Slabs(b_of, split, point)
     tops = slabs.first_pass()
     if slabs.top is None:

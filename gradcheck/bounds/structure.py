@@ -1,5 +1,5 @@
-"""The rounding bound (:mod:`gradcheck.bounds.model`) of the structural rows (kind
-``structure``: reshape, permute, x[...], pad, concat...), for the whole family at once.
+"""The rounding model's family of structural rows (:data:`gradcheck.rules.row.STRUCTURE`:
+reshape, permute, x[...], pad, concat...), for the whole family at once.
 
 Each is an exact linear map L with 0/1 coefficients, affine only where pad writes its
 constant c: t = L(a) + c. Its result rounds nothing, so E(t) = L(E(a)), the map applied
@@ -28,8 +28,8 @@ def _exact(a) -> bool:
     return np.asarray(a).dtype.kind in "biu"
 
 
-def structure_value(b, node, args, errs) -> tuple[np.ndarray, np.ndarray]:
-    """The value of a structural node and its error bound, for the bounds ``b``."""
+def value(b, node, rule, args, errs) -> tuple[np.ndarray, np.ndarray]:
+    """The value of a structural node and its error bound, for the model ``b``."""
     t = _arr(node.call("numpy", args))
     moved = [a if _exact(a) else np.asarray(e, dtype=float) for a, e in zip(args, errs)]
     zeros = [a if _exact(a) else np.zeros(np.shape(a)) for a in args]
@@ -41,13 +41,21 @@ def structure_value(b, node, args, errs) -> tuple[np.ndarray, np.ndarray]:
     return t, err
 
 
-def structure_cotangent(b, node, rule, k: int, g, ge, t, args) -> np.ndarray:
-    """The error bound of a structural node's cotangent into argument ``k`` (the VJP's
-    value is ``b._call``'s): Lᵀ E(ḡ), plus the accumulation where Lᵀ sums terms."""
-    through_g = _arr(b._call(node, rule, k, ge, t, args))
-    counts = _arr(b._call(node, rule, k, np.ones(np.shape(g)), t, args))
+def cotangent(b, node, rule, k: int, g, ge) -> tuple[np.ndarray, np.ndarray]:
+    """A structural node's cotangent Lᵀḡ into argument ``k`` and its error bound:
+    Lᵀ E(ḡ), plus the accumulation where Lᵀ sums terms."""
+    t, args, _ = b.operands(node, rule)
+    c = b.call(node, rule, k, g, t, args)
+    through_g = _arr(b.call(node, rule, k, ge, t, args))
+    counts = _arr(b.call(node, rule, k, np.ones(np.shape(g)), t, args))
     n = int(np.max(counts, initial=0))
     if n <= 1:
-        return through_g
-    return through_g + accumulation(n) * b.u_acc * _arr(
-        b._call(node, rule, k, np.abs(g), t, args))
+        return c, through_g
+    return c, through_g + accumulation(n) * b.u_acc * _arr(
+        b.call(node, rule, k, np.abs(g), t, args))
+
+
+def many(b, node, rule, k: int, g, t, args):
+    """The VJP at many cotangents (``b.lead``): one at a time (a structural row's
+    parameters name axes from the left)."""
+    return b.each(node, rule, k, g, t, args)

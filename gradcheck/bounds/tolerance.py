@@ -30,13 +30,21 @@ op.inplace        0 for inputs and grad_outputs; nondet_tol for a second forward
 ================  ==========================================================
 
 with K = :data:`BOUND_FACTOR`, PEER = :data:`PEER_FACTOR`, SECOND =
-:data:`SECOND_ORDER_FACTOR`, u the dtype's unit roundoff. A user's ``atol``/``rtol``
+:data:`SECOND_ORDER_FACTOR`, u the dtype's unit roundoff. The numeric witness's own
+error estimate counts the rounding of each evaluation of the formula as
+:data:`FORWARD_MARGIN` times the forward's running bound taken once for the points
+nearby (:mod:`gradcheck.witnesses.numeric`). A user's ``atol``/``rtol``
 add ``atol + rtol·|expected|``: they only loosen (:class:`gradcheck.checking.compare.Tally`).
 
 Diagnoses (:mod:`gradcheck.checking.diagnose`) judge "this wrong gradient is minus the exact
 one" with :data:`PATTERN_TOLERANCES`: |o − e| <= atol·max(1, max|e|) + rtol·|e|, about
 100 units of the dtype's epsilon (float32 arithmetic is off by more than float64's 1e-6
-relative where terms cancel). They never decide a verdict, only how it is explained.
+relative where terms cancel), a field of each dtype's record
+(:attr:`gradcheck.base.dtypes.Format.pattern`). An approximate float64 result
+(:mod:`gradcheck.checking.approximate`) is said to come from a rounded constant where
+its errors are at most :data:`CONSTANT_WITHIN` of float32's tolerance and at least
+:data:`CONSTANT_BEYOND` times float64's somewhere. They never decide a verdict, only
+how it is explained.
 """
 
 from __future__ import annotations
@@ -45,8 +53,9 @@ import math
 
 import numpy as np
 
-from ..base.dtypes import unit_roundoff
+from ..base.dtypes import FORMATS, info, unit_roundoff
 from ..base.evaluation import PROJECTED
+from .summation import accumulation
 
 BOUND_FACTOR = 4.0   # K: margin over the first-order bound (its O(u²) terms, libm ulps)
 PEER_FACTOR = 2.0    # an op may err this many times PyTorch's own composition
@@ -54,18 +63,28 @@ SAFETY = 4.0         # finite differences: times their own error estimate
 # Second derivatives are computed through the first ones: sums whose terms are as large
 # as the magnitudes, each rounded at the op's dtype, a few roundings deep.
 SECOND_ORDER_FACTOR = 4.0
+# the numeric witness: a running bound of the forward taken once (at a segment's ends,
+# or at the point for its directions) stands for the points nearby
+FORWARD_MARGIN = 2.0
+# a rounded constant (approximate.py): errors at most this of float32's tolerance...
+CONSTANT_WITHIN = 1 / 64
+# ...and at least this of float64's somewhere (an error just past float64's tolerance
+# is no constant's: the bound is close)
+CONSTANT_BEYOND = 16
 
 #: (rtol, atol) with which a diagnosis pattern is said to fit, by the dtype the
-#: gradients came in (see the module docstring).
-PATTERN_TOLERANCES = {"float64": (1e-6, 1e-9), "float32": (1e-4, 1e-5),
-                      "float16": (1e-2, 1e-3), "bfloat16": (8e-2, 1e-2)}
+#: gradients came in (see the module docstring): read off the dtypes' records.
+PATTERN_TOLERANCES = {name: f.pattern for name, f in FORMATS.items()}
 PATTERN_RTOL, PATTERN_ATOL = PATTERN_TOLERANCES["float64"]
 
 
 def pattern_tolerance(dtype: str) -> tuple[float, float]:
-    """(rtol, atol) of :data:`PATTERN_TOLERANCES` for ``dtype`` (float64's for a name
-    not in the table)."""
-    return PATTERN_TOLERANCES.get(dtype, PATTERN_TOLERANCES["float64"])
+    """(rtol, atol) of :data:`PATTERN_TOLERANCES` for ``dtype``.
+
+    Raises:
+        ValueError: ``dtype`` is not a dtype's name (:func:`gradcheck.base.dtypes.info`).
+    """
+    return info(dtype).pattern
 
 
 def model_tolerance(bounds: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
@@ -98,8 +117,6 @@ def with_projection_rounding(tolerance: dict, got, exact: dict) -> dict:
     (γ(n) + 1)·u·Σ|uᵢ|·|gᵢ| (one rounding per product, then the blocked sum)."""
     if not got.directions:
         return tolerance
-    from .model import accumulation   # the rounding model, only when needed
-
     u = unit_roundoff("float64")
     size = got.project({q: exact[q] for q in got.directions if q in exact}, absolute=True)
     out = dict(tolerance)

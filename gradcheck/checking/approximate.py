@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from ..base.dtypes import unit_roundoff
+from ..bounds.tolerance import CONSTANT_BEYOND, CONSTANT_WITHIN
 
 __all__ = ["JUDGED", "LOOSE", "Near", "Rejudge", "within_text"]
 
@@ -45,9 +46,6 @@ CAUSE_MIN = 3                 # wrong elements any cause needs (fewer show no pa
 THRESHOLD_MIN = 3             # right elements a threshold needs (a few line up by chance)
 CONSTANT_SPREAD = 0.25        # a constant relative error: each within this of the median
 FLOAT32_MEDIAN = U32 / 16     # float32 arithmetic: the median |relative error| at least
-SMALL = 1 / 64                # a rounded constant's errors: at most this of float32's tol
-WELL_BEYOND = 16              # and at least this of float64's (an error just past
-#                               float64's tolerance is no constant's: the bound is close)
 RELATIVE_KEPT = 4096          # relative errors kept for their median
 
 # the forms a threshold on an input takes: (text, f) with "f(x) > T"
@@ -217,7 +215,7 @@ class Near:
         if typical >= FLOAT32_MEDIAN:
             return ("float32 arithmetic inside? (relative errors of about float32's unit "
                     f"roundoff, 2^-24 ≈ 6e-08: {typical:.2g} typically)")
-        if self.worst <= SMALL and self.worst64 >= WELL_BEYOND:
+        if self.worst <= CONSTANT_WITHIN and self.worst64 >= CONSTANT_BEYOND:
             return (f"a rounded constant? (relative errors of {typical:.2g} typically, "
                     "far below float32's unit roundoff)")
         return ""

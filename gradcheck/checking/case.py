@@ -60,18 +60,13 @@ def cotangent(case: Case, dtype: str, index: int) -> np.ndarray:
     return round_to(v, dtype)   # the v the witness's tensor holds, exactly
 
 
-def _forget_forward() -> None:
-    """Drop the forward the rounding model keeps for the point's numeric witness."""
-    from ..bounds.model import forget
-
-    forget()
-
-
-def _bounds_at(case: Case, point: dict, v: np.ndarray, heap, watch=None):
+def _bounds_at(case: Case, point: dict, v: np.ndarray, heap, at, watch=None):
     """``dtype -> rounding-error bounds`` at one point, each computed once (inside
-    ``heap``, a context of :func:`_heap`); ``watch`` (a :class:`gradcheck.sampling.overflow.
-    Watch`) sees the backward of its own dtype's."""
-    from ..bounds.model import error_bounds
+    ``heap``, a context of :func:`_heap`); ``at``: the point's
+    :class:`gradcheck.bounds.point.PointBounds`, which keeps the forward bound for a
+    witness that reads it; ``watch`` (a :class:`gradcheck.sampling.overflow.Watch`)
+    sees the backward of its own dtype's."""
+    from ..bounds.point import error_bounds
 
     found: dict = {}
 
@@ -79,7 +74,7 @@ def _bounds_at(case: Case, point: dict, v: np.ndarray, heap, watch=None):
         if dtype not in found:
             seen = watch if watch is not None and watch.dtype == dtype else None
             with heap():
-                found[dtype] = error_bounds(case, point, v, dtype, watch=seen)
+                found[dtype] = error_bounds(case, point, v, dtype, watch=seen, at=at)
         return found[dtype]
 
     return bounds
@@ -201,6 +196,7 @@ class _FormulaCheck:
 
     def run(self, ref) -> None:
         """Every point (the bulk's, then the extremes), every witness that still runs."""
+        from ..bounds.point import PointBounds
         from ..sampling.overflow import Watch
 
         case, dtype = self.case, self.dtype
@@ -210,7 +206,8 @@ class _FormulaCheck:
                 self._out_of_range(i, point.overflow)
                 continue
             watch = Watch(dtype)
-            bounds = _bounds_at(case, point.values, v, self.heap, watch)
+            at = PointBounds()   # (this point's: dropped with it)
+            bounds = _bounds_at(case, point.values, v, self.heap, at, watch)
             if any(w not in self.errors and w not in self.skipped for w in self.names):
                 # computed before the point's exact gradients and any witness, so that
                 # no other arrays of the point are alive beside the bounds' (at a
@@ -218,15 +215,13 @@ class _FormulaCheck:
                 bounds(dtype)
             if watch.found is not None:   # its backward as written passes the range
                 self._out_of_range(i, watch.found.text())
-                _forget_forward()
                 continue
             self.checked_points += 1
             expected = exact()
             for w in self.names:
                 if w not in self.errors and w not in self.skipped:
-                    self._compare(w, i, point, v, expected, bounds, ref)
-            _forget_forward()
-            del point, v, expected, bounds   # before the next point is drawn
+                    self._compare(w, i, point, v, expected, bounds, ref, at)
+            del point, v, expected, bounds, at   # before the next point is drawn
 
     def _out_of_range(self, i: int, why: str) -> None:
         """Point ``i`` is checked in no witness: the formula as written passes the
@@ -236,14 +231,17 @@ class _FormulaCheck:
         self.beyond[i] = why
         self.notes.append(skipped_note(i, self.dtype, why))
 
-    def _compare(self, w: str, i: int, point, v, expected, bounds, ref) -> None:
+    def _compare(self, w: str, i: int, point, v, expected, bounds, ref, at) -> None:
         values = point.values
+        # (the point's PointBounds, to a witness that reads the forward bound)
+        options = {"at": at} if entry(w).reads_bounds else {}
         try:
             # finite differences evaluate the formula dozens of times: the same sizes
             # allocated and freed, served from the heap (the exact witnesses' one pass
             # keeps what it allocates, and is left as it is)
             with self.heap() if entry(w).perturbs else contextlib.nullcontext():
-                got = witness(w)(self.case, values, v, self.dtype, reference=ref)
+                got = witness(w)(self.case, values, v, self.dtype, reference=ref,
+                                 **options)
         except CaseTimeout:
             raise
         except Exception as exc:  # a witness that raises is that witness's error
@@ -265,7 +263,7 @@ class _FormulaCheck:
                 self.waived.add(w)
         else:
             self._add(tally, w, got, expected, i, tolerance, values, v, bounds, ref,
-                      loose)
+                      loose, options)
         got.decisions = None   # what the witness decided on: read, and dropped
         self.notes.extend(got.notes)
         # a diagnosis reads gradients element by element: projections are left out, and
@@ -280,12 +278,14 @@ class _FormulaCheck:
             self.samples[w].append(sample)
 
     def _add(self, tally: Tally, w: str, got, expected, i: int, tolerance, values,
-             v, bounds, ref, loose) -> None:
+             v, bounds, ref, loose, options: dict) -> None:
         """Compare ``got`` at point ``i``. Where it disagrees: finite differences are
         measured again at finer steps (:mod:`gradcheck.checking.refinement`: None where they do
         not settle, the point inconclusive for them); a witness whose decisions lay
         within its rounding of a switch is judged by the branch it took
-        (:mod:`gradcheck.checking.decisions`). Each says so in a note."""
+        (:mod:`gradcheck.checking.decisions`). Each says so in a note. ``options``: the
+        keywords the witness was run with at this point (its PointBounds), given again
+        at the finer steps."""
         refines = entry(w).refines
         if not refines and (got.decisions is None or not got.decisions.args):
             tally.add(got, expected, i, tolerance, loose=loose, values=values)
@@ -298,7 +298,7 @@ class _FormulaCheck:
 
             trial, note = refined(
                 lambda step: witness(w)(self.case, values, v, self.dtype, reference=ref,
-                                        step=step),
+                                        step=step, **options),
                 lambda e: entry(w).tolerance(self.dtype, bounds, e.error),
                 self.case, values, trial, got, expected, i, tolerance)
             if trial is None:

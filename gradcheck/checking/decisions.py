@@ -175,7 +175,7 @@ def judged(case, values: dict, v, dtype: str, witness: str, decisions,
     note = (f"{witness}'s decisions in {dtype} lie within its rounding (u = "
             f"{eps(dtype):.2g}) of a switch: {named}; where it decided otherwise than the "
             f"exact values, it is checked against the derivative of the branch it took")
-    from ..bounds.model import error_bounds
+    from ..bounds.point import error_bounds
 
     found: dict = {}
 

@@ -235,7 +235,7 @@ def first(found: list) -> Overflow | None:
 
 
 class Watch:
-    """What the rounding model's backward (:meth:`gradcheck.bounds.model._Bounds.backward`)
+    """What the rounding model's backward (:meth:`gradcheck.bounds.model.RoundingModel.backward`)
     forms beyond the range of ``dtype``: every node's cotangent and every VJP's result
     before it is summed back to its argument's shape, where finite in float64 (a value
     not finite there is the reference's problem, as at sampling); but the gradients

@@ -6,12 +6,13 @@ D, whose error is O(h⁴). The same extrapolation from steps twice as large, R(2
 about 16 times that error, so ``|R(h) - R(2h)|`` (about 15 times R(h)'s truncation
 error) plus the rounding error ``Σ E(f)/h`` bounds the error of R(h), where E(f) bounds
 the rounding error of each evaluation of f: the running rounding-error bound
-(:func:`gradcheck.bounds.model.forward_bound`) at the farthest steps either way, the
-perturbed input carrying the rounding of x + h itself, the larger of the two, doubled
-(:func:`_bound_near`). It sees cancellation inside f (log(cosh(x)) near 0 errs by eps,
-not by eps·|f|). That bound, not a guessed tolerance, is what the comparison allows
-this witness. Each perturbed evaluation is then a plain forward
-(:func:`gradcheck.formula.forward.program`), recomputing only what the perturbed input moves.
+(:func:`gradcheck.bounds.point.forward_bound`) at the farthest steps either way, the
+perturbed input carrying the rounding of x + h itself, the larger of the two, times
+:data:`gradcheck.bounds.tolerance.FORWARD_MARGIN` (:func:`_bound_near`). It sees
+cancellation inside f (log(cosh(x)) near 0 errs by eps, not by eps·|f|). That bound, not
+a guessed tolerance, is what the comparison allows this witness. Each perturbed
+evaluation is then a plain forward (:func:`gradcheck.formula.forward.program`),
+recomputing only what the perturbed input moves.
 
 Elementwise formulas have a diagonal Jacobian, so all elements of an input are perturbed
 at once (six evaluations per input). Other formulas are perturbed in groups of elements
@@ -38,7 +39,9 @@ from ..base.arrays import cut, slabs, body_cotangent, unbroadcast
 from ..base.evaluation import PROJECTED, Directions, Evaluation
 from ..formula.forward import evaluate, program
 from ..base.dtypes import unit_roundoff
-from ..bounds.model import accumulation, forward_bound
+from ..bounds.point import PointBounds, forward_bound
+from ..bounds.summation import accumulation
+from ..bounds.tolerance import FORWARD_MARGIN
 from ..sampling.points import case_rng
 from ..formula.tree import differentiable_names, elementwise_split, ordered
 
@@ -47,7 +50,6 @@ STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
 #: element at a time (exact per element, and cheap); larger ones along directions
 NUMERIC_COLUMNS = 32
 DIRECTIONS = 3               # random directions per input measured that way
-BOUND_MARGIN = 2.0           # a running bound taken once, for the points nearby
 LADDER = 6                   # steps 1, 2, ..., 32 times a direction's first one tried
 FARTHEST = 4                 # an element's differences take steps h, 2h and 4h
 
@@ -73,7 +75,8 @@ def _step(x: np.ndarray, step: float = STEP) -> np.ndarray:
 
 
 def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
-        reference=None, *, sparsity: dict | None = None, step: float = STEP) -> Evaluation:
+        reference=None, *, sparsity: dict | None = None, step: float = STEP,
+        at: PointBounds | None = None) -> Evaluation:
     """Perturbations are grouped by the structural Jacobian pattern of ``reference``
     (:attr:`gradcheck.reference.Reference.sparsity`), or by ``sparsity`` (the same
     mapping, by name) when given: a test hands a pattern of its own that way. Without
@@ -81,7 +84,9 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
     pattern, inputs larger than :data:`NUMERIC_COLUMNS` are measured along random
     directions (:func:`_directional`). ``step``: the relative step (a point where the
     default cannot resolve the derivative is measured again with finer ones,
-    :func:`gradcheck.checking.case`)."""
+    :func:`gradcheck.checking.case`). ``at``: the point's
+    :class:`gradcheck.bounds.point.PointBounds`, whose float64 forward bound, where the
+    tolerance's bounds took it, is read instead of taken again."""
     directional = (sparsity is None and reference is not None
                    and reference.sparsity is None)
     if sparsity is None and reference is not None:
@@ -109,7 +114,7 @@ def run(case, point: dict[str, np.ndarray], v: np.ndarray, dtype: str,
             elif directional and x0.size > NUMERIC_COLUMNS:
                 rng = case_rng(case, dtype, _digest(x0), f"directions {name}")
                 grad, err, out.directions[quantity] = _directional(
-                    case.output, env, name, x0, v, rng, shared, step)
+                    case.output, env, name, x0, v, rng, shared, step, at)
                 quantity += PROJECTED
             else:
                 grad, err = _columns(case.output, env, name, x0, v,
@@ -249,41 +254,42 @@ def _columns(root, env, name, x0, v, pattern=None, relative: float = STEP):
     return grad.reshape(x0.shape), err.reshape(x0.shape)
 
 
-def _rounding(root, env, v) -> dict:
-    """What every direction at this point shares: v at the output's shape, and the
-    rounding bound of vᵀf, Σ|vᵢ|·E(fᵢ) + (γ(m) + 1)·u·Σ|vᵢfᵢ| (vᵀf is a sum of m
-    products), taken once at x (the running bound costs several forwards, a second at
-    a layer's size) and doubled for the points x + t·s: the largest step moves an
-    argument by at most 4·32·STEP = 13% of max(1, |x|) (Cauchy–Schwarz, see
-    :func:`_directional`), which moves a first-order bound by about as much, far less
-    than the factor 2, where |x| is about 1 or more. Where |x| ≪ 1 (the extreme points
-    of small magnitudes) a step moves the values far beyond their size at x and this is
-    no bound at the largest steps (a product of tiny elements: 10¹⁰⁹ times over at the
-    farthest step); the ladder's truncation term, which sees that rounding as noise, and
-    the reference's own E_float64 in the tolerance have covered it in every formula
-    tried (none failed in 209 random mixing formulas at 4 points each, nor in the
-    test of that), but it is not proved. (:func:`_bound_near`, for elements, takes the
-    bound at the segment's ends.)"""
+def _rounding(root, env, v, at: PointBounds | None) -> dict:
+    """What every direction at this point shares: v at the output's shape, and the rounding
+    bound of vᵀf, Σ|vᵢ|·E(fᵢ) + (γ(m) + 1)·u·Σ|vᵢfᵢ| (vᵀf is a sum of m products), taken
+    once at x (the running bound costs several forwards, a second at a layer's size;
+    read from ``at`` where the tolerance took it) and doubled
+    (:data:`gradcheck.bounds.tolerance.FORWARD_MARGIN`) for the points x + t·s: the
+    largest step moves an argument by at most 4·32·STEP = 13% of max(1, |x|)
+    (Cauchy–Schwarz, see :func:`_directional`), which moves a first-order bound by about
+    as much, far less than the factor 2, where |x| is about 1 or more. Where |x| ≪ 1
+    (the extreme points of small magnitudes) a step moves the values far beyond their
+    size at x and this is no bound at the largest steps (a product of tiny elements:
+    10¹⁰⁹ times over at the farthest step); the ladder's truncation term, which sees
+    that rounding as noise, and the reference's own E_float64 in the tolerance have
+    covered it in every formula tried (none failed in 209 random mixing formulas at 4
+    points each, nor in the test of that), but it is not proved. (:func:`_bound_near`,
+    for elements, takes the bound at the segment's ends.)"""
     v = np.ascontiguousarray(np.broadcast_to(np.asarray(v, dtype=float), root.shape))
-    value, bound = forward_bound(root, env)
+    value, bound = forward_bound(root, env, at=at)
     dot = (accumulation(v.size) + 1.0) * unit_roundoff("float64")
     total = float(np.sum(np.abs(v) * bound)) + dot * float(np.sum(np.abs(v * value)))
-    return {"v": v, "rounding": BOUND_MARGIN * total}
+    return {"v": v, "rounding": FORWARD_MARGIN * total}
 
 
 def _bound_near(root, env, name: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """A rounding-error bound for every evaluation of ``root`` with the input (or
-    ``let``) ``name`` moved along a segment, ``lo`` to ``hi`` (its farthest steps
-    either way): the running bound at both ends, ``name`` carrying the rounding of a
-    computed value (u·|x|, as a perturbed x + h does), the larger of the two per
-    element, doubled. A bound is a sum of rounding units times magnitudes of values,
-    which along so short a segment (4 steps, each 0.1% of max(1, |x|)) are nearly
-    affine, so their magnitudes are largest at its ends; the factor covers the rest.
-    Two running bounds per segment replace one per evaluation (six), each several
-    forwards. (Not the bound at x: where |x| ≪ 1 a step of 0.1% of 1 moves the values
-    far beyond their sizes at x.)"""
-    return BOUND_MARGIN * np.maximum(forward_bound(root, env, {name: lo})[1],
-                                     forward_bound(root, env, {name: hi})[1])
+    """A rounding-error bound for every evaluation of ``root`` with the input (or ``let``)
+    ``name`` moved along a segment, ``lo`` to ``hi`` (its farthest steps either way):
+    the running bound at both ends, ``name`` carrying the rounding of a computed value
+    (u·|x|, as a perturbed x + h does), the larger of the two per element, doubled
+    (:data:`gradcheck.bounds.tolerance.FORWARD_MARGIN`). A bound is a sum of rounding
+    units times magnitudes of values, which along so short a segment (4 steps, each 0.1%
+    of max(1, |x|)) are nearly affine, so their magnitudes are largest at its ends; the
+    factor covers the rest. Two running bounds per segment replace one per evaluation
+    (six), each several forwards. (Not the bound at x: where |x| ≪ 1 a step of 0.1% of 1
+    moves the values far beyond their sizes at x.)"""
+    return FORWARD_MARGIN * np.maximum(forward_bound(root, env, {name: lo})[1],
+                                       forward_bound(root, env, {name: hi})[1])
 
 
 def _mover(root, env, name: str, shape) -> tuple:
@@ -323,7 +329,8 @@ def _frozen(root, env, name: str) -> dict[int, np.ndarray]:
     return found
 
 
-def _directional(root, env, name, x0, v, rng, shared: dict, relative: float = STEP):
+def _directional(root, env, name, x0, v, rng, shared: dict, relative: float = STEP,
+                 at: PointBounds | None = None):
     """vᵀJ along random directions: for each u (standard normal, scaled element by
     element by max(1, |x|) as the steps are: U = u⊙max(1, |x|)), the derivative of the
     scalar vᵀf(x + t·s) at t = 0 with s = STEP·U/‖u‖₂, which is (vᵀJ)·s (:func:`_ladder`).
@@ -336,9 +343,10 @@ def _directional(root, env, name, x0, v, rng, shared: dict, relative: float = ST
     falls.
 
     Returns the k measured values Uₖ·(vᵀJ), their error bounds, and U [k, *x.shape]
-    (:class:`~gradcheck.base.evaluation.Directions`: drawn again when projected, not held)."""
+    (:class:`~gradcheck.base.evaluation.Directions`: drawn again when projected, not
+    held). ``at``: the point's PointBounds (:func:`_rounding`)."""
     if "rounding" not in shared:
-        shared.update(_rounding(root, env, v))
+        shared.update(_rounding(root, env, v, at))
     v, rounding = shared["v"], shared["rounding"]
     forward, given, moved = _mover(root, env, name, x0.shape)
     # u is drawn in float32 and kept so (half an input's size per direction): each U

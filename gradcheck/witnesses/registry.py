@@ -53,6 +53,9 @@ class Witness:
     #: :func:`_lazy_run`); None: ``run`` is loaded already (a test's or a plugin's
     #: function). A worker imports these before its first case (:func:`modules`).
     module: str | None = None
+    #: its run takes ``at``, the point's :class:`gradcheck.bounds.point.PointBounds`:
+    #: it reads the forward bound the tolerance's rounding model took at the point
+    reads_bounds: bool = False
 
 
 def _lazy_run(module: str) -> Callable:
@@ -98,7 +101,7 @@ REGISTRY: dict[str, Witness] = {w.name: w for w in (
           "PyTorch autograd on the same formula (y.backward(v), retain_grad())"),
     _lazy("numeric", "gradcheck.witnesses.numeric", _LOW_PRECISION_UNTESTED,
           "central finite differences in float64, with their own error estimate",
-          perturbs=True, refines=True),
+          perturbs=True, refines=True, reads_bounds=True),
 )}
 
 # The lists of names are read from the registry when asked for, so that an entry added

@@ -91,7 +91,7 @@ class OpTolerance:
         """The rounding-error model's tolerances (``batch``: each v holds many
         cotangents along its first axis, as do the gradients' tolerances then; ``keep``:
         the forward pass stays for more cotangents at this point)."""
-        from ...bounds.model import error_bounds
+        from ...bounds.point import error_bounds
 
         forward = self.at_point if keep else None
         bounds = [error_bounds(self.subcases[k], point, v, self.dtype, forward, batch)
@@ -104,7 +104,7 @@ class OpTolerance:
 
     def _forward_bounds(self, point: dict) -> list:
         """The rounding-error bounds of a surrogate's forward formulas at this point."""
-        from ...bounds.model import forward_bound
+        from ...bounds.point import forward_bound
 
         if "forward" not in self.at_point:
             self.at_point["forward"] = [forward_bound(node, point, dtype=self.dtype)[1]

@@ -1,0 +1,139 @@
+"""The rounding model's family of bilinear rows (:data:`gradcheck.rules.row.BILINEAR`:
+matmul, dot, the convolutions): maps whose sums round. Its value and each cotangent is
+bilinear in two operands, c = a ∘ b, so
+
+    E(a ∘ b) = |a| ∘ E(b) + E(a) ∘ |b| + γ(n)·u_acc·(|a| ∘ |b|) + (rounding into the
+    dtype) + η,
+
+n the terms of the sums (:func:`terms`); a cotangent's own
+error E(ḡ) goes through the same map, |ḡ|'s place taken by E(ḡ).
+
+The rounding into the dtype, of a convolution's cotangent: where torch forms a
+cotangent's sums in float32 and rounds once (oneDNN, cuDNN) that rounding is u·|c|.
+Where it adds rounded parts in the dtype itself (aten's ``Slow2d``/``SlowDilated2d``:
+torch's float16 convolution on a CPU without avx512_fp16, such as AMD's EPYC; any
+low-precision dtype with oneDNN off), each of m parts p_j is rounded once and each of
+the m − 1 additions rounds a partial sum of at most Σ|p_j|: m·u·Σ|p_j| in all. The parts
+are x̄'s per kernel offset (col2im adds them; m the offsets that reach the
+element) and w̄'s per batch sample (m = N), :func:`gradcheck.rules.conv.vjps.
+conv_input_parts` and ``conv_weight_parts``. An emulation of exactly that is torch's
+float16 result bit for bit at 99.96% of a 64-channel layer's x̄ and w̄ (one float16
+step off at the rest: float32 sums in another order), where one rounding of exact sums
+is at 42% and 74% (tests/test_conv_half.py). Which kernel runs is torch's own choice,
+asked of torch (:func:`gradcheck.rules.conv.columns.torch_adds_in_dtype`): a CPU whose
+oneDNN runs float16 keeps the one-rounding bound. float32 and float64 keep u·|c|
+(their u is the accumulator's own, and γ(n)·u·Σ|terms| holds the few parts: with oneDNN
+on, aten runs float32 for 1×1 kernels alone, one part).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..rules.conv.columns import conv_terms, torch_adds_in_dtype
+from ..rules.conv.rows import CONVOLUTIONS
+from ..rules.conv.vjps import conv_input_parts, conv_weight_parts
+from .blocks import plus
+from .summation import accumulation
+
+
+def _arr(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def value(b, node, rule, args, errs):
+    """The value t = a ∘ b and its bound, for the model ``b``."""
+    x, y = _arr(args[0]), _arr(args[1])
+
+    def f(p, q):
+        return _arr(node.call("numpy", [p, q]))
+
+    t = f(x, y)
+    abs_x, abs_y = np.abs(x), np.abs(y)
+    # (summed in place as they come, as in cotangent: the same sums, fewer arrays at once)
+    bound = plus(f(abs_x, errs[1]), f(errs[0], abs_y))
+    own = f(abs_x, abs_y)
+    del abs_x, abs_y
+    own *= accumulation(terms(node, None)) * b.u_acc
+    own = plus(own, b.u * np.abs(t))
+    return t, plus(plus(bound, own), b.eta)
+
+
+def cotangent(b, node, rule, k: int, g, ge):
+    """The VJP c into argument ``k`` and its bound: c is linear in ḡ and in the *other*
+    operand, |vjp|(E(ḡ)) + |vjp|(|ḡ|, E(other)) + γ(n)·u_acc·|vjp|(|ḡ|, |other|) +
+    the rounding into the dtype + η."""
+    t, args, errs = b.operands(node, rule)
+    c = b.call(node, rule, k, g, t, args)
+    absargs = [np.abs(_arr(a)) for a in args]
+    abs_t = np.abs(t)
+    through_g = np.abs(b.call(node, rule, k, ge, abs_t, absargs))
+    # The terms are summed as they come, in place (plus), each dropped once added: at a
+    # layer's size (attention's [16, 256, 256] cotangent) five arrays of c's size fewer
+    # at once, the same sums
+    other = list(absargs)
+    other[1 - k] = errs[1 - k]
+    abs_g = np.abs(g)
+    # (through_g + through_args) + own, own = (γ·u_acc·full + into) + η
+    bound = plus(through_g, np.abs(b.call(node, rule, k, abs_g, abs_t, other)))
+    del through_g, other
+    own = np.abs(b.call(node, rule, k, abs_g, abs_t, absargs))
+    del abs_g, abs_t, absargs
+    own *= accumulation(terms(node, k)) * b.u_acc
+    # rounding into the dtype: once (u·|c|), or where torch adds parts in it
+    own = plus(own, conv_rounding(b, node, k, g, args, c) if node.op in CONVOLUTIONS
+               else b.u * np.abs(c))
+    return c, plus(bound, plus(own, b.eta))
+
+
+def many(b, node, rule, k: int, g, t, args):
+    """The VJP at many cotangents along ``g``'s axis 0 (``b.lead``): a convolution's
+    one at a time (its parameters name axes from the left); matmul's as they are (it
+    works on the last two axes); dot's 0-d result's cotangents get a trailing axis to
+    line up with the vectors it multiplies them by."""
+    if node.op in CONVOLUTIONS:
+        return b.each(node, rule, k, g, t, args)
+    if node.op == "dot":
+        g = g[..., None]
+    return rule.vjp(k, g, t, args, node.params)
+
+
+def conv_rounding(b, node, k: int, g, args, c) -> np.ndarray:
+    """The rounding into the dtype of the convolution's cotangent ``c`` into argument
+    ``k`` (ḡ ``g``, with the leading axis of many cotangents where the model ``b``
+    carries them): u·|c|, or m·u·Σ|parts| where torch adds parts in the dtype."""
+    if b.u <= b.u_acc or not torch_adds_in_dtype(node.args[0].shape, node.args[1].shape,
+                                                  node.params, b.dtype, b.device):
+        return b.u * np.abs(c)
+    x, w = args
+    params = [v for _, v in node.params]
+    if k == 0:
+        def parts(gi):
+            return conv_input_parts(gi, w, np.shape(x), *params)
+    else:
+        def parts(gi):
+            return conv_weight_parts(gi, x, np.shape(w), *params)
+    bounds = [b.u * m * total for total, m in map(parts, g if b.lead else [g])]
+    return np.stack(bounds) if b.lead else bounds[0]
+
+
+def terms(node, k: int | None) -> int:
+    """The terms of the sums a bilinear row (matmul, dot, a convolution) adds in its
+    forward (``k`` None) or in its cotangent into argument ``k``: matmul's and dot's
+    along the contracted axis; a convolution's over its input channels and kernel
+    (:func:`gradcheck.rules.conv.columns.conv_terms`)."""
+    shapes = [a.shape for a in node.args]
+    if node.op in CONVOLUTIONS:
+        return conv_terms(shapes[0], shapes[1], node.shape, k)
+    if k is None:
+        return shapes[0][-1] if shapes[0] else 1
+    return int(_contraction(shapes[1 - k], k))
+
+
+def _contraction(other: tuple[int, ...], k: int) -> int:
+    """The length of the sum in matmul's cotangent into argument ``k``, from the other
+    operand's shape: Ā = Ḡ Bᵀ sums over B's last axis, B̄ = Aᵀ Ḡ over A's rows (axis
+    -2, after any batch axes). A vector's own length is kept: an over-count."""
+    if not other:
+        return 1
+    return other[-1] if k == 0 else other[-2 if len(other) > 1 else 0]
