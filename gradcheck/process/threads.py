@@ -26,3 +26,15 @@ def one_thread_each() -> bool:
     for name in VARIABLES:
         os.environ.setdefault(name, "1")
     return True
+
+
+def after_fork() -> None:
+    """In a process just forked from one that may have run torch: one intra-op thread.
+
+    GNU OpenMP's thread pool does not survive a fork: the child of a process whose torch
+    ran a parallel region waits forever, at its own first one, at a barrier for threads
+    that are not there (a case process forked by a worker, an op's process forked by the
+    judge, in a library call that set no thread limit). One thread runs no team."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)

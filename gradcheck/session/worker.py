@@ -31,6 +31,7 @@ from ..process.budgets import limit_worker
 from ..checking.case import TIMEOUT
 from ..base.result import CaseResult
 from ..process.children import die_with as _die_with, how_ended
+from ..process.threads import after_fork
 from .tasks import Task, as_worker, died, execute, lost, preload
 
 __all__ = ["worker_main", "leave", "how_ended", "FORKS"]
@@ -108,6 +109,7 @@ class _CaseProcess:
         if pid == 0:   # the case process: never returns into the supervisor's code
             try:
                 os.setpgid(0, 0)   # its own group: a kill takes what its op started
+                after_fork()
                 os.close(self.parent_fd)
                 ours.close()
                 _die_with(supervisor)

@@ -30,8 +30,10 @@ _MESSAGE = 8000   # characters of an exception's text and traceback sent back
 def become_apart(channel: int, capture: int, judge: int) -> None:
     """Make this freshly forked process the op's own (see the module's docstring)."""
     from ...process.children import die_with
+    from ...process.threads import after_fork
 
     os.setpgid(0, 0)   # its own group: the judge kills what the op started with it
+    after_fork()
     die_with(judge)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)   # (the judge's handlers are not the op's)
