@@ -39,14 +39,14 @@ from ..formula.tree import Node, elementwise_split, ordered, walk
 
 
 def slabbed(root: Node) -> tuple[Node, Node | None, list[slice]] | None:
-    """``(body, top, slabs)`` where the bounds of ``root`` may run by slabs of rows: an
+    """``(body, reduction, slabs)`` where the bounds of ``root`` may run by slabs of rows: an
     elementwise formula, possibly under a final sum or mean, whose every node but its
     constants (and computations of constants) has the body's shape, of more than one
     row block; else None."""
     split = elementwise_split(root)
     if split is None:
         return None
-    body, top = split
+    body, reduction = split
     blocks = row_blocks(body.shape)
     if blocks is None:
         return None
@@ -57,7 +57,7 @@ def slabbed(root: Node) -> tuple[Node, Node | None, list[slice]] | None:
                 node.op not in ("input", "let")
                 and RULES[node.op].family == COMPOSITE):
             return None
-    return body, top, blocks
+    return body, reduction, blocks
 
 
 @functools.lru_cache(maxsize=64)
@@ -84,7 +84,7 @@ class _Slabs:
 
     def __init__(self, b_of, split, point: dict):
         self.b_of, self.point = b_of, point
-        self.body, self.top, self.blocks = split
+        self.body, self.reduction, self.blocks = split
         self.shape = tuple(self.body.shape)
         self.trees = {rows: _slab_tree(self.body, rows) for rows in
                       {self._rows(s) for s in self.blocks}}
@@ -105,7 +105,7 @@ class _Slabs:
     def first_pass(self) -> dict:
         """Each probed value's top over the whole, by position in the order (the values
         no probe moves left out); the body's value and bound, whole arrays, go to
-        :attr:`body_bounds` (the only reference: :meth:`through_top` drops them)."""
+        :attr:`body_bounds` (the only reference: :meth:`through_reduction` drops them)."""
         value, bound = np.empty(self.shape), np.empty(self.shape)
         runs: dict[int, bool] = {}
         largest: dict[int, list] = {}
@@ -121,21 +121,21 @@ class _Slabs:
         tops = {k: top_of(largest[k]) for k in largest if runs[k]}
         return {k: t for k, t in tops.items() if t is not None}
 
-    def through_top(self, v):
+    def through_reduction(self, v):
         """The final sum or mean of the body's value and its VJP on the whole arrays,
         as the whole backward takes them: (the root's value and bound, the body's
         cotangent and its bound)."""
-        top, body = self.top, self.body
+        reduction, body = self.reduction, self.body
         b = self.b_of()
         b.val[id(body)], b.err[id(body)] = self.body_bounds
         self.body_bounds = None
-        t, e = b.node_value(top, self.point)
+        t, e = b.node_value(reduction, self.point)
         # (what a sum or mean's VJP reads of its operand is its shape, not its values)
-        b.val = {id(top): t}
-        b.err = {id(top): e}
+        b.val = {id(reduction): t}
+        b.err = {id(reduction): e}
         grad: dict = {}
         gerr: dict = {}
-        c, ce = b.cotangent(top, RULES[top.op], 0,
+        c, ce = b.cotangent(reduction, RULES[reduction.op], 0,
                             np.asarray(np.broadcast_to(v, np.shape(t)), dtype=float),
                             np.zeros(np.shape(t)))
         b.accumulate(grad, gerr, body, c, ce)
@@ -168,11 +168,11 @@ def slab_error_bounds(b_of, case, split, point: dict, v: np.ndarray):
     quantity, as error_bounds names them; the root's value)."""
     slabs = _Slabs(b_of, split, point)
     tops = slabs.first_pass()
-    if slabs.top is None:
+    if slabs.reduction is None:
         (t, e), g, ge = slabs.body_bounds, np.broadcast_to(np.asarray(v, float),
                                                            slabs.shape), None
     else:
-        t, e, g, ge = slabs.through_top(v)
+        t, e, g, ge = slabs.through_reduction(v)
     retained = list(getattr(case, "retain_grad", ()))
     found = slabs.second_pass(tops, g, ge, [s.name for s in case.inputs] + retained)
     out = {"value": e}

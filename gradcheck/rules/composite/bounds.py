@@ -13,7 +13,7 @@ VJP's), and its own rounding, from its formula:
 
 - u is the dtype's unit roundoff, ua the accumulator's (float32's at most: PyTorch's CPU
   kernels reduce half precision in float32); sums and contractions of n terms err by
-  γ(n)·ua·Σ|terms| (:func:`gradcheck.bounds.model.accumulation`, blocked pairwise), a
+  γ(n)·ua·Σ|terms| (:func:`gradcheck.bounds.summation.accumulation`, blocked pairwise), a
   sequential scan (cumsum, cumprod) by i·ua at its i-th element; elementwise steps of a
   backward formula by u each (autograd rounds every step to the dtype).
 - softmax y = exp(d)/Σexp(d), d = x − max x: |J|e ≤ y ⊙ (e + Σ y e) (|J_ij| =

@@ -18,7 +18,7 @@ these sums in parts and adds the parts in the dtype itself: the input's cotangen
 GEMM per kernel offset, each rounded, added by col2im (``grad_input += ...``); the
 weight's as one GEMM per batch sample added into the weight's gradient (β = 1).
 :func:`conv_input_parts` and :func:`conv_weight_parts` give those parts' magnitudes, for
-the rounding bound (:mod:`gradcheck.bounds.conv`).
+the rounding bound (:mod:`gradcheck.bounds.bilinear`).
 """
 
 from __future__ import annotations
