@@ -45,7 +45,7 @@ def test_the_numeric_witness_reads_the_forward_bound_of_its_own_point(monkeypatc
     at that point is the one kept there, and no other point's."""
     from gradcheck.bounds import point as bounds_point
     from gradcheck.cases import case_from_dict
-    from gradcheck.session.runner import run_case
+    from gradcheck.checking.case import run_case
     from gradcheck.witnesses import numeric
 
     case = case_from_dict({"name": "handed", "expr": "sum(tanh(x @ W))", "points": 2,

@@ -382,7 +382,7 @@ def test_attention_scores_record_torchs_chain():
     # expand; transpose(k) is not contiguous, so its reshape is an alias (not a view).
     q, k = (E.Tensor(uniform((2, 4, 3)), requires_grad=True) for _ in "qk")
     tq, tk = (torch.tensor(t.data, requires_grad=True) for t in (q, k))
-    from gradcheck.witnesses import grad_fn_chain
+    from gradcheck.witnesses.drive import grad_fn_chain
 
     chain = grad_fn_chain(E.matmul(q, E.transpose(k)))
     assert chain == grad_fn_chain(tq @ tk.mT)

@@ -9,28 +9,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..base import dtypes
 from ..rules import DOMAINS  # noqa: F401  (the one vocabulary of domains)
 from ..formula.tree import Node, walk
 from ..sampling.domains import in_domain  # noqa: F401  (the cases' vocabulary)
 from ..witnesses.registry import case_names
-
-DTYPES = dtypes.NAMES     # float64, float32, float16, bfloat16
-DEVICES = ("cpu", "cuda")
-GRADIENTS = ("scalar", "ones", "random")
-#: how op.double's exact second derivatives are built (order = 2): at tensor level
-#: (reverse mode over the gradients' own tensor program), or element by element (SymPy's
-#: second derivatives of the expanded formula, small formulas only)
-SECOND_ORDERS = ("tensor", "expanded")
-SUFFIXES = (".toml", ".yaml", ".yml")
-MAX_POINTS = 1000
-EXTREME_POINTS = 2   # points at large and small magnitudes, after the bulk (sampling.py)
-KINK_POINTS = 2      # points close to the formula's kinks, after the extremes (kinks.py)
-
-
-#: dtypes an input may declare besides the case's float dtype: integer and boolean
-#: inputs are exact constants of the formula (never differentiated, never perturbed)
-INPUT_DTYPES = ("int64", "int32", "bool")
+from .vocabulary import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, INPUT_DTYPES,  # noqa: F401
+                         KINK_POINTS, MAX_POINTS, SECOND_ORDERS, SUFFIXES)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import os
 import sys
 
 from .exit_codes import ExitCode, exit_code
-from ..cases.model import DEVICES, EXTREME_POINTS, MAX_POINTS
+from ..cases.vocabulary import DEVICES, EXTREME_POINTS, MAX_POINTS
 from ..project.op_patterns import argument as _pattern
 from ..process.limits import MAX_JOBS, MAX_TIMEOUT
 from ..process.timelimit import DEFAULT_TIMEOUT

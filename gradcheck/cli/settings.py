@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..cases.model import MAX_POINTS
+from ..cases.vocabulary import MAX_POINTS
 from ..process import limits
 from ..process.timelimit import DEFAULT_TIMEOUT
 from ..project.settings import Settings, SettingsError
