@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradcheck.cases import CaseFileError, case_from_dict, read_file
+from gradcheck.base.errors import CaseFileError
+from gradcheck.cases import case_from_dict, read_file
 from gradcheck.checking.case import run_case
 from gradcheck.base.dtypes import round_to
 from gradcheck.sampling.kinks import CONVENTION, kink_point, targets
