@@ -132,7 +132,7 @@ def test_to_float64_widens_any_tensor(name):
 def test_importing_dtypes_imports_neither_torch_nor_ml_dtypes():
     script = textwrap.dedent("""
         import json, sys
-        from gradcheck import dtypes
+        from gradcheck.base import dtypes
         facts = [dtypes.unit_roundoff(n) for n in dtypes.NAMES]
         print(json.dumps(sorted(m for m in sys.modules
                                 if m.split(".")[0] in ("torch", "ml_dtypes"))))
