@@ -252,9 +252,9 @@ class CaseReader:
                 raise self.fail(f"let name {name!r} is already an input", key)
             body = parse(text, nodes, file=self.file, case=self.name,
                          line=self.lines.text(self.index, key))
-            # a let that names an integer input is one too (a mask for where)
+            # a let of an integer input (indexed, reshaped...) is one too (a mask for where)
             nodes[name] = Node("let", (body,), body.shape, name=name, const=body.const,
-                               dtype=body.dtype if body.op in ("input", "let") else None)
+                               dtype=body.dtype)
             out.append((name, text))
         return tuple(out)
 

@@ -249,7 +249,9 @@ def float_operands(node: Node) -> tuple[bool, ...]:
     differentiates (its engine VJP is not None). An integer or boolean input there takes
     part as the run's float dtype, as PyTorch promotes ``x * idx``; an operand the row
     does not differentiate (the condition of ``where``, an index, a comparison's
-    operands) keeps its own dtype."""
+    operands, a layout row's over such a tensor: mask[:, None]) keeps its own dtype."""
+    if node.dtype is not None:   # a layout row over an integer or boolean operand
+        return (False,) * len(node.args)
     vjps = node.rule.engine.vjps if node.rule.engine is not None else ()
     return tuple((vjps[k] if k < len(vjps) else vjps[-1] if vjps else None) is not None
                  for k in range(len(node.args)))

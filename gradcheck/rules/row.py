@@ -213,7 +213,8 @@ class Rule:
     own bound, a :class:`gradcheck.rules.composite.bounds.Bound`), ``variadic`` (the row takes
     any number of operands, at least ``arity``: ``"list"``, as one list argument,
     ``concat([a, b], axis=0)``; ``"star"``, after its ``text`` parameters,
-    ``einsum("ij,jk->ik", a, b)``; ``None``: exactly ``arity`` operands), ``example``
+    ``einsum("ij,jk->ik", a, b)``; ``None``: exactly ``arity`` operands), ``keeps_dtype``
+    (a layout row: an integer or boolean operand 0 gives a result of its dtype), ``example``
     (a formula using the row over the inputs of :data:`gradcheck.formula.docs.EXAMPLE_INPUTS`,
     shown by ``gradcheck functions`` and the README; empty: the row applied to ``x``).
     """
@@ -240,6 +241,10 @@ class Rule:
     shape: Callable[..., tuple[int, ...]] | None = field(default=None, compare=False)
     variadic: str | None = None
     example: str = ""
+    # a layout row (it moves, copies or picks operand 0's elements, computing none): an
+    # integer or boolean operand 0 keeps its dtype through it (a mask[:, None] stays a
+    # mask, idx[:, None] indices), as in PyTorch
+    keeps_dtype: bool = False
 
     def __post_init__(self):
         if self.engine is not None and self.engine.op != self.name:
