@@ -260,15 +260,16 @@ def float_operands(node: Node) -> tuple[bool, ...]:
 def differentiable_names(root: Node) -> set[str]:
     """Names of inputs and ``let``s with a differentiable path to ``root``.
 
-    A path through the condition of ``where`` carries no gradient: PyTorch leaves the
-    ``.grad`` of a tensor reached only that way ``None``, and so does the reference.
+    A path through the condition of ``where`` (or a ``detach``: a row PyTorch records no
+    node for) carries no gradient: PyTorch leaves the ``.grad`` of a tensor reached only
+    that way ``None``, and so does the reference.
     """
     found: set[str] = set()
     seen: set[int] = set()
     stack = [root]
     while stack:
         node = stack.pop()
-        if id(node) in seen or (node.op in RULES and RULES[node.op].family == COMPARISON):
+        if id(node) in seen or (node.op in RULES and not RULES[node.op].differentiable):
             continue
         seen.add(id(node))
         if node.op in ("input", "let"):
