@@ -279,3 +279,81 @@ def test_integers_beyond_what_a_low_dtype_holds_are_rounded_into_it(monkeypatch)
     monkeypatch.setattr(rounding.RoundingModel, "_integer_error",
                         lambda self, k: np.broadcast_to(0.0, np.shape(k)))
     assert check(case, "bfloat16").witness("torch").status == "failed"
+
+
+# --------------------------------------------------------------------------- through lets
+
+#: a boolean mask and integer labels through indexing, None axes, reshapes and lets
+KEPT = [
+    ("sum(where(m, x, y) * x)", {"x": [2, 3, 4, 5], "y": [2, 3, 4, 5],
+                                 "mask": {"shape": [2, 5], "dtype": "bool"}},
+     {"m": "mask[:, None, None, :]"}),
+    ("sum(where(m, x, 0))", {"x": [3, 4], "k": {"shape": [4, 3], "dtype": "int64",
+                                                "domain": [-1, 2]}}, {"m": "transpose(k)"}),
+    ("sum(where(mm, x, -x))", {"x": [2, 3], "mask": {"shape": [3], "dtype": "bool"}},
+     {"m": "expand(mask, [2, 3])", "mm": "m"}),
+    ("sum(take_along_axis(log_softmax(z, axis=1), y[:, None], 1))",
+     {"z": [4, 5], "y": {"shape": [4], "dtype": "int64", "domain": [0, 5]}}, {}),
+    ("sum(gather(z, yy, 1))", {"z": [4, 5], "y": {"shape": [4], "dtype": "int64",
+                                                  "domain": [0, 5]}},
+     {"yy": "reshape(y, [4, 1])"}),
+    ("sum(z[:, yy]) + sum(one_hot(y[0], 5) * z[:2])",
+     {"z": [4, 5], "y": {"shape": [2, 2], "dtype": "int64", "domain": [0, 5]}},
+     {"yy": "flatten(y)"}),
+]
+
+
+def test_integer_and_boolean_tensors_keep_their_kind_through_layout_rows_and_lets():
+    import gradcheck
+
+    case = make_case(*KEPT[0][:2], let=KEPT[0][2])
+    m = case.nodes["m"]
+    assert (m.dtype, m.args[0].op, m.args[0].dtype, m.shape) == ("bool", "index", "bool",
+                                                                (2, 1, 1, 5))
+    assert case.output.args[0].args[0].args[0].op == "ne"    # the mask, nonzero as true
+    # what PyTorch does: the view of a bool tensor is a bool tensor, needing no grad
+    mask = torch.tensor([[True, False, True, True, False]] * 2)
+    assert mask[:, None, None, :].dtype == torch.bool
+    # pad writes values of its own and concat joins: no kind kept, no mask
+    with pytest.raises(CaseFileError, match="must be a comparison"):
+        make_case("where(m, x, 0)", {"x": [4], "mask": {"shape": [2], "dtype": "bool"}},
+                  let={"m": "concat([mask, mask])"})
+    # through gradcheck.check, a let as a case file writes it
+    result = gradcheck.check("sum(where(m, x, -x))", {
+        "x": [3, 4], "mask": {"shape": [4], "dtype": "bool"}}, let={"m": "mask[None, :]"})
+    assert result.status == "passed", result.message
+
+
+@pytest.mark.parametrize("expr, inputs, let", KEPT)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_every_witness_takes_a_mask_or_indices_from_a_let(expr, inputs, let, dtype):
+    result = check(make_case(expr, inputs, let=let), dtype)
+    assert result.status == "passed", result.message
+    assert {w.witness for w in result.witnesses} == {"engine", "torch", "numeric"}
+    assert all(w.checked > 0 for w in result.witnesses)
+    assert result.witness("engine").grad_fn == result.witness("torch").grad_fn
+
+
+def test_a_mask_from_a_let_is_the_mask_each_witness_applies(monkeypatch):
+    """The gradient through where(mask[:, None, None, :], x, y) is v where the mask holds
+    (every witness, and the exact reference); a torch witness handed the negated mask
+    (mutation) is caught, so the mask really decides."""
+    expr, inputs, let = KEPT[0]
+    case = make_case(expr, inputs, let=let)
+    point, _ = _point_and_v(case, "float64")
+    v = 1.0
+    want = np.where(point["mask"][:, None, None, :], 2 * point["x"], point["y"]) * v
+    for run in (torch_backend.run, engine_backend.run, numeric_backend.run):
+        got = run(case, point, np.float64(v), "float64")
+        np.testing.assert_allclose(got.grads["x"], want, rtol=1e-6, atol=1e-8)
+    real = torch_backend.leaves
+
+    def negated(case, point, dtype):
+        out = real(case, point, dtype)
+        out["mask"] = ~out["mask"]
+        return out
+
+    monkeypatch.setattr(torch_backend, "leaves", negated)
+    result = check(case)
+    assert result.witness("torch").status == "failed"
+    assert result.witness("engine").status == "passed"

@@ -330,6 +330,70 @@ def test_unknown_default_key(tmp_path):
     assert err.case is None
 
 
+def test_order_under_defaults_is_its_op_cases_order(tmp_path):
+    """[defaults] order = 2 gives each op case order 2 (a case's own key wins; a
+    formula case, which has no second order, keeps 1 and is not refused)."""
+    cases = {c.name: c for c in load(tmp_path, """
+        [defaults]
+        order = 2
+
+        [[case]]
+        name = "op"
+        op = "m:F"
+        reference = "tanh(x)"
+        second_order = "expanded"
+        inputs.x = [3]
+
+        [[case]]
+        name = "first"
+        op = "m:F"
+        reference = "tanh(x)"
+        inputs.x = [3]
+        order = 1
+
+        [[case]]
+        name = "formula"
+        expr = "sum(x)"
+        inputs.x = [3]
+    """)}
+    assert (cases["op"].order, cases["op"].second_order) == (2, "expanded")
+    assert cases["first"].order == 1 and cases["formula"].order == 1
+    err = error(tmp_path, """
+        [defaults]
+        order = 3
+
+        [[case]]
+        name = "a"
+        expr = "sum(x)"
+        inputs.x = [3]
+    """, r"order must be an integer from 1 to 2, got 3")
+    assert err.case == "a"
+
+
+def test_order_under_defaults_checks_double_backward(tmp_path):
+    """The default order reaches the check: an op wrong at second order only passes at
+    order 1 and is caught by op.double under [defaults] order = 2."""
+    from gradcheck.checking.case import run_case
+
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    (tmp_path / "custom_ops.py").write_text((fixtures / "custom_ops.py").read_text())
+    case = """
+        [[case]]
+        name = "detached"
+        op = "custom_ops:TanhLinearDetached"
+        reference = "tanh(x @ W + b)"
+        inputs.x = [2, 3]
+        inputs.W = [3, 2]
+        inputs.b = [2]
+        points = 1
+    """
+    (first,) = load(tmp_path, case)
+    (second,) = load(tmp_path, "[defaults]\norder = 2\n" + case, name="two.toml")
+    assert run_case(first, "float64", timeout=None).status == "passed"
+    result = run_case(second, "float64", timeout=None)
+    assert result.status == "failed" and result.witness("op.double").status == "failed"
+
+
 def test_unknown_top_level_key(tmp_path):
     error(tmp_path, """
         [[cases]]

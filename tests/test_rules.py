@@ -138,6 +138,8 @@ ROW_CASES = {
     "floor": ("floor(x * 3) * y + x", {"x": M, "y": V}),
     "ceil": ("ceil(x * 3) * y + x", {"x": M, "y": V}),
     "round": ("round(x * 3) * y + x", {"x": M, "y": V}),
+    # a straight-through estimator: x's gradient is y, as if round were the identity
+    "detach": ("(x + detach(round(x * 3) / 3 - x)) * y", {"x": M, "y": V}),
     "trunc": ("trunc(x * 3) * y + x", {"x": M, "y": V}),
     "gelu": ('gelu(x * 3) + gelu(x * 3, approximate="tanh")', {"x": M}),
     "silu": ("silu(x * 4)", {"x": M}),

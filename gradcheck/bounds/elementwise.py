@@ -84,6 +84,11 @@ def elementwise_cotangent(b, node, rule, k: int, g, ge):
 def value_bound(b, node, rule, t, args, errs) -> np.ndarray:
     """E(t) of the elementwise ``node`` whose value ``t`` the caller computed, for the
     bounds ``b``."""
+    if rule.stops_gradient:   # detach: its operand's value, so its operand's error (a
+        # copy: a bound is handed on to be reused once its node is done)
+        e = errs[0]
+        return np.array(np.broadcast_to(e, np.shape(t)) if any_error(e) else
+                        np.zeros(np.shape(t)))
     # (skipped: an operand without error, such as a constant exponent, whose log(a) is
     # NaN: the same operands for every block)
     live = [k for k, (vjp, e) in enumerate(zip(rule.engine.vjps, errs))

@@ -20,8 +20,9 @@ from .inputs import INPUT_KEYS, numbers, read_input
 from .model import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, KINK_POINTS, MAX_POINTS,
                     SECOND_ORDERS, Case, InputSpec)
 
+# order under [defaults] is its op cases' order (a formula case has no second order)
 DEFAULT_KEYS = {"dtype", "points", "extreme_points", "kink_points", "seed", "atol", "rtol",
-                "witnesses", "strict"}
+                "witnesses", "strict", "order"}
 _OP_KEYS = {"op", "reference", "args", "order", "second_order", "device", "nondet_tol",
             "strict_shapes", "forward", "call"}
 _CASE_KEYS = DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
@@ -78,7 +79,7 @@ class CaseReader:
             expect=self.read_expect(), description=str(raw.get("description", "")),
             op=op, outputs=outputs, args=args, kwargs=kwargs, forward=forward,
             forward_expr=forward_texts, call=call,
-            order=self.read_int("order", 1, 1, 2), second_order=self.read_second_order(),
+            order=self.read_order(bool(op)), second_order=self.read_second_order(),
             device=self.read_device(),
             nondet_tol=self.read_tol("nondet_tol") or 0.0,
             strict_shapes=self.read_bool("strict_shapes", False),
@@ -181,6 +182,12 @@ class CaseReader:
             raise self.fail(f"op must be \"package.module:Name\", got {op!r}", "op")
         return op
 
+    def read_order(self, op: bool) -> int:
+        """1 or 2 (the case's key, else its file's [defaults]); a formula case's is 1: the
+        file's default order is its op cases' (read_op refuses the key in the case)."""
+        order = self.read_int("order", 1, 1, 2)
+        return order if op else 1
+
     def read_args(self) -> tuple[tuple, dict]:
         raw = self.raw.get("args", [])
         if isinstance(raw, list):
@@ -196,7 +203,7 @@ class CaseReader:
         if value not in SECOND_ORDERS:
             raise self.fail(f"second_order must be \"tensor\" or \"expanded\", got "
                             f"{value!r}", "second_order")
-        if "second_order" in self.raw and self.raw.get("order", 1) != 2:
+        if "second_order" in self.raw and self.get("order", 1) != 2:
             raise self.fail("second_order says how op.double's exact second derivatives "
                             "are built; it needs order = 2", "second_order")
         return value
@@ -245,9 +252,9 @@ class CaseReader:
                 raise self.fail(f"let name {name!r} is already an input", key)
             body = parse(text, nodes, file=self.file, case=self.name,
                          line=self.lines.text(self.index, key))
-            # a let that names an integer input is one too (a mask for where)
+            # a let of an integer input (indexed, reshaped...) is one too (a mask for where)
             nodes[name] = Node("let", (body,), body.shape, name=name, const=body.const,
-                               dtype=body.dtype if body.op in ("input", "let") else None)
+                               dtype=body.dtype)
             out.append((name, text))
         return tuple(out)
 

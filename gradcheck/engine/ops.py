@@ -364,11 +364,14 @@ _BY_HAND = {"add": add, "mul": mul, "div": div, "prod": prod, "matmul": matmul,
             "einsum": einsum,
             **{name: _convolution(RULES[name]) for name in CONVOLUTIONS},
             **structure.BY_HAND}
+# (methods Tensor defines itself stay: x.detach() shares x's data, as PyTorch's; the
+# detach op, the row's, copies it)
+_OWN = set(vars(Tensor))
 for _rule in RULES.values():
     globals()[_rule.name] = _BY_HAND.get(_rule.name) or _op(_rule)
     # (methods of one operand: x.exp(), x.sum(axis=1), x.softmax(); einsum's operands vary)
     if _rule.arity == 1 and _rule.symbol is None and not _rule.variadic and \
-            _rule.family in (ELEMENTWISE, REDUCTION, COMPOSITE):
+            _rule.family in (ELEMENTWISE, REDUCTION, COMPOSITE) and _rule.name not in _OWN:
         setattr(Tensor, _rule.name, globals()[_rule.name])
 del _rule
 

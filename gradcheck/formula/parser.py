@@ -163,7 +163,9 @@ class _Builder:
         if op == "pow" and args[1].const is not None and abs(args[1].const) > MAX_EXPONENT:
             raise _Fail(f"constant exponent {args[1].const:g} exceeds {MAX_EXPONENT} in "
                         "magnitude", syntax)
-        return Node(op, tuple(args), shape, params=params, const=const)
+        # a layout row keeps an integer or boolean operand's dtype (mask[:, None])
+        dtype = args[0].dtype if rule.keeps_dtype and args else None
+        return Node(op, tuple(args), shape, params=params, const=const, dtype=dtype)
 
     @staticmethod
     def fold_constant(op: str, values: list[float], syntax: ast.AST) -> float:

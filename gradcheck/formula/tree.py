@@ -249,7 +249,9 @@ def float_operands(node: Node) -> tuple[bool, ...]:
     differentiates (its engine VJP is not None). An integer or boolean input there takes
     part as the run's float dtype, as PyTorch promotes ``x * idx``; an operand the row
     does not differentiate (the condition of ``where``, an index, a comparison's
-    operands) keeps its own dtype."""
+    operands, a layout row's over such a tensor: mask[:, None]) keeps its own dtype."""
+    if node.dtype is not None:   # a layout row over an integer or boolean operand
+        return (False,) * len(node.args)
     vjps = node.rule.engine.vjps if node.rule.engine is not None else ()
     return tuple((vjps[k] if k < len(vjps) else vjps[-1] if vjps else None) is not None
                  for k in range(len(node.args)))
@@ -258,15 +260,16 @@ def float_operands(node: Node) -> tuple[bool, ...]:
 def differentiable_names(root: Node) -> set[str]:
     """Names of inputs and ``let``s with a differentiable path to ``root``.
 
-    A path through the condition of ``where`` carries no gradient: PyTorch leaves the
-    ``.grad`` of a tensor reached only that way ``None``, and so does the reference.
+    A path through the condition of ``where`` (or a ``detach``: a row PyTorch records no
+    node for) carries no gradient: PyTorch leaves the ``.grad`` of a tensor reached only
+    that way ``None``, and so does the reference.
     """
     found: set[str] = set()
     seen: set[int] = set()
     stack = [root]
     while stack:
         node = stack.pop()
-        if id(node) in seen or (node.op in RULES and RULES[node.op].family == COMPARISON):
+        if id(node) in seen or (node.op in RULES and not RULES[node.op].differentiable):
             continue
         seen.add(id(node))
         if node.op in ("input", "let"):

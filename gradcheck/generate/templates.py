@@ -195,6 +195,11 @@ def _special() -> dict[str, tuple[Template, ...]]:
         # sign's derivative is zero wherever it is defined: times its operand, the
         # formula keeps a gradient flowing through the operand (|a|, with sign's node).
         "sign": (Template("sign", "unary", "sign({0}) * ({0})"),),
+        # detach alone cuts every path through it: beside its operand, a gradient flows
+        # (a straight-through estimator: a value of its own, the gradient a's; and a
+        # factor held constant)
+        "detach": (Template("detach", "unary", "({0}) + detach(({0}) * ({0}) + ({0}))"),
+                   Template("detach", "unary", "({0}) * detach({0})")),
         # where's condition is a comparison (each row of the table's comparisons), or
         # comparisons combined (_CONDITIONS); its branches are inputs, so that the
         # condition decides between real values.

@@ -213,7 +213,9 @@ class Rule:
     own bound, a :class:`gradcheck.rules.composite.bounds.Bound`), ``variadic`` (the row takes
     any number of operands, at least ``arity``: ``"list"``, as one list argument,
     ``concat([a, b], axis=0)``; ``"star"``, after its ``text`` parameters,
-    ``einsum("ij,jk->ik", a, b)``; ``None``: exactly ``arity`` operands), ``example``
+    ``einsum("ij,jk->ik", a, b)``; ``None``: exactly ``arity`` operands), ``keeps_dtype``
+    (a layout row: an integer or boolean operand 0 gives a result of its dtype),
+    ``stops_gradient`` (detach: value kept, derivative zero), ``example``
     (a formula using the row over the inputs of :data:`gradcheck.formula.docs.EXAMPLE_INPUTS`,
     shown by ``gradcheck functions`` and the README; empty: the row applied to ``x``).
     """
@@ -240,12 +242,29 @@ class Rule:
     shape: Callable[..., tuple[int, ...]] | None = field(default=None, compare=False)
     variadic: str | None = None
     example: str = ""
+    # a layout row (it moves, copies or picks operand 0's elements, computing none): an
+    # integer or boolean operand 0 keeps its dtype through it (a mask[:, None] stays a
+    # mask, idx[:, None] indices), as in PyTorch
+    keeps_dtype: bool = False
+    # a stop-gradient (detach): its value its operand's, its derivative zero; the
+    # reference's SymPy function has fdiff 0, torch detaches, the engine records no
+    # node, finite differences hold its value at the unmoved point, the rounding model
+    # hands its operand's error on
+    stops_gradient: bool = False
 
     def __post_init__(self):
         if self.engine is not None and self.engine.op != self.name:
             object.__setattr__(self, "engine", replace(self.engine, op=self.name))
         if self.shape is None:
             object.__setattr__(self, "shape", _default_shape(self.family))
+
+    @property
+    def differentiable(self) -> bool:
+        """Whether gradient flows through the row at all: not through a stop-gradient,
+        nor where PyTorch records no node (``engine.grad_fn`` None: the comparisons and
+        logical rows, one_hot); a path through such a row carries no gradient."""
+        return (not self.stops_gradient and self.engine is not None
+                and self.engine.grad_fn is not None)
 
     # ------------------------------------------------------------------ calling
     def bind(self, shapes: list[tuple[int, ...]],

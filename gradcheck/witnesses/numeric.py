@@ -44,6 +44,7 @@ from ..bounds.summation import accumulation
 from ..bounds.tolerance import FORWARD_MARGIN
 from ..sampling.points import case_rng
 from ..formula.tree import differentiable_names, elementwise_split, ordered
+from ..rules import RULES
 
 STEP = 1e-3                  # relative step: h = STEP * max(1, |x|)
 #: without a sparsity pattern, inputs up to this many elements are still perturbed one
@@ -154,17 +155,19 @@ def _diagonal(split, env, name, x0, v, step: float = STEP):
     body, reduction = split
     shape = body.shape
     d, err = np.empty(shape), np.empty(shape)
-    forward = program(body, frozenset({name}), True)   # (run's errstate holds)
+    stopped = _stopped(body, env)
+    forward = program(body, frozenset({name, *stopped}), True)   # (run's errstate holds)
     for axis, part, where in slabs(shape):
         local = {k: cut(a, len(shape), axis, part) for k, a in env.items()}
+        held = {k: cut(a, len(shape), axis, part) for k, a in stopped.items()}
         x = cut(x0, len(shape), axis, part)
         out_shape = d[where].shape
         h = _step(x, step)
         bound = np.broadcast_to(_bound_near(body, local, name, x - FARTHEST * h,
                                             x + FARTHEST * h), out_shape)
 
-        def f(xs, local=local, out_shape=out_shape, bound=bound):
-            return np.broadcast_to(forward(local, {name: xs}), out_shape), bound
+        def f(xs, local=local, held=held, out_shape=out_shape, bound=bound):
+            return np.broadcast_to(forward(local, {name: xs, **held}), out_shape), bound
 
         d[where], err[where] = _derivative(f, x, h)
     v_body = body_cotangent(reduction, v, shape)
@@ -302,16 +305,30 @@ def _mover(root, env, name: str, shape) -> tuple:
     return program(root, frozenset(given), True), given, moved   # (run's errstate holds)
 
 
+def _stopped(root, env) -> dict[int, np.ndarray]:
+    """The values at x of the stop-gradients below ``root`` (``detach``,
+    ``Rule.stops_gradient``), by node id: held there while an input moves, so that
+    finite differences see their derivative zero, as every other witness does."""
+    stops = {id(n) for n in ordered(root) if n.op in RULES and RULES[n.op].stops_gradient}
+    found: dict[int, np.ndarray] = {}
+    if stops:
+        evaluate(root, env, on_node=lambda node, args, value: found.update(
+            {id(node): value} if id(node) in stops else {}))
+    return found
+
+
 def _frozen(root, env, name: str) -> dict[int, np.ndarray]:
     """The values at x of the nodes that do not depend on the input (or ``let``)
     ``name`` but feed one that does, by node id: every step of a direction reuses them
     and recomputes only what ``name`` moves (a layer norm's weight moves two of its
-    operations, not its normalisation)."""
+    operations, not its normalisation). A stop-gradient (``detach``) never moves: its
+    value at x is held (:func:`_stopped`)."""
     moves: dict[int, bool] = {}
     nodes = ordered(root)
     for node in nodes:
-        moves[id(node)] = (node.op in ("input", "let") and node.name == name) or any(
-            moves[id(c)] for c in node.args)
+        moves[id(node)] = not (node.op in RULES and RULES[node.op].stops_gradient) and (
+            (node.op in ("input", "let") and node.name == name)
+            or any(moves[id(c)] for c in node.args))
     frontier = {id(c): c for node in nodes if moves[id(node)]
                 and not (node.op == "let" and node.name == name)
                 for c in node.args if not moves[id(c)] and c.op not in ("input", "const")}

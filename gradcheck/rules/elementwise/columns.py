@@ -3,6 +3,8 @@ and shapes (SymPy and torch imported when a column is first called)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...base.shapes import ShapeError
@@ -98,3 +100,33 @@ def clamp_shape(x, lo, hi):
     if lo is None and hi is None:
         raise ShapeError("clamp() needs min= or max=")
     return x
+
+
+# ----------------------------------------------------------------------- stop-gradient
+# detach(x): x's value, derivative zero. A SymPy function of its own (built on first use:
+# SymPy is imported lazily): a number is itself, its fdiff is 0 (so the chain rule gives
+# 0 through it, at every order), evalf evaluates its argument, and lambdify prints it as
+# its argument alone.
+
+@functools.lru_cache(maxsize=None)
+def stop_gradient_function():
+    """The SymPy function class of detach."""
+    def eval_(cls, a):
+        return a if a.is_Number else None
+
+    def numpycode(self, printer):
+        return f"({printer._print(self.args[0])})"
+
+    return type("detach", (sympy.Function,), {
+        "nargs": 1, "eval": classmethod(eval_), "_numpycode": numpycode,
+        "_eval_evalf": lambda self, prec: self.args[0].evalf(prec),
+        "_eval_is_real": lambda self: self.args[0].is_real,
+        "fdiff": lambda self, argindex=1: sympy.S.Zero, "__module__": __name__})
+
+
+def sym_detach(x):
+    return stop_gradient_function()(x)
+
+
+def torch_detach(x):
+    return x.detach()

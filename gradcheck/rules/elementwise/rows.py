@@ -200,6 +200,13 @@ ROWS: list[Rule] = [
         hazard=_gap, rounding=0,
         engine=engine_rule("MinimumBackward0", lambda g, ans, a, b: g * ev.share(b, a),
                            lambda g, ans, a, b: g * ev.share(a, b))),
+    # stop-gradient: PyTorch's x.detach() records no node (grad_fn None, requires_grad
+    # False), so no gradient flows through it
+    elementwise_unary(
+        name="detach", sympy=ec.sym_detach, numpy=np.copy, torch=ec.torch_detach,
+        rounding=0, engine=engine_rule(None, None, saves=False), stops_gradient=True,
+        doc="x's value, derivative zero (stop-gradient: x.detach())",
+        example="x + detach(round(x * 4) / 4 - x)"),
     Rule(
         name="where", family=ELEMENTWISE, arity=3, sympy=ec.sym_where, numpy=np.where,
         torch=torch_fn("where"), doc="where(cond, a, b): a where cond holds, else b",

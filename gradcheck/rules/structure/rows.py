@@ -21,12 +21,14 @@ from ..vjps import engine_rule
 
 
 def structural_row(*, name: str, arity: int, numpy, torch, shape, params, grad_fn, vjp,
-                   tensor_vjp, sympy=None, **row) -> Rule:
+                   tensor_vjp, sympy=None, keeps_dtype: bool = True, **row) -> Rule:
     """A row of the family: exact (rounding 0), PyTorch's node saves nothing, one engine
     VJP ``vjp`` and one tensor-level adjoint ``tensor_vjp``; its SymPy meaning is its
-    NumPy forward on object arrays unless ``sympy`` is given."""
+    NumPy forward on object arrays unless ``sympy`` is given. An integer or boolean
+    operand keeps its dtype through it (``keeps_dtype``: False where the row writes
+    values of its own or joins several operands)."""
     return Rule(
-        name=name, family=STRUCTURE, arity=arity,
+        name=name, family=STRUCTURE, arity=arity, keeps_dtype=keeps_dtype,
         sympy=sympy or sc.objects(numpy, len(params)), numpy=numpy, torch=torch,
         params=params, shape=shape, rounding=0,
         engine=engine_rule(grad_fn, vjp, saves=False), tensor=TensorRule((tensor_vjp,)),
@@ -36,10 +38,11 @@ def structural_row(*, name: str, arity: int, numpy, torch, shape, params, grad_f
 def taking_row(*, name: str, numpy, sympy, torch, shape, grad_fn, vjp, tensor_vjp,
                **row) -> Rule:
     """A row that takes x's elements at an integer input's indices (exact constants: no
-    derivative); PyTorch's node saves the indices."""
+    derivative); PyTorch's node saves the indices. An integer or boolean x keeps its
+    dtype."""
     return Rule(
         name=name, family=STRUCTURE, arity=2, sympy=sympy, numpy=numpy, torch=torch,
-        params=(Param("axis", INT, 0),), shape=shape, rounding=0,
+        params=(Param("axis", INT, 0),), shape=shape, rounding=0, keeps_dtype=True,
         domain=("real", "integer"), engine=engine_rule(grad_fn, vjp, None),
         tensor=TensorRule((tensor_vjp, None)), **row)
 
@@ -100,17 +103,17 @@ ROWS: list[Rule] = [
         params=(Param("widths", INTS), Param("value", NUMBER, 0.0)),
         grad_fn="ConstantPadNdBackward0", vjp=sv.pad_vjp, tensor_vjp=st.pad_vjp, sympy=sc.sym_pad,
         doc="value added before and after each axis ([before, after] per axis)",
-        example="pad(x, [[0, 0], [1, 2]], value=0)"),
+        example="pad(x, [[0, 0], [1, 2]], value=0)", keeps_dtype=False),
     structural_row(
         name="tril", arity=1, numpy=np.tril, torch=torch_fn("tril"), shape=sc.triangle_shape,
         params=(Param("k", INT, 0),), grad_fn="TrilBackward0", vjp=sv.tril_vjp,
         tensor_vjp=st.tril_vjp, doc="zeros above the k-th diagonal (the last two axes)",
-        example="tril(x, k=0)"),
+        example="tril(x, k=0)", keeps_dtype=False),
     structural_row(
         name="triu", arity=1, numpy=np.triu, torch=torch_fn("triu"), shape=sc.triangle_shape,
         params=(Param("k", INT, 0),), grad_fn="TriuBackward0", vjp=sv.triu_vjp,
         tensor_vjp=st.triu_vjp, doc="zeros below the k-th diagonal (the last two axes)",
-        example="triu(x, k=1)"),
+        example="triu(x, k=1)", keeps_dtype=False),
     # indexing: written x[0], x[:, 1:3], x[..., ::-1], x[:, None] (the engine records
     # PyTorch's select, slice, unsqueeze and alias views, a flip before a negative step)
     structural_row(
@@ -139,12 +142,12 @@ ROWS: list[Rule] = [
         name="concat", arity=1, numpy=sc.np_concat, torch=sc.torch_concat, shape=sc.concat_shape,
         params=(Param("axis", INT, 0),), grad_fn="CatBackward0", vjp=sv.concat_vjp,
         tensor_vjp=st.concat_vjp, variadic="list", doc="tensors joined along an existing axis",
-        example="concat([x, y], axis=-1)"),
+        example="concat([x, y], axis=-1)", keeps_dtype=False),
     structural_row(
         name="stack", arity=1, numpy=sc.np_stack, torch=sc.torch_stack, shape=sc.stack_shape,
         params=(Param("axis", INT, 0),), grad_fn="StackBackward0", vjp=sv.stack_vjp,
         tensor_vjp=st.stack_vjp, variadic="list", doc="tensors joined along a new axis",
-        example="stack([x, y], axis=0)"),
+        example="stack([x, y], axis=0)", keeps_dtype=False),
     structural_row(
         name="split", arity=1, numpy=sc.np_split, torch=sc.torch_split, shape=sc.split_shape,
         params=(Param("sizes", INTS), Param("axis", INT, 0), Param("piece", KEY)),
