@@ -123,8 +123,9 @@ ROW_CASES = {
     "sort": ("sort(x) * y + sort(x * y, axis=0, descending=True)", {"x": M, "y": V}),
     "topk": ("topk(x, 2) * topk(y, 2) + topk(x, 3, axis=0)[0, :2]", {"x": M, "y": V}),
     "einsum": ('einsum("ij,jk->ik", x, W) + einsum("ij->j", x)[None, :2] '
-               '+ einsum("...j,j", x, y)[:, None] + einsum("ij,ij->ij", x, x)[:, 1:]',
-               {"x": M, "y": V, "W": [3, 2]}),
+               '+ einsum("...j,j", x, y)[:, None] + einsum("ij,ij->ij", x, x)[:, 1:] '
+               '+ einsum("ij,jk,k->i", x, W, u)[:, None] + einsum("i,ij,kj,k->ik", y, W, W, y)[0:1, :2]',
+               {"x": M, "y": V, "W": [3, 2], "u": [2]}),
     "one_hot": ("one_hot(idx, 4) @ W + sum(one_hot(lab, 3) * y, axis=1)[:, None]",
                 {"idx": {"shape": [4], "dtype": "int64", "domain": [0, 4]}, "W": [4, 3],
                  "lab": {"shape": [4], "dtype": "int32", "domain": [0, 3]}, "y": V}),
@@ -316,6 +317,53 @@ def test_a_one_percent_wrong_vjp_in_any_row_is_caught(monkeypatch, name):
 # einsum row's own VJP is the rounding model's (tests/test_composites.py checks it
 # against torch's gradients).
 RECORDED_BY_OTHER_ROWS = {"einsum"}
+
+
+def _third_scaled(operands, scale):
+    """The operands, the third one's gradient scaled by ``scale``."""
+    return [scale(a) if k == 2 else a for k, a in enumerate(operands)]
+
+
+def test_a_wrong_vjp_for_einsums_third_operand_is_caught(monkeypatch):
+    # PyTorch's left-to-right chain of three operands, the third's gradient 1% off in
+    # torch, then in the engine: each caught on that operand's gradient alone
+    import importlib
+
+    import torch
+
+    from gradcheck.engine.views import _derive
+
+    engine_einsum = importlib.import_module("gradcheck.engine.einsum")   # (the module,
+    # which the package's einsum op shadows)
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, y):
+            return y.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 1.01
+
+    expr = 'einsum("bij,bjk,k->bi", a, b, u)'
+    inputs = {"a": [2, 3, 4], "b": [2, 4, 5], "u": [5]}
+    rule = RULES["einsum"]
+    _patched(monkeypatch, "einsum", torch=lambda *args: rule.torch(
+        *_third_scaled(args[:-1], Scale.apply), args[-1]))
+    result = check(make_case(expr, inputs, points=2))
+    assert result.witness("torch").status == "failed"
+    assert result.witness("torch").worst.quantity == "u.grad"
+    assert result.witness("numeric").status == "passed"
+    monkeypatch.undo()
+
+    contract = engine_einsum.contract
+    monkeypatch.setattr(engine_einsum, "contract", lambda subscripts, operands, apply: contract(
+        subscripts, _third_scaled(operands, lambda x: _derive(
+            x, x.data, "AliasBackward0", lambda g, ans, a: 1.01 * g)), apply))
+    result = check(make_case(expr, inputs, points=2))
+    assert result.witness("engine").status == "failed"
+    assert result.witness("engine").worst.quantity == "u.grad"
+    assert result.witness("torch").status == "passed"
 
 
 @pytest.mark.parametrize("name", sorted(set(DIFFERENTIABLE) - RECORDED_BY_OTHER_ROWS))
