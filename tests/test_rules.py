@@ -55,6 +55,10 @@ ROW_CASES = {
     "maximum": ("maximum(x, y)", {"x": M, "y": V}),
     "minimum": ("minimum(x, y) + minimum(x, 0.5)", {"x": M, "y": V}),
     "where": ("where(x > y, x * y, sin(x))", {"x": M, "y": V}),
+    # x broadcast against the mask (y's gradient sums over it); -inf, as an attention mask
+    "masked_fill": ("masked_fill(x, x > 0.3, 0.5) * y + masked_fill(y, x < 0, -1.5) "
+                    "+ exp(masked_fill(x, m, -inf))",
+                    {"x": M, "y": V, "m": {"shape": M, "dtype": "bool"}}),
     "lt": ("where(x < 0.3, x ** 2, 2 * x)", {"x": M}),
     "le": ("where(x <= y, exp(x), y)", {"x": M, "y": V}),
     "gt": ("where(x > 0, x, x / 2)", {"x": M}),
@@ -317,6 +321,17 @@ def test_a_one_percent_wrong_vjp_in_any_row_is_caught(monkeypatch, name):
 # einsum row's own VJP is the rounding model's (tests/test_composites.py checks it
 # against torch's gradients).
 RECORDED_BY_OTHER_ROWS = {"einsum"}
+
+
+def test_a_masked_fill_vjp_that_ignores_the_mask_is_caught(monkeypatch):
+    # the gradient passed where the value was filled in (as if masked_fill were x)
+    rule = RULES["masked_fill"]
+    _patched(monkeypatch, "masked_fill", engine=dataclasses.replace(
+        rule.engine, vjps=(lambda g, ans, x, mask, value: g, None)))
+    result = check(make_case("masked_fill(x, x > 0.3, 0.5) * y", {"x": M, "y": V}))
+    assert result.witness("engine").status == "failed"
+    assert result.witness("engine").worst.quantity == "x.grad"
+    assert result.witness("torch").status == "passed"
 
 
 def _third_scaled(operands, scale):
