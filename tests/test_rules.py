@@ -104,6 +104,16 @@ ROW_CASES = {
     "take_along_axis": ("take_along_axis(x, jdx, axis=1) + take_along_axis(x[0:1], kdx, 1)",
                         {"x": [3, 4], "jdx": {"shape": [1, 5], "dtype": "int64", "domain": [0, 3]},
                          "kdx": {"shape": [1, 5], "dtype": "int64", "domain": [0, 4]}}),
+    # adding src at an integer input's indices (several at one place: the sum rounds)
+    "scatter_add": ("scatter_add(x, jdx, y[None, :2] * x[:, :2], axis=1) "
+                    "+ scatter_add(x, kdx, x[0:1] * 2, 0)",
+                    {"x": [3, 4], "y": V, "jdx": {"shape": [3, 2], "dtype": "int64",
+                                                  "domain": [0, 4]},
+                     "kdx": {"shape": [1, 4], "dtype": "int64", "domain": [0, 3]}}),
+    "index_add": ("index_add(x, idx, y * x[:, :2], axis=1) + index_add(x, jdx, exp(x), 0)",
+                  {"x": [3, 4], "y": [3, 2], "idx": {"shape": [2], "dtype": "int64",
+                                                     "domain": [0, 4]},
+                   "jdx": {"shape": [3], "dtype": "int64", "domain": [0, 3]}}),
     # convolutions and pooling (NCHW): batched and unbatched, every parameter
     "conv1d": ("conv1d(s, w, stride=2, padding=1, dilation=2, groups=2) + conv1d(t, k)",
                {"s": [2, 4, 7], "w": [4, 2, 2], "t": [4, 6], "k": [4, 4, 3]}),
