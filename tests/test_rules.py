@@ -344,6 +344,20 @@ def test_a_masked_fill_vjp_that_ignores_the_mask_is_caught(monkeypatch):
     assert result.witness("torch").status == "passed"
 
 
+@pytest.mark.parametrize("name", ["scatter_add", "index_add"])
+def test_a_src_vjp_that_ignores_the_indices_is_caught(monkeypatch, name):
+    # src's cotangent read at src's own positions, not where it was added
+    rule = RULES[name]
+    _patched(monkeypatch, name, engine=dataclasses.replace(rule.engine, vjps=(
+        rule.engine.vjps[0], None,
+        lambda g, ans, x, idx, src, axis: g[tuple(slice(0, n) for n in np.shape(src))])))
+    expr, inputs = ROW_CASES[name]
+    result = check(make_case(expr, inputs, points=2))
+    assert result.witness("engine").status == "failed"
+    assert result.witness("engine").worst.quantity in ("x.grad", "y.grad")
+    assert result.witness("torch").status == "passed"
+
+
 def _third_scaled(operands, scale):
     """The operands, the third one's gradient scaled by ``scale``."""
     return [scale(a) if k == 2 else a for k, a in enumerate(operands)]
