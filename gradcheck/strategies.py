@@ -304,8 +304,8 @@ def _elementwise(draw, spec: _Spec, template: Template, depth: int, a: _Expr) ->
     rule, where = RULES[template.row], template.row == "where"
     others = [draw(_expression(spec, depth - 1, False))
               for _ in range(1 if where else rule.arity - 1)]
-    if rule.hazard is not None or template.row in ("sub", "where"):
-        # not max(a, a) or a - a: a kink everywhere, or no gradient
+    if rule.hazard is not None or template.row in ("sub", "where", "masked_fill"):
+        # not max(a, a), a - a or a > a: a kink everywhere, or no gradient
         others = [_Expr(_CONSTANTS[0], (), frozenset()) if o.text == a.text else o
                   for o in others]
     branches, names = (), []

@@ -17,11 +17,14 @@ from hypothesis import strategies as st
 
 from gradcheck.reference import adjoint
 from gradcheck.reference.adjoint import Program, inline
+from gradcheck.formula.parser import CONDITION_AT
 from gradcheck.rules import RULES
 
 XS = sympy.symbols("x0:4", real=True)
 UNARY = [n for n, r in RULES.items() if r.family == "elementwise" and r.arity == 1]
-BINARY = [n for n, r in RULES.items() if r.family == "elementwise" and r.arity == 2]
+# (masked_fill's second operand is a condition: drawn with where's)
+BINARY = [n for n, r in RULES.items() if r.family == "elementwise" and r.arity == 2
+          and n not in CONDITION_AT]
 COMPARISONS = [n for n, r in RULES.items() if r.family == "comparison"
                and r.symbol not in ("&", "|", "~")]
 LOGICAL = [n for n, r in RULES.items() if r.symbol in ("&", "|", "~")]   # of comparisons
@@ -83,7 +86,8 @@ def formulas(draw, depth: int = 3):
                 rule = RULES[draw(st.sampled_from(LOGICAL))]
                 other = RULES[draw(st.sampled_from(COMPARISONS))].sympy(b, a * 3)
                 cond = rule.sympy(*[cond, other][: rule.arity])
-            e = RULES["where"].sympy(cond, build(d - 1), build(d - 1))
+            e = (meaning("masked_fill", build(d - 1), cond) if draw(st.booleans()) else
+                 RULES["where"].sympy(cond, build(d - 1), build(d - 1)))
         else:
             e = build(d - 1) * draw(st.sampled_from([2, sympy.Rational(-3, 7), 5]))
         pool.append(e)
@@ -136,6 +140,7 @@ def test_every_elementwise_row_is_differentiated_like_sympy():
         sides = [x * y > z, x < y] if name in LOGICAL else [x * y, z]
         cond = RULES[name].sympy(*sides[: RULES[name].arity])
         assert_same_gradient(RULES["where"].sympy(cond, sympy.exp(x * z), y ** 2), point)
+        assert_same_gradient(meaning("masked_fill", sympy.exp(x * z), cond), point)
 
 
 def test_wrong_local_rule_is_caught(monkeypatch):

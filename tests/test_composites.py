@@ -130,9 +130,10 @@ def test_einsum_of_a_transposed_operand_records_torchs_reshapes():
         parity(program, {"a": uniform((3, 4)), "b": uniform(other)})
 
 
-def _random_equation(rng: random.Random):
+def _random_equation(rng: random.Random, operands=(1, 2)):
     labels = rng.sample("abcdeAB", rng.randint(1, 5))
-    terms = [rng.sample(labels, rng.randint(0, len(labels))) for _ in range(rng.choice([1, 2]))]
+    terms = [rng.sample(labels, rng.randint(0, len(labels)))
+             for _ in range(rng.choice(operands))]
     # (sizes 2 and 3: where a label has size 1 the engine's elementwise layout can differ
     # from TensorIterator's in the strides of size-1 axes; EQUATIONS has such labels)
     sizes = {label: rng.randint(2, 3) for label in labels}
@@ -158,11 +159,47 @@ def test_einsum_graphs_and_layouts_match_torch_on_random_equations():
         assert [e.data.strides[d] // 8 for d in big] == [t.stride(d) for d in big], equation
 
 
+MANY = [("bij,bjk,k->bi", [(2, 3, 4), (2, 4, 5), (5,)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+        ("i,ij,j", [(3,), (3, 4), (4,)]), ("ab,c,bc,d->ad", [(2, 3), (4,), (3, 4), (2,)]),
+        ("...i,i,...i->...", [(2, 3), (3,), (2, 3)])]
+
+
+@pytest.mark.skipif(torch.backends.opt_einsum.enabled,
+                    reason="PyTorch follows opt_einsum's path, the engine left to right")
+def test_einsum_of_three_or_more_operands_contracts_left_to_right_as_torch():
+    for equation, shapes in MANY:
+        parity(_einsum(equation), {f"a{i}": uniform(s) for i, s in enumerate(shapes)})
+    rng = random.Random(5)
+    for _ in range(60):
+        equation, shapes = _random_equation(rng, (3, 4))
+        arrays = [np.random.default_rng(len(equation)).standard_normal(s) for s in shapes]
+        tl = [torch.tensor(a, requires_grad=True) for a in arrays]
+        el = [E.Tensor(a, requires_grad=True) for a in arrays]
+        t, e = torch.einsum(equation, *tl), E.einsum(equation, *el)
+        assert structure(e, {id(x): f"a{i}" for i, x in enumerate(el)}) == structure(
+            t, {id(x): f"a{i}" for i, x in enumerate(tl)}), equation
+        np.testing.assert_allclose(e.data, t.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_einsum_steps_are_the_pairwise_contractions():
+    from gradcheck.rules.composite.einsum import back_steps, steps
+
+    assert steps("bij,bjk,k->bi", [(2, 3, 4), (2, 4, 5), (5,)]) == [4, 5]
+    assert steps("ij,jk->ik", [(3, 4), (4, 5)]) == [4]
+    assert steps("ij->", [(3, 4)]) == [12]
+    assert steps("i,j,ij->", [(3,), (4,), (3, 4)]) == [1, 12]
+    shapes = [(2, 3, 4), (2, 4, 5), (5,)]
+    # u's gradient: ḡ[b, i] times (a b)[b, i, k] over b and i; a's: ḡ u over nothing,
+    # then times b over k
+    assert [back_steps("bij,bjk,k->bi", shapes, k) for k in range(3)] == [
+        [1, 5], [1, 3], [6]]
+
+
 def test_einsum_row_vjps_are_torchs_gradients():
     # the row's own VJPs (the rounding model's) and its tensor adjoints agree with torch
     rng = np.random.default_rng(0)
     rule = RULES["einsum"]
-    for equation, shapes in EQUATIONS:
+    for equation, shapes in EQUATIONS + MANY:
         args = [rng.standard_normal(s) for s in shapes]
         params = rule.bind(shapes, {"subscripts": equation})
         ts = [torch.tensor(a, requires_grad=True) for a in args]
@@ -179,7 +216,7 @@ def test_einsum_row_vjps_are_torchs_gradients():
 ERRORS = [
     ('einsum("ii->i", x)', "repeats in operand 0 (a diagonal)"),
     ('einsum("ij,jk->ik", x, x)', "label 'j' has size 4 and 3 in operand 1"),
-    ('einsum("ij,jk,kl->il", x, t, t)', "takes one or two operands, got 3"),
+    ('einsum("ij,jk,kl->il", x, t, t)', "label 'k' has size 5 and 4 in operand 2"),
     ('einsum("ij->k", x)', "output label 'k' is in no operand"),
     ('einsum("i2->i", x)', "'2' in operand 0 is not a letter"),
     ('einsum("ijk->i", x)', "operand 0 has 2 dimensions"),
@@ -240,6 +277,10 @@ BOUND_CASES = [
     ("sort(x)", {"x": [4, 16]}, (-2, 2)), ("topk(x, 5)", {"x": [4, 16]}, (-2, 2)),
     ('einsum("bij,bjk->bik", a, b)', {"a": [2, 8, 16], "b": [2, 16, 4]}, (-2, 2)),
     ('einsum("ij,kj", a, b)', {"a": [8, 32], "b": [5, 32]}, (-2, 2)),
+    ('einsum("bij,bjk,k->bi", a, b, u)', {"a": [2, 3, 4], "b": [2, 4, 8], "u": [8]},
+     (-2, 2)),
+    ('einsum("i,ij,jkl,k->l", u, a, b, c)', {"u": [6], "a": [6, 4], "b": [4, 5, 3],
+                                             "c": [5]}, (-2, 2)),
     ("sum(softmax(x @ W) * y) + var(tanh(x), axis=1) * norm(x)", {"x": [4, 8], "W": [8, 6],
                                                                    "y": [6]}, (-2, 2)),
 ]

@@ -296,6 +296,9 @@ def _probe(name: str, dt: torch.dtype):
     if name == "where":
         x = leaf(3)
         return rule.torch(x < 0.4, x, 2 * x), x
+    if name == "masked_fill":
+        x = leaf(3)
+        return rule.torch(x, x < 0.4, -1.5), x
     if name == "one_hot":        # integer labels, times a float tensor
         x = leaf(3, 4)
         labels = torch.tensor([0, 3, 1])

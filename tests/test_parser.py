@@ -85,6 +85,8 @@ def test_every_function_of_the_rule_table_parses(names, fname):
     arity = RULES[fname].arity
     if fname == "where":
         text = "where(x > 0, x, y)"
+    elif fname == "masked_fill":
+        text = "masked_fill(x, x > 0, 0.5)"
     elif fname == "dot":
         text = "dot(x, y)"
     elif fname == "transpose":

@@ -55,6 +55,10 @@ ROW_CASES = {
     "maximum": ("maximum(x, y)", {"x": M, "y": V}),
     "minimum": ("minimum(x, y) + minimum(x, 0.5)", {"x": M, "y": V}),
     "where": ("where(x > y, x * y, sin(x))", {"x": M, "y": V}),
+    # x broadcast against the mask (y's gradient sums over it); -inf, as an attention mask
+    "masked_fill": ("masked_fill(x, x > 0.3, 0.5) * y + masked_fill(y, x < 0, -1.5) "
+                    "+ exp(masked_fill(x, m, -inf))",
+                    {"x": M, "y": V, "m": {"shape": M, "dtype": "bool"}}),
     "lt": ("where(x < 0.3, x ** 2, 2 * x)", {"x": M}),
     "le": ("where(x <= y, exp(x), y)", {"x": M, "y": V}),
     "gt": ("where(x > 0, x, x / 2)", {"x": M}),
@@ -100,6 +104,16 @@ ROW_CASES = {
     "take_along_axis": ("take_along_axis(x, jdx, axis=1) + take_along_axis(x[0:1], kdx, 1)",
                         {"x": [3, 4], "jdx": {"shape": [1, 5], "dtype": "int64", "domain": [0, 3]},
                          "kdx": {"shape": [1, 5], "dtype": "int64", "domain": [0, 4]}}),
+    # adding src at an integer input's indices (several at one place: the sum rounds)
+    "scatter_add": ("scatter_add(x, jdx, y[None, :2] * x[:, :2], axis=1) "
+                    "+ scatter_add(x, kdx, x[0:1] * 2, 0)",
+                    {"x": [3, 4], "y": V, "jdx": {"shape": [3, 2], "dtype": "int64",
+                                                  "domain": [0, 4]},
+                     "kdx": {"shape": [1, 4], "dtype": "int64", "domain": [0, 3]}}),
+    "index_add": ("index_add(x, idx, y * x[:, :2], axis=1) + index_add(x, jdx, exp(x), 0)",
+                  {"x": [3, 4], "y": [3, 2], "idx": {"shape": [2], "dtype": "int64",
+                                                     "domain": [0, 4]},
+                   "jdx": {"shape": [3], "dtype": "int64", "domain": [0, 3]}}),
     # convolutions and pooling (NCHW): batched and unbatched, every parameter
     "conv1d": ("conv1d(s, w, stride=2, padding=1, dilation=2, groups=2) + conv1d(t, k)",
                {"s": [2, 4, 7], "w": [4, 2, 2], "t": [4, 6], "k": [4, 4, 3]}),
@@ -123,8 +137,9 @@ ROW_CASES = {
     "sort": ("sort(x) * y + sort(x * y, axis=0, descending=True)", {"x": M, "y": V}),
     "topk": ("topk(x, 2) * topk(y, 2) + topk(x, 3, axis=0)[0, :2]", {"x": M, "y": V}),
     "einsum": ('einsum("ij,jk->ik", x, W) + einsum("ij->j", x)[None, :2] '
-               '+ einsum("...j,j", x, y)[:, None] + einsum("ij,ij->ij", x, x)[:, 1:]',
-               {"x": M, "y": V, "W": [3, 2]}),
+               '+ einsum("...j,j", x, y)[:, None] + einsum("ij,ij->ij", x, x)[:, 1:] '
+               '+ einsum("ij,jk,k->i", x, W, u)[:, None] + einsum("i,ij,kj,k->ik", y, W, W, y)[0:1, :2]',
+               {"x": M, "y": V, "W": [3, 2], "u": [2]}),
     "one_hot": ("one_hot(idx, 4) @ W + sum(one_hot(lab, 3) * y, axis=1)[:, None]",
                 {"idx": {"shape": [4], "dtype": "int64", "domain": [0, 4]}, "W": [4, 3],
                  "lab": {"shape": [4], "dtype": "int32", "domain": [0, 3]}, "y": V}),
@@ -318,6 +333,78 @@ def test_a_one_percent_wrong_vjp_in_any_row_is_caught(monkeypatch, name):
 # einsum row's own VJP is the rounding model's (tests/test_composites.py checks it
 # against torch's gradients).
 RECORDED_BY_OTHER_ROWS = {"einsum"}
+
+
+def test_a_masked_fill_vjp_that_ignores_the_mask_is_caught(monkeypatch):
+    # the gradient passed where the value was filled in (as if masked_fill were x)
+    rule = RULES["masked_fill"]
+    _patched(monkeypatch, "masked_fill", engine=dataclasses.replace(
+        rule.engine, vjps=(lambda g, ans, x, mask, value: g, None)))
+    result = check(make_case("masked_fill(x, x > 0.3, 0.5) * y", {"x": M, "y": V}))
+    assert result.witness("engine").status == "failed"
+    assert result.witness("engine").worst.quantity == "x.grad"
+    assert result.witness("torch").status == "passed"
+
+
+@pytest.mark.parametrize("name", ["scatter_add", "index_add"])
+def test_a_src_vjp_that_ignores_the_indices_is_caught(monkeypatch, name):
+    # src's cotangent read at src's own positions, not where it was added
+    rule = RULES[name]
+    _patched(monkeypatch, name, engine=dataclasses.replace(rule.engine, vjps=(
+        rule.engine.vjps[0], None,
+        lambda g, ans, x, idx, src, axis: g[tuple(slice(0, n) for n in np.shape(src))])))
+    expr, inputs = ROW_CASES[name]
+    result = check(make_case(expr, inputs, points=2))
+    assert result.witness("engine").status == "failed"
+    assert result.witness("engine").worst.quantity in ("x.grad", "y.grad")
+    assert result.witness("torch").status == "passed"
+
+
+def _third_scaled(operands, scale):
+    """The operands, the third one's gradient scaled by ``scale``."""
+    return [scale(a) if k == 2 else a for k, a in enumerate(operands)]
+
+
+def test_a_wrong_vjp_for_einsums_third_operand_is_caught(monkeypatch):
+    # PyTorch's left-to-right chain of three operands, the third's gradient 1% off in
+    # torch, then in the engine: each caught on that operand's gradient alone
+    import importlib
+
+    import torch
+
+    from gradcheck.engine.views import _derive
+
+    engine_einsum = importlib.import_module("gradcheck.engine.einsum")   # (the module,
+    # which the package's einsum op shadows)
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, y):
+            return y.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 1.01
+
+    expr = 'einsum("bij,bjk,k->bi", a, b, u)'
+    inputs = {"a": [2, 3, 4], "b": [2, 4, 5], "u": [5]}
+    rule = RULES["einsum"]
+    _patched(monkeypatch, "einsum", torch=lambda *args: rule.torch(
+        *_third_scaled(args[:-1], Scale.apply), args[-1]))
+    result = check(make_case(expr, inputs, points=2))
+    assert result.witness("torch").status == "failed"
+    assert result.witness("torch").worst.quantity == "u.grad"
+    assert result.witness("numeric").status == "passed"
+    monkeypatch.undo()
+
+    contract = engine_einsum.contract
+    monkeypatch.setattr(engine_einsum, "contract", lambda subscripts, operands, apply: contract(
+        subscripts, _third_scaled(operands, lambda x: _derive(
+            x, x.data, "AliasBackward0", lambda g, ans, a: 1.01 * g)), apply))
+    result = check(make_case(expr, inputs, points=2))
+    assert result.witness("engine").status == "failed"
+    assert result.witness("engine").worst.quantity == "u.grad"
+    assert result.witness("torch").status == "passed"
 
 
 @pytest.mark.parametrize("name", sorted(set(DIFFERENTIABLE) - RECORDED_BY_OTHER_ROWS))

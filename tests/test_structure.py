@@ -291,6 +291,19 @@ def test_a_structural_map_carries_the_bound_of_its_operand():
     assert not exact["value"][:, 0].any()
 
 
+def test_adding_at_indices_bounds_the_sum_of_what_lands_on_one_element():
+    """scatter_add(x, j, y): x[0, 0] receives y's 3 elements of row 0 (j all 0), a sum
+    of 4 terms, γ(4)·u·(|x| + Σ|y|); an element that receives nothing is exact."""
+    case = make_case("scatter_add(x, j, y, axis=1)", {
+        "x": [2, 3], "y": [2, 3], "j": {"shape": [2, 3], "dtype": "int64", "domain": [0, 1]}},
+        gradient="random")
+    point = {"x": np.ones((2, 3)), "y": np.full((2, 3), 2.0), "j": np.zeros((2, 3), int)}
+    b = error_bounds(case, point, np.ones((2, 3)), "float32")
+    u = 2.0 ** -24
+    np.testing.assert_allclose(b["value"][:, 0], 3 * u * 7, rtol=1e-12)
+    assert not b["value"][:, 1:].any()
+
+
 def test_expands_cotangent_sums_its_copies():
     """expand(v, [3, 4]) * 1: v.grad sums 3 cotangents, γ(3)·u·Σ|ḡ| per element; the
     index row's cotangent, one term per element, is exact."""
@@ -307,6 +320,9 @@ def test_expands_cotangent_sums_its_copies():
     ("concat([exp(x), sin(x)], axis=1)[:, ::-2] * pad(x, [[0, 0], [2, 2]])[:, 2:-2]",
      {"x": [4, 16]}),
     ("gather(tanh(x), idx, axis=1) * take(x, idx, axis=0)[:, 0]", {"x": [4, 16]}),
+    # 16 terms sent to 4 places per row: sums of about 5 terms, each rounding
+    ("scatter_add(exp(x), idx, tanh(x) * 3, axis=1)", {"x": [4, 16]}),
+    ("index_add(x[:4], jdx, exp(x) * 3, axis=0)", {"x": [16, 16]}),
 ])
 def test_the_bound_covers_torchs_actual_error(expr, shapes, dtype):
     from gradcheck.base.dtypes import round_to, unit_roundoff
@@ -315,6 +331,8 @@ def test_the_bound_covers_torchs_actual_error(expr, shapes, dtype):
     inputs = dict(shapes)
     if "idx" in expr:
         inputs["idx"] = {"shape": [4, 16], "dtype": "int64", "domain": [0, 4]}
+    if "jdx" in expr:
+        inputs["jdx"] = {"shape": [16], "dtype": "int64", "domain": [0, 4]}
     case = make_case(expr, inputs, gradient="random")
     rng = np.random.default_rng(0)
     point = {s.name: (rng.integers(0, 4, s.shape) if s.dtype else

@@ -158,6 +158,8 @@ LINEAR = [
     ("einsum", [(3, 4)], {"subscripts": "ij->j"}),
     ("einsum", [(2, 3, 4)], {"subscripts": "...ij->...ji"}),
     ("einsum", [(3, 4), (4,)], {"subscripts": "ij,j"}),
+    ("einsum", [(2, 3, 4), (2, 4, 5), (5,)], {"subscripts": "bij,bjk,k->bi"}),
+    ("einsum", [(3,), (3, 2), (2, 4), (4,)], {"subscripts": "i,ij,jk,k->j"}),
     # a convolution is linear in its input and in its weight (conv_input_grad and
     # conv_weight_grad, each with every parameter); avg_pool2d in its input
     ("conv2d", [(2, 4, 5, 6), (6, 2, 3, 2)],

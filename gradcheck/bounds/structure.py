@@ -2,10 +2,12 @@
 reshape, permute, x[...], pad, concat...), for the whole family at once.
 
 Each is an exact linear map L with 0/1 coefficients, affine only where pad writes its
-constant c: t = L(a) + c. Its result rounds nothing, so E(t) = L(E(a)), the map applied
-to its operands' bounds (|L| = L: the coefficients are ≥ 0), computed as
-L(E) − L(0) so that the constant drops out; a constant the dtype cannot hold carries
-u·|c|. Its VJP Lᵀḡ is exact too where each element of the operand receives one term,
+constant c: t = L(a) + c. Its result rounds nothing where each element is one term, so
+E(t) = L(E(a)), the map applied to its operands' bounds (|L| = L: the coefficients are
+≥ 0), computed as L(E) − L(0) so that the constant drops out; a constant the dtype
+cannot hold carries u·|c|. Where L adds several terms into one element (scatter_add,
+index_add: x plus the src elements sent there), each element's sum of n terms, in the
+dtype, adds γ(n)·u·L(|a|), n read off L applied to ones. Its VJP Lᵀḡ is exact too where each element of the operand receives one term,
 and where Lᵀ adds several (expand's copies summed back) the sum of n terms adds
 γ(n)·u_acc·Lᵀ|ḡ|, n read off Lᵀ applied to ones.
 """
@@ -38,6 +40,12 @@ def value(b, node, rule, args, errs) -> tuple[np.ndarray, np.ndarray]:
     if constant.any():
         err = err + np.where(round_to(constant, b.dtype) == constant, 0.0,
                              b.u * np.abs(constant))
+    ones = [a if _exact(a) else np.ones(np.shape(a)) for a in args]
+    counts = np.rint(_arr(node.call("numpy", ones)) - constant).astype(np.int64)
+    if np.max(counts, initial=0) > 1:   # each element's own sum of n terms
+        size = [a if _exact(a) else np.abs(_arr(a)) for a in args]
+        gamma = np.vectorize(accumulation, otypes=[float])(counts)
+        err = err + gamma * b.u * (_arr(node.call("numpy", size)) - constant)
     return t, err
 
 

@@ -9,9 +9,9 @@ dimensions all come before the left one's); a view drops the summed axes at the 
 or, for one operand, a sum. The engine takes the same steps on the same facts (the
 labels' order, which dimensions have size 1, the operands' layout), so it records the
 same nodes: UnsqueezeBackward0, PermuteBackward0, SumBackward1, ViewBackward0 (or the
-reshape's alias or copy), BmmBackward0 or MulBackward0. Two operands at most (see
-:mod:`gradcheck.rules.composite.einsum`); no path argument (PyTorch takes opt_einsum's
-path only for three or more).
+reshape's alias or copy), BmmBackward0 or MulBackward0. Three or more operands are contracted pairwise, left
+to right, as PyTorch does without opt_einsum; no path argument (PyTorch takes
+opt_einsum's path, when it is installed and enabled, only for three or more).
 
 The sums, products and bmm are the table's rows, applied by ``apply`` (the engine's
 :func:`gradcheck.engine.ops.apply`, passed in: this module does not import the ops).

@@ -235,22 +235,22 @@ class _Builder:
     def visit_Compare(self, node: ast.Compare) -> Node:
         raise _Fail("a comparison may only be the condition of where(cond, a, b)", node)
 
-    def condition(self, node: ast.AST) -> Node:
+    def condition(self, node: ast.AST, what: str = "first argument of where()") -> Node:
         mask = self.names.get(node.id) if isinstance(node, ast.Name) else None
         if mask is not None and mask.dtype is not None:
             # a boolean or integer input (or let) as the mask, nonzero meaning true: the
             # comparison mask != 0, which torch.where takes (it refuses integer masks)
             return self.apply("ne", [mask, Node("const", exact="0", const=0.0)], node)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
-            parts = [self.condition(node.left), self.condition(node.right)]
+            parts = [self.condition(node.left, what), self.condition(node.right, what)]
             return self.apply(OPERATORS[_SYMBOLS[type(node.op)], 2], parts, node)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
-            return self.apply(OPERATORS["~", 1], [self.condition(node.operand)], node)
+            return self.apply(OPERATORS["~", 1], [self.condition(node.operand, what)], node)
         if isinstance(getattr(node, "op", None), (ast.And, ast.Or, ast.Not)):
             raise _Fail("conditions combine with & | ~, not and/or/not: (x > 0) & (y < 1)",
                         node)
         if not isinstance(node, ast.Compare):
-            raise _Fail("the first argument of where() must be a comparison such as x > 0, "
+            raise _Fail(f"the {what} must be a comparison such as x > 0, "
                         "or comparisons combined: (x > 0) & (y < 1)", node)
         if any(_SYMBOLS.get(type(getattr(p, "op", None))) in ("&", "|", "~")
                for p in [node.left, *node.comparators]):
@@ -288,12 +288,14 @@ class _Builder:
                 k.arg is None for k in node.keywords):
             raise _Fail("* and ** arguments are not allowed", node)
         operands, positional = _split_arguments(rule, node)
-        if fname == "where":
-            args = [self.condition(operands[0])] + [self.build(a) for a in operands[1:]]
-        else:
-            args = [self.build(a) for a in operands]
-        if any(a.op in RULES and RULES[a.op].family == COMPARISON for a in args[1:]):
-            raise _Fail("a comparison may only be the condition of where()", node)
+        at = CONDITION_AT.get(fname)
+        what = f"{('first', 'second')[at or 0]} argument of {fname}()"
+        args = [self.condition(a, what) if k == at else self.build(a)
+                for k, a in enumerate(operands)]
+        if any(a.op in RULES and RULES[a.op].family == COMPARISON
+               for k, a in enumerate(args) if k != at):
+            raise _Fail("a comparison may only be the condition of where() or "
+                        "masked_fill()", node)
         given = self.parameters(rule, node, positional)
         return self.apply(fname, args, node, {**given, **(piece or {})})
 
@@ -325,6 +327,9 @@ class _Builder:
         return given
 
 
+#: The rows that take a condition (a comparison, comparisons combined, a boolean or
+#: integer input), and its position among their operands.
+CONDITION_AT = {"where": 0, "masked_fill": 1}
 MAX_OPERANDS = 64   # operands of one variadic call (concat, stack, einsum)
 
 

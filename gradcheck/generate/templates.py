@@ -205,6 +205,10 @@ def _special() -> dict[str, tuple[Template, ...]]:
         # condition decides between real values.
         "where": tuple(Template("where", "binary", f"where({cond}, {{2}}, {{3}})",
                                 frozenset(needs)) for cond, needs in _conditions()),
+        # masked_fill's mask is where's condition over its operand {0} and a drawn {1}
+        "masked_fill": tuple(Template("masked_fill", "binary",
+                                      f"masked_fill({{0}}, {cond}, value=-0.5)",
+                                      frozenset(needs)) for cond, needs in _conditions()),
         # einsum's subscripts are text its data cannot draw: the common equations (a
         # contraction, a product, a sum, a transpose, with ... and implicitly), the
         # drawn operand {0} on either side.

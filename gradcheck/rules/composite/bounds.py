@@ -24,6 +24,11 @@ VJP's), and its own rounding, from its formula:
 - einsum: multilinear, so |J|e is the einsum with one operand's error and the others'
   magnitudes; its own rounding 2·γ(K)·ua·einsum(|a|, |b|), K the terms summed (PyTorch
   sums labels one operand has alone first, then contracts: γ(K₁) + γ(K₂) ≤ 2γ(K₁K₂)).
+  Three or more operands are contracted pairwise, left to right: each step's rounding,
+  carried through the later steps' |operands|, is at most 2·γ(Kₛ)·ua·einsum(|a|, |b|,
+  ...) plus u for rounding its result, Kₛ the terms that step sums (``einsum.steps``).
+  A VJP goes back through the chain's contractions (``einsum.back_steps``), each
+  bounded so, and reads the forward's intermediates, whose own bounds it adds.
 - cumprod's VJP: |Jᵀ| applied to |ḡ| is the VJP itself at |x| (a polynomial with
   non-negative coefficients), whose growth along E(x) a probe measures soundly.
 
@@ -286,7 +291,9 @@ def einsum_forward(t, args, errs, units, subscripts):
                                          for j in range(len(ops))])
                  for i in range(len(ops)))
     size = np.einsum(subscripts, *absolute)
-    return spread + 2 * acc(eq.contracted(subscripts, shapes)) * ua * size + u * np.abs(t)
+    stages = eq.steps(subscripts, shapes)
+    own = 2 * sum(acc(n) for n in stages) * ua + (len(stages) - 1) * u
+    return spread + own * size + u * np.abs(t)
 
 
 def einsum_backward(k, g, ge, c, t, et, args, errs, units, subscripts):
@@ -300,9 +307,19 @@ def einsum_backward(k, g, ge, c, t, et, args, errs, units, subscripts):
         if j != k:
             out = out + vjp(np.abs(g), t, *[errs[i] if i == j else absolute[i]
                                             for i in range(len(args))], subscripts)
-    n = eq.contracted(subscripts, [a.shape for a in args], k)
+    shapes = [a.shape for a in args]
     size = vjp(np.abs(g), t, *absolute, subscripts)
-    return out + 2 * acc(n) * ua * size + u * np.abs(c)
+    if len(args) <= 2:
+        own = 2 * acc(eq.contracted(subscripts, shapes, k)) * ua
+    else:
+        # back through the chain's contractions, reading the forward's intermediates
+        # (an operand's sum over labels it alone has, the first steps' result): their
+        # own errors, every step's counted
+        back = eq.back_steps(subscripts, shapes, k)
+        forward = eq.steps(subscripts, shapes)
+        own = (2 * sum(acc(n) for n in back + forward) * ua
+               + (len(back) + len(forward)) * u)
+    return out + own * size + u * np.abs(c)
 
 
 def exact_forward(t, args, errs, units, *params):

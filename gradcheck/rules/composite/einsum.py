@@ -5,9 +5,12 @@ the output's cotangent with the other operands, Laue et al.).
 ``"bij,bjk->bik"``: one term of labels (letters) per operand, ``->`` and the output's
 labels; without ``->`` the output is every label that appears once, sorted (NumPy's and
 PyTorch's implicit mode); ``...`` stands for the same leading dimensions in each operand
-that has it. Not taken: a label repeated within one operand (a diagonal), ellipsis
-dimensions that differ between operands (broadcasting), more than two operands (PyTorch
-then orders the contractions by opt_einsum's path, which the engine does not follow).
+that has it. Any number of operands: PyTorch contracts three or more pairwise, left to
+right (the engine does the same; with opt_einsum installed and
+``torch.backends.opt_einsum.enabled`` PyTorch follows opt_einsum's path instead, which
+the engine does not: its grad_fn chain is then compared only for one or two operands).
+Not taken: a label repeated within one operand (a diagonal), ellipsis dimensions that
+differ between operands (broadcasting).
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import numpy as np
 from ...base.shapes import ShapeError
 
 ELLIPSIS = "..."
-MOST_OPERANDS = 2
 LETTERS = string.ascii_uppercase + string.ascii_lowercase   # PyTorch's label order
 
 
@@ -83,9 +85,8 @@ def parse(subscripts: str, shapes) -> Equation:
         ShapeError: a malformed equation, or one that does not fit the shapes.
     """
     shapes = [tuple(s) for s in shapes]
-    if not 1 <= len(shapes) <= MOST_OPERANDS:
-        raise ShapeError(f"takes one or two operands, got {len(shapes)}; write "
-                         "more as nested einsums")
+    if not shapes:
+        raise ShapeError("takes at least one operand")
     lhs, arrow, rhs = subscripts.partition("->")
     if "->" in rhs or "-" in lhs or ">" in lhs:
         raise ShapeError(f"{subscripts!r} has a stray '-' or '>'")
@@ -181,6 +182,51 @@ def adjoint(subscripts: str, shapes, k: int, batched: bool = False):
         lead = (next(c for c in LETTERS if c not in used),)
     terms = (lead + eq.output,) + tuple(eq.terms[j] for j in others)
     return text(terms, lead + kept), others, missing
+
+
+def steps(subscripts: str, shapes) -> list[int]:
+    """The number of terms each stage of PyTorch's left-to-right contraction sums, one
+    per pairwise step (one operand: its one sum): a step sums the labels of its pair
+    that neither a later operand nor the output has (sums of a label one operand has
+    alone included: their terms multiply)."""
+    eq = parse(subscripts, shapes).explicit()
+    if len(eq.terms) == 1:
+        return [contracted(subscripts, shapes)]
+    return [_terms(eq, pair - kept) for pair, kept in _chain(eq)]
+
+
+def _terms(eq: Equation, labels) -> int:
+    n = 1
+    for label in labels:
+        n *= eq.sizes[label]
+    return n
+
+
+def _chain(eq: Equation) -> list[tuple[set, set]]:
+    """Per pairwise step: (the labels of its pair, the labels its result keeps)."""
+    out, left = [], set(eq.terms[0])
+    for j in range(1, len(eq.terms)):
+        pair = left | set(eq.terms[j])
+        left = pair & set(eq.output).union(*eq.terms[j + 1:])
+        out.append((pair, left))
+    return out
+
+
+def back_steps(subscripts: str, shapes, k: int) -> list[int]:
+    """Operand ``k``'s gradient through PyTorch's left-to-right chain: the terms each
+    contraction on its way back sums. Back through step s (T_s from T_{s-1} and operand s): T_{s-1}'s gradient
+    sums ḡ_s times operand s over the labels T_{s-1} lacks, operand s's sums ḡ_s times
+    T_{s-1} over the labels operand s lacks."""
+    eq = parse(subscripts, shapes).explicit()
+    chain = _chain(eq)
+    lefts = [set(eq.terms[0])] + [kept for _, kept in chain]
+    grad, out = set(eq.output), []
+    for s in range(len(chain), max(k, 1) - 1, -1):
+        other, target = (lefts[s - 1], set(eq.terms[s])) if s == k else (
+            set(eq.terms[s]), lefts[s - 1])
+        out.append(_terms(eq, (grad | other) - target))
+        grad = target
+    return out
 
 
 def contracted(subscripts: str, shapes, k: int | None = None) -> int:

@@ -91,7 +91,7 @@ ROWS: list[Rule] = [
         torch=cc.torch_einsum, params=(Param("subscripts", TEXT, None),), variadic="star",
         shape=cc.einsum_shape, engine=EngineRule(eq.final_node, (cv.einsum_vjp,)),
         tensor=ct.tensor_rule(ct.einsum_tensor), rounding=BOUNDS["einsum"],
-        example='einsum("ij,jk->ik", x, W)', doc="Einstein summation of one or two operands"),
+        example='einsum("ij,jk->ik", x, W)', doc="Einstein summation of any number of operands"),
     # one_hot maps integer labels to exact 0/1 rows: no reduction (it adds an axis), not a
     # linear map of a float operand (structure), no derivative; it states its own bound
     # (exact forward, no backward), which is what the composite family is

@@ -7,7 +7,7 @@ import functools
 
 import numpy as np
 
-from ...base.shapes import ShapeError
+from ...base.shapes import ShapeError, broadcast
 from ..columns import _torch, cfunction, sympy
 
 
@@ -130,3 +130,25 @@ def sym_detach(x):
 
 def torch_detach(x):
     return x.detach()
+
+
+# masked_fill(x, mask, value): value where the mask holds, else x (torch's
+# x.masked_fill(mask, value), both broadcast); value is the formula's constant, its SymPy
+# meaning the float's exact binary value.
+def sym_masked_fill(x, mask, value):
+    fill = sympy.Rational(value) if np.isfinite(value) else sympy.sign(value) * sympy.oo
+    return sympy.Piecewise((fill, mask), (x, True))
+
+
+def np_masked_fill(x, mask, value):
+    return np.where(mask, np.asarray(value, dtype=np.result_type(x)), x)
+
+
+def torch_masked_fill(x, mask, value):
+    return _torch().masked_fill(x, mask, value)
+
+
+def masked_fill_shape(x, mask, value):
+    if value is None:
+        raise ShapeError("masked_fill() needs its value: masked_fill(x, x > 0, 0.5)")
+    return broadcast(x, mask)

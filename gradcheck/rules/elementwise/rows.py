@@ -213,7 +213,14 @@ ROWS: list[Rule] = [
         example="where(x > 0, x, y)", rounding=0,
         engine=engine_rule("WhereBackward0", None, lambda g, ans, c, a, b: np.where(c, g, 0.0),
                            lambda g, ans, c, a, b: np.where(c, 0.0, g))),
-    # conditions of where()
+    Rule(
+        name="masked_fill", family=ELEMENTWISE, arity=2, sympy=ec.sym_masked_fill,
+        numpy=ec.np_masked_fill, torch=ec.torch_masked_fill, params=(Param("value", NUMBER),),
+        shape=ec.masked_fill_shape, example="masked_fill(x, x > 0, 0.5)", rounding=1,
+        doc="masked_fill(x, mask, value): value where the mask holds, else x",
+        engine=engine_rule("MaskedFillBackward0",
+                           lambda g, ans, x, mask, value: np.where(mask, 0.0, g), None)),
+    # conditions of where() and masked_fill()
     comparison_row(
         name="lt", sympy=sympy_fn("StrictLessThan"), op=operator.lt, symbol="<"),
     comparison_row(

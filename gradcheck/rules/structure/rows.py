@@ -47,6 +47,18 @@ def taking_row(*, name: str, numpy, sympy, torch, shape, grad_fn, vjp, tensor_vj
         tensor=TensorRule((tensor_vjp, None)), **row)
 
 
+def adding_row(*, name: str, numpy, sympy, torch, shape, grad_fn, vjp, tensor_vjp,
+               **row) -> Rule:
+    """A row that adds src into x at an integer input's indices (scatter_add,
+    index_add): linear in x (cotangent ḡ) and src; the indices get no derivative."""
+    return Rule(
+        name=name, family=STRUCTURE, arity=3, sympy=sympy, numpy=numpy, torch=torch,
+        params=(Param("axis", INT, 0),), shape=shape, rounding=0,
+        domain=("real", "integer", "real"),
+        engine=engine_rule(grad_fn, tk.added_x_vjp, None, vjp),
+        tensor=TensorRule((tk.added_x_tensor, None, tensor_vjp)), **row)
+
+
 #: The oldest structural row, kept at its place in the table's order (after dot).
 TRANSPOSE = structural_row(
     name="transpose", arity=1, numpy=sc.np_transpose, torch=sc.torch_transpose,
@@ -137,6 +149,18 @@ ROWS: list[Rule] = [
         vjp=tk.take_along_vjp, tensor_vjp=tk.take_along_tensor,
         example="take_along_axis(x, idx2, axis=1)",
         doc="gather with broadcasting (NumPy's take_along_axis)"),
+    adding_row(
+        name="scatter_add", numpy=tk.np_scatter_add, sympy=tk.sym_scatter_add,
+        torch=tk.torch_scatter_add, shape=tk.scatter_add_shape, grad_fn="ScatterAddBackward0",
+        vjp=tk.scatter_add_vjp, tensor_vjp=tk.scatter_add_tensor,
+        example="scatter_add(x, idx2, y[:, :2], axis=1)",
+        doc="x with src[i][j] added at x[i][idx[i][j]] along axis (PyTorch's scatter_add)"),
+    adding_row(
+        name="index_add", numpy=tk.np_index_add, sympy=tk.sym_index_add,
+        torch=tk.torch_index_add, shape=tk.index_add_shape, grad_fn="IndexAddBackward0",
+        vjp=tk.index_add_vjp, tensor_vjp=tk.index_add_tensor,
+        example="index_add(x, idx, y, axis=0)",
+        doc="x with src's slice j along axis added at idx[j] (PyTorch's index_add)"),
     # combining
     structural_row(
         name="concat", arity=1, numpy=sc.np_concat, torch=sc.torch_concat, shape=sc.concat_shape,

@@ -221,3 +221,114 @@ def gather_tensor(b, g, ans, x, idx, axis):
 def take_along_tensor(b, g, ans, x, idx, axis):
     ids = _broadcast(x.shape, idx.shape, axis_of(axis, len(x.shape)))[1]
     return b.apply(take_along_grad, g, b.broadcast(idx, ids), shape=x.shape, axis=axis)
+
+
+# ------------------------------------------------------------------ adding at indices
+# scatter_add(x, idx, src, axis) (PyTorch's x.scatter_add(axis, idx, src)): x, with each
+# src[p] added at p with axis d replaced by idx[p]; idx of src's shape (PyTorch's
+# backward needs it), no larger than x but along axis. index_add(x, idx, src, axis)
+# (torch.index_add(x, axis, idx, src)): x, with src's slice j along axis added at
+# idx[j]. Linear in x and src: x's cotangent is ḡ, src's ḡ taken where it was added
+# (gather, take): where several src elements land on one, the sum rounds (the family's
+# bound counts its terms).
+
+def scatter_add_shape(x, idx, src, axis):
+    d = axis_of(axis, len(x))
+    if tuple(idx) != tuple(src) or len(idx) != len(x) or any(
+            m > n for k, (m, n) in enumerate(zip(idx, x)) if k != d):
+        raise ShapeError(f"indices of shape {list(idx)} and src of shape {list(src)} for "
+                         f"a tensor of shape {list(x)}: the same shape, as many "
+                         "dimensions as x, none larger but along axis")
+    return tuple(x)
+
+
+def index_add_shape(x, idx, src, axis):
+    d = axis_of(axis, len(x))
+    want = tuple(x[:d]) + tuple(idx[:1]) + tuple(x[d + 1:])
+    if len(idx) != 1 or tuple(src) != want:
+        raise ShapeError(f"indices of shape {list(idx)} and src of shape {list(src)} for "
+                         f"a tensor of shape {list(x)} along axis {d}: one index per "
+                         f"slice of src, src of shape {list(want)}")
+    return tuple(x)
+
+
+def _added_at(x, src, where):
+    out = np.array(x, dtype=np.result_type(x, src), copy=True)
+    np.add.at(out, where, src)
+    return out
+
+
+def np_scatter_add(x, idx, src, axis):
+    d, idx = axis_of(axis, np.ndim(x)), _checked(idx, np.shape(x)[axis], False)
+    where = list(np.indices(idx.shape, sparse=True))
+    where[d] = idx
+    return _added_at(x, src, tuple(where))
+
+
+def np_index_add(x, idx, src, axis):
+    d = axis_of(axis, np.ndim(x))
+    return _added_at(x, src, (slice(None),) * d + (_checked(idx, np.shape(x)[d], False),))
+
+
+def _promoted(x, src):
+    """x and src in one dtype (PyTorch's scatter_add and index_add take no mixed ones,
+    as x * src would: an integer input as x or src); no node where they agree."""
+    to = _torch().promote_types(x.dtype, src.dtype)
+    return x.to(to), src.to(to)
+
+
+def torch_scatter_add(x, idx, src, axis):
+    x, src = _promoted(x, src)
+    return x.scatter_add(axis, idx.long(), src)
+
+
+def torch_index_add(x, idx, src, axis):
+    x, src = _promoted(x, src)
+    return _torch().index_add(x, axis, idx.long(), src)
+
+
+def _sym_added(x, moved, hits, d):
+    """x plus Σⱼ moved[..., j]·hits[..., j, i], the sum's axis i put at ``d``, written
+    into zeros of x's shape where the other axes of ``moved`` are smaller."""
+    terms = np.expand_dims(moved, -1) * hits                 # ... (m, n)
+    added = np.moveaxis(reduce_objects(terms, (terms.ndim - 2,), False,
+                                       lambda e: sympy.Add(*e)), -1, d)
+    out = np.array(x, dtype=object, copy=True)
+    out[tuple(slice(0, n) for n in added.shape)] += added
+    return out
+
+
+def sym_scatter_add(x, idx, src, axis):
+    d = axis_of(axis, np.ndim(x))
+    hits = np.moveaxis(_hits(idx, np.shape(x)[d]), d, -2)   # others + (m, n)
+    return _sym_added(x, np.moveaxis(np.asarray(src, dtype=object), d, -1), hits, d)
+
+
+def sym_index_add(x, idx, src, axis):
+    d = axis_of(axis, np.ndim(x))
+    hits = _hits(idx, np.shape(x)[d])                        # (m, n)
+    return _sym_added(x, np.moveaxis(np.asarray(src, dtype=object), d, -1), hits, d)
+
+
+def added_x_vjp(g, ans, x, idx, src, axis):
+    return g
+
+
+def scatter_add_vjp(g, ans, x, idx, src, axis):
+    return np_gather(g, idx, axis)
+
+
+def index_add_vjp(g, ans, x, idx, src, axis):
+    return np.take(g, _ints(idx), axis=axis_of(axis, np.ndim(g)))
+
+
+def added_x_tensor(b, g, ans, x, idx, src, axis):
+    return g
+
+
+def scatter_add_tensor(b, g, ans, x, idx, src, axis):
+    return b.row("gather", g, idx, axis=axis)
+
+
+def index_add_tensor(b, g, ans, x, idx, src, axis):
+    return b.row("take", g, idx, axis=axis)
