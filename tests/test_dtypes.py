@@ -299,6 +299,9 @@ def _probe(name: str, dt: torch.dtype):
     if name == "masked_fill":
         x = leaf(3)
         return rule.torch(x, x < 0.4, -1.5), x
+    if rule.stops_gradient:      # detach: its value, and no gradient through it
+        x = leaf(3)
+        return rule.torch(x) + x, x
     if name == "one_hot":        # integer labels, times a float tensor
         x = leaf(3, 4)
         labels = torch.tensor([0, 3, 1])
