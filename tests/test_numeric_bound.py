@@ -35,6 +35,11 @@ def test_the_bound_at_a_segments_ends_covers_every_point_on_it():
         case = make_case(table["expr"], table["inputs"], seed=table["seed"],
                          extreme_points=2)
         for point in case_points(case, "float64"):
+            if point.near:
+                # a kink point's segments may cross the kink (a selection flips inside
+                # them); perturbing witnesses are judged there by the one-sided rule of
+                # checking.case._add_near_kink, not by this rounding term
+                continue
             env = {n: np.asarray(a) for n, a in point.values.items()}
             with np.errstate(all="ignore"):
                 for spec in case.inputs:
