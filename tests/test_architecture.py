@@ -212,7 +212,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine",),                     # gradcheck's own autograd
     ("formula",),                    # the language: parser, tree, forward evaluation
     ("bounds", "sampling"),          # the rounding model; where points are drawn
-    ("reference", "generate"),       # the exact reference; formula generators
+    ("reference", "generate", "tracing"),  # the exact reference; generators; traced torch code
     ("witnesses",),                  # torch, engine, finite differences
     ("cases",),                      # case files, project settings, case memory
     ("checking",),                   # one case's check, comparisons, op checks
