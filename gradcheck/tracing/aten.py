@@ -264,6 +264,7 @@ def _prod(out, x, dim=None, keepdim=False, **_):
 def _var(out, x, dims=None, *, correction=1, keepdim=False, **_):
     keep = ", keepdims=True" if keepdim else ""
     picked = axis_text(axes(dims, x.ndim))
+    correction = int(correction) if float(correction).is_integer() else correction
     return f"var({text(x)}, axis={picked}, correction={number(correction)}{keep})"
 
 

@@ -100,10 +100,17 @@ def example_tensors(arguments: Sequence[Argument]) -> list:
 def graph_of(fn: Callable, arguments: Sequence[Argument]):
     """The ATen graph of ``fn`` over tensors of ``arguments``' shapes (fake tensors:
     nothing is computed), with :func:`decompositions`."""
+    from torch.func import functionalize
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    try:
-        return make_fx(fn, decomposition_table=decompositions(),
+    from .rewrites import rewriting
+
+    def rewritten(*tensors):
+        with rewriting():
+            return fn(*tensors)
+
+    try:   # functionalized: an in-place op inside fn is its out-of-place value
+        return make_fx(functionalize(rewritten), decomposition_table=decompositions(),
                        tracing_mode="fake")(*example_tensors(arguments))
     except TraceError:
         raise
@@ -170,7 +177,9 @@ def translate(gm, arguments: Sequence[Argument], fn: Callable | None = None) -> 
                 raise TraceError(f"ATen op {packet} called as {node.format_node()} "
                                  f"is not mapped that way: {exc}", op=packet,
                                  where=_line_of(fn, gm, arguments, packet)) from None
-            shared = len(node.users) > 1 or len(traced.text) > LONG_TEXT
+            # a condition is written where it is used (a comparison is no let's body)
+            shared = traced.kind != "bool" and (len(node.users) > 1
+                                                or len(traced.text) > LONG_TEXT)
             env[node] = let(node, traced) if shared else traced
         elif node.op == "output":
             results = node.args[0]
