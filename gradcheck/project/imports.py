@@ -138,7 +138,7 @@ def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
     A pattern that would admit the standard library is refused too (see
     :mod:`gradcheck.project.op_patterns`), whichever module ``spec`` names."""
     module_name = spec.partition(":")[0]
-    policy = _Policy(spec, case_file, tuple(allowed))
+    policy = _Policy(spec, case_file, tuple(allowed), what)
     policy.patterns(what)   # raises for a pattern too wide, before anything is found
     folder = op_folder(module_name, case_file)
     if folder is None and not policy.allows(module_name):
@@ -162,8 +162,9 @@ class _Policy:
     a case file, so its ``allow-op-modules`` are never read (a refusal says so); and a
     pattern that would admit the standard library is refused wherever it comes from."""
 
-    def __init__(self, spec: str, case_file: str, given: tuple[str, ...]):
-        self.spec, self.case_file, self.given = spec, case_file, given
+    def __init__(self, spec: str, case_file: str, given: tuple[str, ...],
+                 what: str = "op"):
+        self.spec, self.case_file, self.given, self.what = spec, case_file, given, what
         self.here = Path(case_file).resolve().parent if case_file else Path.cwd()
         self._settings = None
         self._patterns: tuple[str, ...] | None = None   # once vetted
@@ -255,8 +256,8 @@ def _attribute(module: types.ModuleType, attr: str, policy: _Policy) -> Any:
     for i, part in enumerate(parts):
         if i and not (isinstance(obj, type) and policy.permitted(obj.__module__, module)):
             raise OpRefused(
-                f"op {spec!r} refused: {'.'.join(parts[:i])!r} is not a class defined in "
-                f"{shown}; an op is an attribute of its module or of a class defined "
+                f"{policy.what} {spec!r} refused: {'.'.join(parts[:i])!r} is not a class "
+                f"defined in {shown}; an op is an attribute of its module or of a class defined "
                 f"there (to name another module's op, write that module before the "
                 f"colon, 'package.module:Name'; it must be a project file or allowed)")
         holder = obj
@@ -265,18 +266,18 @@ def _attribute(module: types.ModuleType, attr: str, policy: _Policy) -> Any:
         except AttributeError:   # said of the module as the user named it, not as
             # it was imported (gradcheck_op_<hash>.myops)
             where = shown if obj is module else repr(".".join(parts[:i]))
-            raise OpImportError(f"cannot import op {spec!r}: AttributeError: {where} "
-                                f"has no attribute {part!r}") from None
+            raise OpImportError(f"cannot import {policy.what} {spec!r}: AttributeError: "
+                                f"{where} has no attribute {part!r}") from None
         except Exception as exc:  # a module's __getattr__ is user code too
-            raise OpImportError(f"cannot import op {spec!r}: "
+            raise OpImportError(f"cannot import {policy.what} {spec!r}: "
                                 f"{describe_exception(exc)}") from None
     if len(parts) > 1 and parts[-1] == "apply" and _function_class(holder):
         return holder   # Cls.apply is how a Function is called: check the Function
     if not _accepted(obj, module, policy):
         home = getattr(obj, "__module__", None)
         raise OpRefused(
-            f"op {spec!r} refused: {attr} is {_what(obj, home)}, and an op is a "
-            f"torch.autograd.Function or gradcheck.engine.Function subclass, a "
+            f"{policy.what} {spec!r} refused: {attr} is {_what(obj, home)}, and an op is "
+            f"a torch.autograd.Function or gradcheck.engine.Function subclass, a "
             f"torch.library op, or a callable defined in the op's module ({shown})"
             + ("" if not callable(obj) else ": define it there (a def that calls it)")
             + (f"; or allow its module. {policy.how(home)}" if callable(obj)
