@@ -14,7 +14,6 @@ so, and the judge makes it the op's failure.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import traceback
 
