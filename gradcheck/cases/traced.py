@@ -14,7 +14,7 @@ traced in their process; what follows is the same.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Callable
 
 #: the key naming the function -> the key of its call and the callee's spelling there
 FUNCTION_KEYS = {"reference_function": ("reference_call", "ref"),
@@ -79,7 +79,3 @@ def _rename(text: str, mapping: dict[str, str]) -> str:
         parts[i] = _NAME.sub(lambda m: mapping.get(m.group(1), m.group(1)), parts[i])
     return "".join(parts)
 
-
-def present(raw: dict) -> Any:
-    """The function keys the table holds."""
-    return [k for k in FUNCTION_KEYS if k in raw]
