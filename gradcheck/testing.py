@@ -33,14 +33,16 @@ def _input_table(inputs: Mapping[str, Any]) -> dict:
     return table
 
 
-def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
+def check_op(op: Any, reference: Any, inputs: Mapping[str, Any], *,
              dtype: str = "float64", name: str | None = None, **options) -> CaseResult:
     """Check a custom op against the formula it claims to compute.
 
     Args:
         op: a ``torch.autograd.Function`` subclass, a ``gradcheck.engine.Function``
             subclass, a callable on tensors, or a ``"module:Name"`` string.
-        reference: the formula over ``inputs`` (a list for an op with several outputs).
+        reference: the formula over ``inputs`` (a list for an op with several outputs),
+            or a PyTorch function of them, traced to its formula (called with the
+            inputs in order, or as ``reference_call="ref(x, w, eps=1e-6)"`` says).
         inputs: name -> shape (sampled in its domain), a table of case-file input keys,
             or a concrete NumPy array / torch tensor (used as given). In the op's
             argument order.
@@ -62,7 +64,7 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
     label = name or getattr(op, "__name__", "op")
     allowed = options.pop("allow_op_modules", ())
     raw = {"name": label, "op": op if isinstance(op, str) else "gradcheck:check_op",
-           "reference": reference, "inputs": _input_table(inputs), **options}
+           **_formula("reference", reference), "inputs": _input_table(inputs), **options}
     case = case_from_dict(raw, file="<check_op>")
     if not isinstance(op, str):
         case = dataclasses.replace(case, op=op)
@@ -70,12 +72,27 @@ def check_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any], *,
     return run_case(case, dtype, timeout=None)
 
 
-def check(expr: str, inputs: Mapping[str, Any], *, dtype: str = "float64",
+def _formula(key: str, formula: Any) -> dict:
+    """The case key of a formula given as text, or as a PyTorch function to trace (the
+    caller's own code, in their own process: the case reader traces it here)."""
+    if callable(formula) and not isinstance(formula, str):
+        return {f"{key}_function": formula}
+    return {key: formula}
+
+
+def _label(formula: Any) -> str:
+    return formula if isinstance(formula, str) else getattr(formula, "__name__",
+                                                             repr(formula))
+
+
+def check(expr: Any, inputs: Mapping[str, Any], *, dtype: str = "float64",
           name: str | None = None, **options) -> CaseResult:
     """Check every witness's gradient of a formula against the exact derivative.
 
     Args:
-        expr: the formula, e.g. ``"sum(tanh(x @ W + b) ** 2)"``.
+        expr: the formula, e.g. ``"sum(tanh(x @ W + b) ** 2)"``, or a PyTorch function
+            of the inputs, traced to its formula (called with the inputs in order, or
+            as ``expr_call="f(x, approximate='tanh')"`` says).
         inputs: name -> shape (sampled in its domain), a table of case-file input keys
             (``{"shape": [3], "domain": "positive"}``), or a concrete NumPy array /
             torch tensor (used as given).
@@ -90,11 +107,12 @@ def check(expr: str, inputs: Mapping[str, Any], *, dtype: str = "float64",
     from .cases import case_from_dict
     from .checking.case import run_case
 
-    raw = {"name": name or expr, "expr": expr, "inputs": _input_table(inputs), **options}
+    raw = {"name": name or _label(expr), **_formula("expr", expr),
+           "inputs": _input_table(inputs), **options}
     return run_case(case_from_dict(raw, file="<check>"), dtype, timeout=None)
 
 
-def assert_gradients(expr: str, inputs: Mapping[str, Any], **options) -> CaseResult:
+def assert_gradients(expr: Any, inputs: Mapping[str, Any], **options) -> CaseResult:
     """:func:`check`, raising :class:`GradientMismatch` unless every witness agrees.
 
     Raises:
@@ -105,14 +123,15 @@ def assert_gradients(expr: str, inputs: Mapping[str, Any], **options) -> CaseRes
     __tracebackhide__ = True
     result = check(expr, inputs, **options)
     if result.status not in (PASSED, APPROXIMATE):
-        call = _call("check", repr(expr), inputs, options, result)
+        call = _call("check", _shown(expr), inputs, options, result)
         raise GradientMismatch(mismatch_message(
-            f"gradients of {expr!r} disagree with the exact derivative", result, call))
-    _warn_if_approximate(result, f"gradients of {expr!r}")
+            f"gradients of {_shown(expr)} disagree with the exact derivative", result,
+            call))
+    _warn_if_approximate(result, f"gradients of {_shown(expr)}")
     return result
 
 
-def assert_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any],
+def assert_op(op: Any, reference: Any, inputs: Mapping[str, Any],
               **options) -> CaseResult:
     """:func:`check_op`, raising :class:`GradientMismatch` unless every check passes.
 
@@ -124,11 +143,16 @@ def assert_op(op: Any, reference: str | list[str], inputs: Mapping[str, Any],
     result = check_op(op, reference, inputs, **options)
     label = op if isinstance(op, str) else getattr(op, "__name__", repr(op))
     if result.status not in (PASSED, APPROXIMATE):
-        call = _call("check_op", f"{label}, {reference!r}", inputs, options, result)
+        call = _call("check_op", f"{label}, {_shown(reference)}", inputs, options, result)
         raise GradientMismatch(mismatch_message(
-            f"op {label} does not match {reference!r}", result, call))
+            f"op {label} does not match {_shown(reference)}", result, call))
     _warn_if_approximate(result, f"op {label}")
     return result
+
+
+def _shown(formula: Any) -> str:
+    """A formula's text quoted, or a function's name."""
+    return repr(formula) if isinstance(formula, (str, list)) else _label(formula)
 
 
 def _warn_if_approximate(result: CaseResult, what: str) -> None:

@@ -32,9 +32,12 @@ class _Fail(Exception):
 
 
 def parse_call(text: Any, inputs: Sequence[str], *, file: str | None = None,
-               case: str | None = None, line: int | None = None) -> Call:
+               case: str | None = None, line: int | None = None, callee: str = "op",
+               key: str = "call") -> Call:
     """The positional and keyword arguments of ``text``, ``op(...)`` over the input
-    names ``inputs``.
+    names ``inputs`` (``callee``: the name the call is spelled with, ``ref`` in a
+    ``reference_call``, ``f`` in an ``expr_call``; ``key``: the case-file key, for the
+    messages).
 
     Raises:
         CaseFileError: the text is not a bounded call of ``op`` on input names and
@@ -42,10 +45,10 @@ def parse_call(text: Any, inputs: Sequence[str], *, file: str | None = None,
     """
     def fail(message: str, lineno: int | None = None) -> CaseFileError:
         at = line if lineno is None or line is None else line + lineno - 1
-        return CaseFileError(f"call: {message}", file=file, case=case, line=at)
+        return CaseFileError(f"{key}: {message}", file=file, case=case, line=at)
 
     if not isinstance(text, str):
-        raise fail(f"call must be a string such as \"op(x, w, eps=1e-6)\", not "
+        raise fail(f"{key} must be a string such as \"{callee}(x, w, eps=1e-6)\", not "
                    f"{type(text).__name__}")
     if len(text) > MAX_CHARS:
         raise fail(f"{len(text)} characters long; the limit is {MAX_CHARS}")
@@ -59,7 +62,7 @@ def parse_call(text: Any, inputs: Sequence[str], *, file: str | None = None,
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
         raise fail(f"more than {MAX_NODES} syntax nodes")
     try:
-        return _Reader(list(inputs)).call(tree.body)
+        return _Reader(list(inputs), callee).call(tree.body)
     except _Fail as exc:
         raise fail(str(exc), getattr(exc.node, "lineno", None)) from None
 
@@ -83,14 +86,15 @@ def _longest_number(text: str) -> int:
 class _Reader:
     """The whitelisted syntax of a call, read into :class:`OpArgument` s."""
 
-    def __init__(self, inputs: list[str]):
-        self.inputs = inputs
+    def __init__(self, inputs: list[str], callee: str = "op"):
+        self.inputs, self.callee = inputs, callee
 
     def call(self, node: ast.AST) -> Call:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == "op"):
-            raise _Fail("must be the op applied to its arguments, such as "
-                        "op(x, w, eps=1e-6)", node)
+                and node.func.id == self.callee):
+            what = "the op" if self.callee == "op" else self.callee
+            raise _Fail(f"must be {what} applied to its arguments, such as "
+                        f"{self.callee}(x, w, eps=1e-6)", node)
         if any(isinstance(a, ast.Starred) for a in node.args) or any(
                 k.arg is None for k in node.keywords):
             raise _Fail("* and ** arguments are not allowed", node)

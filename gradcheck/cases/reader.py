@@ -17,6 +17,7 @@ from ..witnesses.registry import OP, REFERENCE, case_names, formula_names
 from .call import parse_call
 from .files import Lines
 from .inputs import INPUT_KEYS, numbers, read_input
+from .traced import FUNCTION_KEYS, renamed, translation
 from .model import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, KINK_POINTS, MAX_POINTS,
                     SECOND_ORDERS, Case, InputSpec)
 
@@ -24,9 +25,11 @@ from .model import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, KINK_POINTS, MAX
 DEFAULT_KEYS = {"dtype", "points", "extreme_points", "kink_points", "seed", "atol", "rtol",
                 "witnesses", "strict", "order"}
 _OP_KEYS = {"op", "reference", "args", "order", "second_order", "device", "nondet_tol",
-            "strict_shapes", "forward", "call"}
+            "strict_shapes", "forward", "call", "reference_function", "reference_call",
+            "forward_function"}
 _CASE_KEYS = DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
-                                        "gradient", "retain_grad", "expect"}
+                                        "gradient", "retain_grad", "expect",
+                                        "expr_function", "expr_call"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -37,6 +40,8 @@ class CaseReader:
         self.raw, self.index, self.file, self.lines = raw, index, file, lines
         self.defaults = defaults
         self.name: str | None = None
+        self.inputs: tuple[InputSpec, ...] = ()
+        self.traced_lets: list[tuple[str, str]] = []   # lets a traced function made
 
     def fail(self, message: str, key: str | None = None) -> CaseFileError:
         line = self.lines.key(self.index, key) if key else self.lines.case(self.index)
@@ -56,6 +61,7 @@ class CaseReader:
         op = self.read_op()
         texts, outputs = self.read_formulas(nodes, op)
         forward, forward_texts = self.read_forward(nodes, outputs)
+        lets += tuple(self.traced_lets)
         output = outputs[0]
         retain = self.read_retain(nodes)
         self.check_reach(inputs, nodes, output, retain)
@@ -100,40 +106,75 @@ class CaseReader:
         """The formula texts (expr, or an op's reference: one or a list) and their nodes."""
         raw = self.raw
         key = "reference" if op else "expr"
-        if op and "expr" in raw:
-            raise self.fail("a case with op checks it against reference; expr is for "
-                            "formula cases", "expr")
-        if key not in raw:
-            raise self.fail("a case needs expr, the formula to check" if not op else
-                            "a case with op needs reference, the formula the op claims "
-                            "to compute", key)
-        texts = raw[key] if isinstance(raw[key], list) and op else [raw[key]]
+        function = key + "_function"
+        for wrong in (("expr", "expr_function", "expr_call") if op else ()):
+            if wrong in raw:
+                raise self.fail(f"a case with op checks it against reference; {wrong} is "
+                                "for formula cases", wrong)
+        if key in raw and function in raw:
+            raise self.fail(f"give {key} or {function}, not both", function)
+        call = "reference_call" if op else "expr_call"
+        if call in raw and not ({function, "forward_function"} & set(raw)):
+            raise self.fail(f"{call} says how {function} is called; it needs "
+                            f"{function}", call)
+        if function in raw:
+            texts = self.traced(function, nodes)
+        elif key not in raw:
+            raise self.fail("a case needs expr (or expr_function), the formula to check"
+                            if not op else "a case with op needs reference (or "
+                            "reference_function), the formula the op claims to compute",
+                            key)
+        else:
+            texts = raw[key] if isinstance(raw[key], list) and op else [raw[key]]
         if not texts:
             raise self.fail("reference must name at least one formula", key)
+        if not op and len(texts) != 1:
+            raise self.fail(f"{function} returns {len(texts)} tensors; a formula case "
+                            "checks one (return one, or check it as an op case)", function)
+        where = function if function in raw else key
         outputs = tuple(parse(t, nodes, file=self.file, case=self.name,
-                              line=self.lines.text(self.index, key)) for t in texts)
+                              line=self.lines.text(self.index, where)) for t in texts)
         return texts, outputs
+
+    def traced(self, key: str, nodes: dict[str, Node]) -> list[str]:
+        """The formula texts of the function ``key`` names, traced; its lets are parsed
+        into ``nodes`` (renamed where a name is taken) and kept for the case's lets."""
+        call = FUNCTION_KEYS[key][0]
+        t = translation(key, self.raw, self.inputs, self.file, self.fail,
+                        self.lines.text(self.index, call) if call in self.raw else None,
+                        self.name)
+        texts, lets = renamed(t, set(nodes) | set(CONSTANTS))
+        for name, text in lets:
+            self.add_let(nodes, name, text, key)
+            self.traced_lets.append((name, text))
+        return texts
 
     def read_forward(self, nodes: dict[str, Node], outputs: tuple[Node, ...]
                      ) -> tuple[tuple[Node, ...], str]:
         """A surrogate's forward: what the op's outputs must equal (one formula per
         output), when the reference is the formula whose vᵀJ its backward computes."""
-        if "forward" not in self.raw:
+        if "forward" in self.raw and "forward_function" in self.raw:
+            raise self.fail("give forward or forward_function, not both", "forward_function")
+        if "forward_function" in self.raw:
+            texts = self.traced("forward_function", nodes)
+        elif "forward" not in self.raw:
             return (), ""
-        raw = self.raw["forward"]
-        texts = raw if isinstance(raw, list) else [raw]
+        else:
+            raw = self.raw["forward"]
+            texts = raw if isinstance(raw, list) else [raw]
+        key = "forward_function" if "forward_function" in self.raw else "forward"
         if len(texts) != len(outputs):
             raise self.fail(f"forward gives {len(texts)} formula"
                             f"{'s' if len(texts) != 1 else ''}, reference {len(outputs)}: "
-                            "one per output of the op", "forward")
-        line = self.lines.text(self.index, "forward")
+                            "one per output of the op", key)
+        line = self.lines.text(self.index, key)
         forward = tuple(parse(t, nodes, file=self.file, case=self.name, line=line)
                         for t in texts)
         for k, (f, r) in enumerate(zip(forward, outputs)):
             if f.shape != r.shape:
                 raise self.fail(f"forward{f' {k}' if len(texts) > 1 else ''} has shape "
                                 f"{list(f.shape)}, but the reference has shape "
-                                f"{list(r.shape)}", "forward")
+                                f"{list(r.shape)}", key)
         return forward, " ; ".join(map(str, texts))
 
     def read_call(self, inputs: tuple[InputSpec, ...]):
@@ -219,7 +260,8 @@ class CaseReader:
         raw = self.raw.get("inputs")
         if not isinstance(raw, dict) or not raw:
             raise self.fail("a case needs inputs, e.g. inputs.x = { shape = [3] }", "inputs")
-        return tuple(self.read_input(n, s) for n, s in raw.items())
+        self.inputs = tuple(self.read_input(n, s) for n, s in raw.items())
+        return self.inputs
 
     def read_input(self, name: str, spec: Any) -> InputSpec:
         key = f"inputs.{name}"
@@ -250,13 +292,17 @@ class CaseReader:
             self.check_name(name, key)
             if name in nodes:
                 raise self.fail(f"let name {name!r} is already an input", key)
-            body = parse(text, nodes, file=self.file, case=self.name,
-                         line=self.lines.text(self.index, key))
-            # a let of an integer input (indexed, reshaped...) is one too (a mask for where)
-            nodes[name] = Node("let", (body,), body.shape, name=name, const=body.const,
-                               dtype=body.dtype)
+            self.add_let(nodes, name, text, key)
             out.append((name, text))
         return tuple(out)
+
+    def add_let(self, nodes: dict[str, Node], name: str, text: str, key: str) -> None:
+        """The let ``name = text`` parsed into ``nodes`` (``key``: where it is written)."""
+        body = parse(text, nodes, file=self.file, case=self.name,
+                     line=self.lines.text(self.index, key))
+        # a let of an integer input (indexed, reshaped...) is one too (a mask for where)
+        nodes[name] = Node("let", (body,), body.shape, name=name, const=body.const,
+                           dtype=body.dtype)
 
     def read_retain(self, nodes: dict[str, Node]) -> tuple[str, ...]:
         raw = self.raw.get("retain_grad", [])

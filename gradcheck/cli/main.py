@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from . import doctor as doctor_cli, run as run_command
+from . import doctor as doctor_cli, run as run_command, tracing as trace_cli
 from .exit_codes import ExitCode
 
 
@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Every function and operator a formula may use: how it is called, "
                     "an example, PyTorch's grad_fn name for it and what it computes.")
     fns.add_argument("--format", choices=("text", "markdown"), default="text")
+    fns.add_argument("--aten", action="store_true",
+                     help="list the ATen ops a traced function may use instead "
+                          "(reference_function, expr_function, gradcheck trace)")
     from ..explanation import arguments as explain_arguments
 
     explain_arguments(sub.add_parser(
@@ -50,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run fixed workloads side by side and save reports/bench.json and "
                     "reports/bench.md."), DTYPES)
     doctor_cli.add_parser(sub)
+    trace_cli.add_parser(sub)
     return p
 
 
@@ -105,6 +109,9 @@ def _cmd_list(args) -> int:
 def _cmd_functions(args) -> int:
     from ..formula.docs import markdown, text
 
+    if args.aten:
+        sys.stdout.write(trace_cli.aten_table())
+        return ExitCode.OK
     sys.stdout.write(markdown() if args.format == "markdown" else text())
     return ExitCode.OK
 
@@ -225,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         commands = {"run": run_command.command, "list": _cmd_list, "cache": _cmd_cache,
                     "bench": _cmd_bench, "functions": _cmd_functions,
                     "doctor": doctor_cli.command,
-                    "explain": _cmd_explain}
+                    "explain": _cmd_explain, "trace": trace_cli.command}
         return int(commands[args.command](args))
     except CaseFileError as exc:
         from ..report.text import printable

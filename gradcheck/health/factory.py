@@ -21,7 +21,7 @@ class FactoryError(CaseFileError):
 
 def load(spec: str, allowed: tuple[str, ...] = ()):
     """The factory function ``spec`` (``module:function``) names."""
-    from ..checking.opcheck import loader as op
+    from ..project import imports as op
 
     module_name, colon, attr = spec.partition(":")
     if not colon or not module_name or not attr.isidentifier():

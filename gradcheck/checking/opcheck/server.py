@@ -14,43 +14,16 @@ so, and the judge makes it the op's failure.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import traceback
 
 
 from ...process import wire
-from ...process.cienv import controlled
+from ...process.apart import become_apart  # noqa: F401  (the op's process is made apart)
 from .calls import backward_method
 from .storage import describe, plain
 
 _MESSAGE = 8000   # characters of an exception's text and traceback sent back
-
-
-def become_apart(channel: int, capture: int, judge: int) -> None:
-    """Make this freshly forked process the op's own (see the module's docstring)."""
-    from ...process.children import die_with
-    from ...process.threads import after_fork
-
-    os.setpgid(0, 0)   # its own group: the judge kills what the op started with it
-    after_fork()
-    die_with(judge)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL)   # (the judge's handlers are not the op's)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(capture, 1)
-    os.dup2(capture, 2)
-    # every other descriptor of the judge's (its result pipe to the run, report files)
-    # closed: the op reaches the judge through the channel only
-    os.closerange(3, channel)
-    os.closerange(channel + 1, max(os.sysconf("SC_OPEN_MAX"), channel + 1))
-    sys.stdin = open(0, closefd=False)
-    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")
-    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")
-    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-    for name in [n for n in os.environ if controlled(n)]:   # (gradcheck.process.cienv)
-        del os.environ[name]
 
 
 def spawned(channel: int, judge: int) -> None:
