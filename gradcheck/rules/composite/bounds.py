@@ -82,11 +82,18 @@ def _position(shape, d: int, reverse: bool = False) -> np.ndarray:
 
 # --------------------------------------------------------------------------- softmax
 
+def _times(t, a):
+    """t · a, exactly 0 where t is (a masked element, x = -inf: its exp is 0 exactly
+    whatever a's inf or NaN there)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(t == 0, 0.0, t * a)
+
+
 def softmax_forward(t, args, errs, units, axis):
     (x,), (e,), (u, ua, acc) = args, errs, units
     d = np.abs(x - np.max(x, axis=axis, keepdims=True))
-    rel = u * (d + _sum(t * d, axis) + 7) + ua * acc(_n(x.shape, axis))
-    return t * (e + _sum(t * e, axis)) + t * rel
+    rel = u * (d + _sum(_times(t, d), axis) + 7) + ua * acc(_n(x.shape, axis))
+    return _times(t, e + _sum(_times(t, e), axis)) + _times(t, rel)
 
 
 def softmax_backward(k, g, ge, c, t, et, args, errs, units, axis):
