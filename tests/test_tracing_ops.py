@@ -25,9 +25,9 @@ from gradcheck.tracing.trace import trace  # noqa: E402
 CASES: dict[str, tuple] = {}
 
 
-def case(name, fn, arguments, domains=None, frozen=()):
+def case(name, fn, arguments, domains=None, frozen=(), rtol=1e-9):
     assert name not in CASES, name
-    CASES[name] = (fn, arguments, domains, tuple(frozen))
+    CASES[name] = (fn, arguments, domains, tuple(frozen), rtol)
 
 
 X = [A("x", (4, 6))]
@@ -80,7 +80,9 @@ case("F.hardtanh", lambda x: F.hardtanh(x, -0.5, 0.8), X)
 case("F.sigmoid", lambda x: F.sigmoid(x), X)
 case("F.tanh", lambda x: F.tanh(x), X)
 case("F.hardswish", lambda x: F.hardswish(x), X, {"x": (-4.0, 4.0)})
-case("F.hardsigmoid", lambda x: F.hardsigmoid(x), X, {"x": (-4.0, 4.0)})
+# torch's hardsigmoid_backward multiplies by 1/6 rounded to float32, even in float64
+# (a relative 3e-8): the exact reference is checked to that
+case("F.hardsigmoid", lambda x: F.hardsigmoid(x), X, {"x": (-4.0, 4.0)}, rtol=1e-7)
 case("F.logsigmoid", lambda x: F.logsigmoid(x), X)
 case("F.softsign", lambda x: F.softsign(x), X)
 case("F.softmax", lambda x: F.softmax(x, -1), X)
@@ -136,7 +138,7 @@ case("F.smooth_l1_loss", lambda x, y: F.smooth_l1_loss(x, y, beta=0.5), XY)
 case("F.l1_loss", lambda x, y: F.l1_loss(x, y, reduction="none"), XY)
 case("F.binary_cross_entropy_with_logits",
      lambda x, y, p: F.binary_cross_entropy_with_logits(x, y, pos_weight=p),
-     [*XY, A("p", (6,))], {"y": (0.0, 1.0), "p": (0.5, 2.0)})
+     [*XY, A("p", (6,))], {"y": (0.0, 1.0), "p": (0.5, 2.0)}, frozen=("p",))
 case("F.kl_div", lambda x, y: F.kl_div(F.log_softmax(x, -1), y, reduction="batchmean"),
      XY, {"y": (0.05, 1.0)})
 case("F.kl_div_log_target",
@@ -223,19 +225,19 @@ case("torch.roll", lambda x: x.roll(2, 1) + x.roll(1) + x.roll((1, -1), (0, 1)),
 case("torch.tril_triu", lambda x: x.tril(1) + x.triu(-1) * 2.0, X)
 case("views", lambda x: x.view(2, 12).reshape(3, 8).permute(1, 0).unsqueeze(0)
      .expand(2, 8, 3).transpose(1, 2).squeeze().sum(0), X)
-case("indexing", lambda x: x[1:3, ::2] * x[0] + x[:, -1:][0] + x[..., None][2, 1:4, 0], X)
+case("indexing", lambda x: x[1:3, ::2] * x[0, 1::2] + x[:, -1:][0] + x[..., None][2, 1:4, 0], X)
 
 
 @functools.lru_cache(maxsize=None)
 def traced(name):
-    fn, arguments, _, _ = CASES[name]
+    fn, arguments, *_ = CASES[name]
     return trace(fn, arguments)
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_traced_call_matches_torch(name):
-    fn, arguments, domains, frozen = CASES[name]
-    assert_traced_matches_torch(fn, arguments, domains, frozen=frozen)
+    fn, arguments, domains, frozen, rtol = CASES[name]
+    assert_traced_matches_torch(fn, arguments, domains, frozen=frozen, rtol=rtol)
 
 
 def test_every_mapped_packet_is_used():

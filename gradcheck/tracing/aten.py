@@ -276,7 +276,7 @@ def _prims_var(out, x, dims, correction=1, **_):
 # ------------------------------------------------------------------ layout
 
 @maps("aten.view", "aten._unsafe_view", "aten.reshape", source="x.view(shape)")
-def _view(out, x, shape):
+def _view(out, x, shape, *_):
     if tuple(out.shape) == tuple(x.shape):
         return text(x)
     return f"reshape({text(x)}, {shape_text(out.shape)})"
@@ -444,3 +444,17 @@ def _cumsum(out, x, dim, **_):
 @maps("aten.cumprod", source="x.cumprod(dim)")
 def _cumprod(out, x, dim, **_):
     return f"cumprod({text(x)}, axis={int(dim) % x.ndim})"
+
+
+@maps("aten.index", source="x[idx], F.embedding")
+def _index(out, x, indices):
+    picked = [(k, i) for k, i in enumerate(indices) if i is not None]
+    if len(picked) != 1 or picked[0][1].kind != "int":
+        raise TraceError("indexing by more than one index tensor, or by a mask, has no "
+                         "row: index one axis at a time (take)")
+    axis, index = picked[0]
+    return f"take({text(x)}, {text(index)}, axis={axis})"
+
+
+# the neural-network families register into ATEN on import
+from . import aten_nn  # noqa: E402,F401
