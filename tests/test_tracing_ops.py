@@ -175,6 +175,17 @@ case("F.max_pool2d_stride", lambda x: F.max_pool2d(x, (2, 3), stride=(1, 2)),
 case("F.pad", lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), [A("x", (2, 3, 4))])
 case("F.interpolate_nearest", lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
      [A("x", (1, 2, 3, 4))])
+case("F.interpolate_nearest_size", lambda x: F.interpolate(x, size=(5, 7)),
+     [A("x", (1, 2, 3, 4))])
+case("F.interpolate_nearest_exact", lambda x: F.interpolate(x, size=(5, 3), mode="nearest-exact"),
+     [A("x", (1, 2, 3, 4))])
+case("F.interpolate_linear", lambda x: F.interpolate(x, scale_factor=2.5, mode="linear"),
+     [A("x", (2, 3, 4))])
+case("F.interpolate_bilinear", lambda x: F.interpolate(x, size=(5, 7), mode="bilinear"),
+     [A("x", (1, 2, 3, 4))])
+case("F.interpolate_bilinear_corners",
+     lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True),
+     [A("x", (1, 2, 3, 4))])
 case("F.linear", lambda x, w, b: F.linear(x, w, b), [A("x", (4, 6)), A("w", (3, 6)), A("b", (3,))])
 case("F.linear_3d", lambda x, w: F.linear(x, w), [A("x", (2, 4, 6)), A("w", (3, 6))])
 
