@@ -45,6 +45,8 @@ for _name in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "ta
             "log1p": {"x": (-0.5, 2.0)}}.get(_name)
     case(f"torch.{_name}", (lambda f: lambda x: f(x))(getattr(torch, _name)), X, _dom)
 case("neg", lambda x: -x, X)
+case("torch.atan2_hypot_logaddexp", lambda x, y: torch.atan2(x, y + 3.0) + torch.hypot(x, y)
+     + torch.logaddexp(x, y), XY)
 case("add_sub_alpha", lambda x, y: torch.add(x, y, alpha=2.0) - torch.sub(y, x, alpha=0.5), XY)
 case("rsub", lambda x: 1.0 - x, X)
 case("mul_div", lambda x, y: x * y / (y * y + 1.0), XY)
@@ -239,6 +241,21 @@ case("views", lambda x: x.view(2, 12).reshape(3, 8).permute(1, 0).unsqueeze(0)
 case("indexing", lambda x: x[1:3, ::2] * x[0, 1::2] + x[:, -1:][0] + x[..., None][2, 1:4, 0], X)
 
 
+# prims have no autograd formula in torch: their translation is checked against that of
+# the aten ops they stand for, which the calls above compare with torch
+PRIMS = torch.ops.prims
+PRIMS_ARGUMENTS = [*XY, A("n", (4, 6), "int")]
+
+
+def prims_call(x, y, n):
+    return PRIMS.add(PRIMS.mul(x, y), PRIMS.neg(PRIMS.sub(x, y))) \
+        * PRIMS.convert_element_type(n, torch.float64)
+
+
+def aten_call(x, y, n):
+    return (x * y + -(x - y)) * n.to(torch.float64)
+
+
 @functools.lru_cache(maxsize=None)
 def traced(name):
     fn, arguments, *_ = CASES[name]
@@ -251,8 +268,14 @@ def test_traced_call_matches_torch(name):
     assert_traced_matches_torch(fn, arguments, domains, frozen=frozen, rtol=rtol)
 
 
+def test_prims_translate_as_their_aten_ops():
+    prims, aten = trace(prims_call, PRIMS_ARGUMENTS), trace(aten_call, PRIMS_ARGUMENTS)
+    assert (prims.outputs, prims.lets) == (aten.outputs, aten.lets)
+    assert {"prims.add", "prims.mul", "prims.neg", "prims.sub"} <= set(prims.ops)
+
+
 def test_every_mapped_packet_is_used():
-    used: set[str] = set()
+    used: set[str] = set(trace(prims_call, PRIMS_ARGUMENTS).ops)
     for name in CASES:
         try:
             used.update(traced(name).ops)

@@ -72,7 +72,7 @@ _UNARY = {
     "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "abs": "abs", "sign": "sign",
     "erf": "erf", "sigmoid": "sigmoid", "relu": "relu", "reciprocal": "reciprocal",
     "floor": "floor", "ceil": "ceil", "round": "round", "trunc": "trunc", "silu": "silu",
-    "mish": "mish", "square": "square", "detach": "detach",
+    "mish": "mish", "detach": "detach",
 }
 
 
@@ -181,7 +181,7 @@ def _or(out, a, b):
 
 # ------------------------------------------------------------------ identities and casts
 
-@maps("aten.clone", "aten.alias", "aten.contiguous", "aten.lift_fresh_copy",
+@maps("aten.clone", "aten.lift_fresh_copy",
       source="x.clone()")
 def _same(out, x, **_):
     return text(x)
@@ -275,7 +275,7 @@ def _prims_var(out, x, dims, correction=1, **_):
 
 # ------------------------------------------------------------------ layout
 
-@maps("aten.view", "aten._unsafe_view", "aten.reshape", source="x.view(shape)")
+@maps("aten.view", "aten._unsafe_view", source="x.view(shape)")
 def _view(out, x, shape, *_):
     if tuple(out.shape) == tuple(x.shape):
         return text(x)
@@ -378,7 +378,7 @@ def _triu(out, x, k=0):
 
 # ------------------------------------------------------------------ products
 
-@maps("aten.mm", "aten.bmm", "aten.matmul", source="x @ w, F.scaled_dot_product_attention")
+@maps("aten.mm", "aten.bmm", source="x @ w, F.scaled_dot_product_attention")
 def _matmul(out, a, b):
     return f"{operand(a)} @ {operand(b)}"
 

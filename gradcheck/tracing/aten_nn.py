@@ -78,8 +78,7 @@ def _logaddexp(out, a, b):
 
 # ------------------------------------------------------------------ allocation
 
-@maps("aten.empty", "aten.empty_permuted", "aten.empty_like", "aten.new_empty",
-      "aten.empty_strided", source="F.batch_norm (decomposed), F.binary_cross_entropy_with_logits")
+@maps("aten.empty", "aten.empty_like", source="F.batch_norm (decomposed), F.binary_cross_entropy_with_logits")
 def _empty(out, *args, **_):
     # an empty tensor's values are whatever memory held: zeros are one such
     return f"zeros({shape_text(out.shape)})"
