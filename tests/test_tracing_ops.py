@@ -229,6 +229,8 @@ case("torch.addmm", lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
      [A("c", (3, 5)), A("a", (3, 4)), A("b", (4, 5))])
 
 # ------------------------------------------------------------------ layout
+case("torch.log2_log10", lambda x: torch.log2(x) + torch.log10(x), X, POS)
+case("torch.repeat", lambda x: x.repeat(2, 1, 3), X)
 case("torch.cat", lambda x, y: torch.cat([x, y * 2.0], 1), XY)
 case("torch.stack", lambda x, y: torch.stack([x, y], 1), XY)
 case("torch.split", lambda x: torch.split(x, [2, 4], 1)[1] * 2.0, X)

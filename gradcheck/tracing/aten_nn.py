@@ -191,3 +191,26 @@ def _max_pool2d(outs, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mod
     stride = stride or kernel_size
     return (f"max_pool2d({text(x)}, kernel_size={shape_text(kernel_size)}, "
             f"stride={shape_text(stride)})", _no_indices("max_pool2d", x))
+
+
+@maps("aten.log2", source="torch.log2(x)")
+def _log2(out, x):
+    return f"log({text(x)}) / {number(math.log(2.0))}"
+
+
+@maps("aten.log10", source="torch.log10(x)")
+def _log10(out, x):
+    return f"log({text(x)}) / {number(math.log(10.0))}"
+
+
+@maps("aten.repeat", source="x.repeat(sizes)")
+def _repeat(out, x, repeats):
+    # x tiled: each axis of size n becomes (r, n), expanded, then merged to r·n
+    lead = len(repeats) - x.ndim
+    shape = [1] * lead + list(x.shape)
+    split, tiled = [], []
+    for r, n in zip(repeats, shape):
+        split += [1, n]
+        tiled += [int(r), n]
+    return f"reshape(expand(reshape({text(x)}, {shape_text(split)}), " \
+           f"{shape_text(tiled)}), {shape_text(out.shape)})"
