@@ -270,6 +270,17 @@ def test_traced_call_matches_torch(name):
     assert_traced_matches_torch(fn, arguments, domains, frozen=frozen, rtol=rtol)
 
 
+def test_indices_of_sort_have_no_formula():
+    """sort's values trace; its indices are a text that names itself and no row."""
+    from tracing_harness import traced_case
+
+    def by_order(x):
+        return x.gather(1, torch.sort(x, 1).indices)
+
+    with pytest.raises(Exception, match="sort_indices_have_no_formula"):
+        traced_case(by_order, X)
+
+
 def test_prims_translate_as_their_aten_ops():
     prims, aten = trace(prims_call, PRIMS_ARGUMENTS), trace(aten_call, PRIMS_ARGUMENTS)
     assert (prims.outputs, prims.lets) == (aten.outputs, aten.lets)

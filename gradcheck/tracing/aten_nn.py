@@ -1,7 +1,7 @@
 """The mapping table's (:data:`.aten.ATEN`) neural-network families: activations with
 parameters, convolution and pooling, padding, the reductions that return values and
 indices (``max.dim``, ``sort``, ``topk``), vector norms, splits and the empty tensors
-decompositions allocate. Registered into the one table by :func:`.aten.maps`.
+decompositions allocate. Registered into the one table by :func:`.table.maps`.
 
 An op that returns indices beside its values (``sort``, ``topk``, ``max.dim``,
 ``max_pool2d_with_indices``) gives the indices a text that names itself and parses as no
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from .aten import maps, operand, text
+from .table import maps, operand, text
 from .values import TraceError, axes, axis_text, number, shape_text
 
 
