@@ -14,53 +14,8 @@ mask built from ``arange``) are mapped like any other: the language has the cons
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
-from .values import Traced, TraceError, axes, axis_text, number, paren, shape_text
-
-
-@dataclass(frozen=True)
-class Out:
-    """The result of the op being mapped: its shape and kind ("float", "int", "bool")."""
-
-    shape: tuple[int, ...]
-    kind: str
-
-
-Emit = Callable[..., str]
-
-#: op packet ("aten.mm", "prims.sum") -> emitter; filled by :func:`maps` below and by
-#: the family modules, in one place: :data:`ATEN` is what ``gradcheck functions --aten``
-#: lists.
-ATEN: dict[str, Emit] = {}
-#: op packet -> an example torch.nn.functional (or torch) call that traces to it
-SOURCES: dict[str, str] = {}
-
-
-def maps(*packets: str, source: str = ""):
-    """Register the decorated emitter for each op packet."""
-    def register(emit: Emit) -> Emit:
-        for packet in packets:
-            if packet in ATEN:
-                raise ValueError(f"{packet} is mapped twice")
-            ATEN[packet] = emit
-            SOURCES[packet] = source
-        return emit
-    return register
-
-
-def text(value) -> str:
-    """An operand as formula text: a tensor's text, a number's."""
-    if isinstance(value, Traced):
-        return value.text
-    if isinstance(value, (int, float, bool)):
-        return number(value)
-    raise TraceError(f"an operand {value!r} has no formula")
-
-
-def operand(value) -> str:
-    return paren(text(value))
+from .table import ATEN, SOURCES, Emit, Out, maps, operand, text  # noqa: F401
+from .values import Traced, TraceError, axes, axis_text, number, shape_text
 
 
 # ------------------------------------------------------------------ elementwise
@@ -72,7 +27,7 @@ _UNARY = {
     "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "abs": "abs", "sign": "sign",
     "erf": "erf", "sigmoid": "sigmoid", "relu": "relu", "reciprocal": "reciprocal",
     "floor": "floor", "ceil": "ceil", "round": "round", "trunc": "trunc", "silu": "silu",
-    "mish": "mish", "square": "square", "detach": "detach",
+    "mish": "mish", "detach": "detach",
 }
 
 
@@ -181,7 +136,7 @@ def _or(out, a, b):
 
 # ------------------------------------------------------------------ identities and casts
 
-@maps("aten.clone", "aten.alias", "aten.contiguous", "aten.lift_fresh_copy",
+@maps("aten.clone", "aten.lift_fresh_copy",
       source="x.clone()")
 def _same(out, x, **_):
     return text(x)
@@ -275,8 +230,8 @@ def _prims_var(out, x, dims, correction=1, **_):
 
 # ------------------------------------------------------------------ layout
 
-@maps("aten.view", "aten._unsafe_view", "aten.reshape", source="x.view(shape)")
-def _view(out, x, shape):
+@maps("aten.view", "aten._unsafe_view", source="x.view(shape)")
+def _view(out, x, shape, *_):
     if tuple(out.shape) == tuple(x.shape):
         return text(x)
     return f"reshape({text(x)}, {shape_text(out.shape)})"
@@ -378,7 +333,7 @@ def _triu(out, x, k=0):
 
 # ------------------------------------------------------------------ products
 
-@maps("aten.mm", "aten.bmm", "aten.matmul", source="x @ w, F.scaled_dot_product_attention")
+@maps("aten.mm", "aten.bmm", source="x @ w, F.scaled_dot_product_attention")
 def _matmul(out, a, b):
     return f"{operand(a)} @ {operand(b)}"
 
@@ -444,3 +399,17 @@ def _cumsum(out, x, dim, **_):
 @maps("aten.cumprod", source="x.cumprod(dim)")
 def _cumprod(out, x, dim, **_):
     return f"cumprod({text(x)}, axis={int(dim) % x.ndim})"
+
+
+@maps("aten.index", source="x[idx], F.embedding")
+def _index(out, x, indices):
+    picked = [(k, i) for k, i in enumerate(indices) if i is not None]
+    if len(picked) != 1 or picked[0][1].kind != "int":
+        raise TraceError("indexing by more than one index tensor, or by a mask, has no "
+                         "row: index one axis at a time (take)")
+    axis, index = picked[0]
+    return f"take({text(x)}, {text(index)}, axis={axis})"
+
+
+# the neural-network families register into ATEN on import
+from . import aten_nn  # noqa: E402,F401

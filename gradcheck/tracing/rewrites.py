@@ -109,12 +109,69 @@ def cross_entropy(x, target, weight=None, size_average=None, ignore_index=-100,
                                    reduce, reduction, label_smoothing)
 
 
+def _resampling(n_in: int, n_out: int, scale, mode: str, align_corners):
+    """The (n_out, n_in) matrix of one axis of ``F.interpolate``: row i weighs the input
+    positions output i reads (nearest: one 1; linear: two weights)."""
+    import numpy as np
+
+    a = np.zeros((n_out, n_in))
+    ratio = (1.0 / scale) if scale else n_in / n_out
+    for i in range(n_out):
+        if mode == "nearest":
+            a[i, min(int(np.floor(i * ratio)), n_in - 1)] = 1.0
+        elif mode == "nearest-exact":
+            a[i, min(int(np.floor((i + 0.5) * ratio)), n_in - 1)] = 1.0
+        else:
+            if align_corners:
+                src = i * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+            else:
+                src = max((i + 0.5) * ratio - 0.5, 0.0)
+            lo = min(int(np.floor(src)), n_in - 1)
+            hi = min(lo + 1, n_in - 1)
+            frac = src - lo
+            a[i, lo] += 1.0 - frac
+            a[i, hi] += frac
+    return a
+
+
+def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """``F.interpolate`` (nearest, nearest-exact, linear, bilinear) as products with
+    constant resampling matrices, one an axis: the indices torch computes are constants
+    that no row takes (``take`` reads integer inputs only)."""
+    import torch
+
+    spatial = x.ndim - 2
+    modes = {"nearest": (1, 2), "nearest-exact": (1, 2), "linear": (1,), "bilinear": (2,)}
+    if mode not in modes or spatial not in modes[mode] or antialias:
+        raise TraceError(f"F.interpolate mode {mode!r} over {spatial} spatial axes has "
+                         "no rewrite (nearest, nearest-exact, linear, bilinear)")
+    sizes = list(size) if isinstance(size, (list, tuple)) else [size] * spatial
+    scales = list(scale_factor) if isinstance(scale_factor, (list, tuple)) \
+        else [scale_factor] * spatial
+    if size is None:
+        sizes = [int(math.floor(n * s)) for n, s in zip(x.shape[2:], scales)]
+    if size is not None or recompute_scale_factor:
+        scales = [None] * spatial
+    kind = "nearest" if mode == "nearest" else mode if mode == "nearest-exact" else "linear"
+    out = x
+    for k in range(spatial):
+        n_in = x.shape[2 + k]
+        a = torch.tensor(_resampling(n_in, sizes[k], scales[k], kind, align_corners),
+                         dtype=x.dtype)
+        if k == spatial - 1:
+            out = out @ a.t()
+        else:   # the axis before last: (n_out, n_in) @ (..., n_in, W)
+            out = a @ out
+    return out
+
+
 def _rewrites() -> dict:
     import torch
     import torch.nn.functional as F
 
     return {F.scaled_dot_product_attention: attention, F.cross_entropy: cross_entropy,
-            F.nll_loss: negative_log_likelihood,
+            F.nll_loss: negative_log_likelihood, F.interpolate: interpolate,
             torch._C._nn.scaled_dot_product_attention: attention}
 
 

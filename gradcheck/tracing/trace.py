@@ -147,8 +147,10 @@ def translate(gm, arguments: Sequence[Argument], fn: Callable | None = None) -> 
             env[node] = Traced(a.name, tuple(a.shape), a.kind)
         elif node.op == "call_function" and node.target is operator.getitem:
             env[node] = env[node.args[0]][node.args[1]]
+        elif node.op == "get_attr":   # a constant tensor made inside fn
+            env[node] = _constant(getattr(gm, node.target))
         elif node.op == "call_function":
-            packet = _packet(node.target)
+            packet = _in_place(node, _packet(node.target))
             emit = ATEN.get(packet)
             if emit is None:
                 raise TraceError(f"ATen op {packet} has no mapping to the rule table "
@@ -187,6 +189,52 @@ def translate(gm, arguments: Sequence[Argument], fn: Callable | None = None) -> 
             outputs = tuple(_output_text(env, r) for r in results)
     return Translation(outputs, tuple(lets), _graph_text(gm),
                        tuple(dict.fromkeys(used)))
+
+
+def _in_place(node, packet: str) -> str:
+    """An in-place op a decomposition left (``aten.add_``) as its out-of-place packet,
+    where nothing else reads the tensor it overwrites; ``aten.as_strided`` as a view
+    where it reads a contiguous tensor in its own order."""
+    if packet == "aten.as_strided":
+        source, size, stride = node.args[0].meta.get("val"), node.args[1], node.args[2]
+        offset = node.args[3] if len(node.args) > 3 else 0
+        if source is None or not source.is_contiguous() or offset \
+                or source.numel() != _numel(size) or list(stride) != _strides(size):
+            raise TraceError("as_strided over a strided tensor has no formula",
+                             op=packet)
+        return "aten.view"
+    if not packet.endswith("_") or packet.endswith("__") or packet[:-1] not in ATEN:
+        return packet
+    target = node.args[0]
+    if len(target.users) != 1:
+        raise TraceError(f"{packet} overwrites a tensor read elsewhere: no formula",
+                         op=packet)
+    return packet[:-1]
+
+
+def _numel(size) -> int:
+    n = 1
+    for s in size:
+        n *= int(s)
+    return n
+
+
+def _strides(size) -> list[int]:
+    strides, step = [], 1
+    for s in reversed(list(size)):
+        strides.append(step)
+        step *= max(int(s), 1)
+    return strides[::-1]
+
+
+def _constant(value) -> Traced:
+    """A constant tensor of the traced function: a number, or an array literal."""
+    kind = _kind(value)
+    if value.ndim == 0:
+        return Traced(number(value.item()), (), kind)
+    if kind != "float":
+        raise TraceError("an integer or boolean constant tensor has no formula")
+    return Traced(repr(value.tolist()), tuple(value.shape), kind)
 
 
 def _output_text(env, result) -> str:
