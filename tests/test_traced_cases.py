@@ -92,12 +92,49 @@ def test_a_formula_case_from_expr_function_passes_every_witness(folder):
         inputs.w = [8, 3]
         points = 2
     ''')
-    (case,) = load_cases(path)
-    assert case.expr == "sum(tanh(x @ w), axis=1)"
-    result = gradcheck.run([path])
-    (run,) = result.cases
-    assert run.status == "passed", run.message
-    assert {w.witness for w in run.witnesses} >= {"engine", "torch", "numeric"}
+    case, twin = load_cases(path)
+    assert case.expr == "sum(tanh(x @ w), axis=1)" and case.op is None
+    # its twin runs the code as written, in the op's process, against the trace
+    assert (twin.name, twin.op, twin.expr) == ("mlp/as-written", "refs:mlp", case.expr)
+    runs = by_name(gradcheck.run([path]))
+    assert runs["mlp"].status == "passed", runs["mlp"].message
+    assert {w.witness for w in runs["mlp"].witnesses} >= {"engine", "torch", "numeric"}
+    assert runs["mlp/as-written"].status == "passed", runs["mlp/as-written"].message
+    assert runs["mlp/as-written"].mode == "op"
+
+
+def test_the_as_written_twin_catches_a_wrong_backward_the_trace_cannot_see(folder):
+    """make_fx traces a custom Function's forward only: the formula case from the trace
+    passes, and the twin, which runs the code, fails on the Function's backward."""
+    (folder / "model.py").write_text(textwrap.dedent('''
+        import torch
+
+        class Square(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * x          # wrong: 2 x
+
+        def block(x, w):
+            return Square.apply(x @ w).sum(-1)
+    '''))
+    path = write(folder, '''
+        [[case]]
+        name = "block"
+        expr_function = "model:block"
+        inputs.x = [3, 4]
+        inputs.w = [4, 2]
+        points = 2
+    ''')
+    runs = by_name(gradcheck.run([path]))
+    assert runs["block"].status == "passed", runs["block"].message
+    assert runs["block/as-written"].status == "failed"
+    assert "backward" in runs["block/as-written"].message
 
 
 def test_an_op_case_with_reference_function_passes_right_and_fails_wrong(folder):
@@ -171,12 +208,12 @@ def test_a_value_used_twice_becomes_a_let_renamed_past_the_cases_own(folder):
         let.t1 = "x * 2"
         points = 1
     ''')
-    (case,) = load_cases(path)
+    case = load_cases(path)[0]
     names = [n for n, _ in case.lets]
     assert names[0] == "t1" and "t1_" in names
     assert "t1_" in case.expr
-    (run,) = gradcheck.run([path]).cases
-    assert run.status == "passed", run.message
+    runs = by_name(gradcheck.run([path]))
+    assert runs[case.name].status == "passed", runs[case.name].message
 
 
 def test_expr_call_keywords_and_integer_inputs(folder):

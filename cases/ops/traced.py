@@ -333,3 +333,12 @@ def round_straight_through(w):
 
 def round_straight_through_zero(w):
     return RoundStraightThroughZero.apply(w)
+
+
+# =========================================================================== formulas
+
+
+def swiglu_mlp(x, w1, w3, w2):
+    """A SwiGLU feed-forward block as a model writes it: the formula of a formula case
+    (``expr_function``), checked in every witness and, as written, as an op."""
+    return (F.silu(x @ w1) * (x @ w3)) @ w2

@@ -7,9 +7,13 @@ E(t) = L(E(a)), the map applied to its operands' bounds (|L| = L: the coefficien
 ≥ 0), computed as L(E) − L(0) so that the constant drops out; a constant the dtype
 cannot hold carries u·|c|. Where L adds several terms into one element (scatter_add,
 index_add: x plus the src elements sent there), each element's sum of n terms, in the
-dtype, adds γ(n)·u·L(|a|), n read off L applied to ones. Its VJP Lᵀḡ is exact too where each element of the operand receives one term,
-and where Lᵀ adds several (expand's copies summed back) the sum of n terms adds
-γ(n)·u_acc·Lᵀ|ḡ|, n read off Lᵀ applied to ones.
+dtype, adds γ(n)·u·L(|a|), n read off L applied to ones. Its VJP Lᵀḡ is exact too where
+each element of the operand receives one term. Where Lᵀ adds n > 1 (n read off Lᵀ
+applied to ones, per element): expand's copies are summed back by a cascade sum in the
+accumulator and rounded once to the dtype, γ(n)·u_acc·Lᵀ|ḡ| + u·|Lᵀḡ| (the last term
+where the accumulator is wider than the dtype); a row that
+``scatters`` (take, gather) adds repeated indices' cotangents one at a time in the
+dtype, (n − 1)·u·Lᵀ|ḡ| (a sequential sum: no cascade to shorten it).
 """
 
 from __future__ import annotations
@@ -56,11 +60,17 @@ def cotangent(b, node, rule, k: int, g, ge) -> tuple[np.ndarray, np.ndarray]:
     c = b.call(node, rule, k, g, t, args)
     through_g = _arr(b.call(node, rule, k, ge, t, args))
     counts = _arr(b.call(node, rule, k, np.ones(np.shape(g)), t, args))
-    n = int(np.max(counts, initial=0))
-    if n <= 1:
+    if np.max(counts, initial=0) <= 1:
         return c, through_g
-    return c, through_g + accumulation(n) * b.u_acc * _arr(
-        b.call(node, rule, k, np.abs(g), t, args))
+    sums = _arr(b.call(node, rule, k, np.abs(g), t, args))
+    many = counts > 1
+    if rule.scatters:   # one addition at a time, each rounded in the dtype
+        return c, through_g + np.where(many, (counts - 1) * b.u, 0.0) * sums
+    gamma = np.vectorize(accumulation, otypes=[float])(counts)
+    err = through_g + gamma * b.u_acc * sums
+    if b.u_acc < b.u:   # a wider accumulator's sum is rounded once more, to the dtype
+        err = err + np.where(many, b.u * np.abs(_arr(c)), 0.0)
+    return c, err
 
 
 def many(b, node, rule, k: int, g, t, args):

@@ -68,6 +68,9 @@ def _file_entries(path: Path) -> list[Case | CaseFileError]:
             continue
         seen[case.name] = case.line
         entries.append(case)
+        twin = reader.as_written(case)   # an expr_function's code, run as written
+        if twin is not None:
+            entries.append(twin)
     return entries
 
 

@@ -4,6 +4,7 @@ the file, the case and the line; the messages are the README's contract."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Any
@@ -91,6 +92,25 @@ class CaseReader:
             strict_shapes=self.read_bool("strict_shapes", False),
             strict=self.read_bool("strict", False),
         )
+
+    def as_written(self, case: Case) -> Case | None:
+        """For a formula case whose ``expr_function`` names ``module:function`` in a
+        case file: its twin ``<name>/as-written``, an op case in which the function
+        runs as written (its own kernels and torch's autograd through them, in the
+        op's process: never the judge's) against the exact reference built from its
+        trace. The formula case checks the trace in every witness; the twin checks
+        that the code itself computes it. None for any other case."""
+        spec = self.raw.get("expr_function")
+        if not isinstance(spec, str) or case.op is not None:
+            return None
+        call = None
+        if "expr_call" in self.raw:
+            call = parse_call(self.raw["expr_call"], [s.name for s in case.inputs],
+                              file=self.file, case=self.name, callee="f", key="expr_call",
+                              line=self.lines.text(self.index, "expr_call"))
+        return dataclasses.replace(case, name=f"{case.name}/as-written", op=spec,
+                                   outputs=(case.output,), call=call,
+                                   witnesses=(REFERENCE, OP), order=1)
 
     def read_name(self) -> str:
         if not isinstance(self.raw, dict):

@@ -251,6 +251,10 @@ class Rule:
     # node, finite differences hold its value at the unmoved point, the rounding model
     # hands its operand's error on
     stops_gradient: bool = False
+    # a structural row whose VJP adds the cotangents of repeated indices one at a time
+    # in the dtype (take, gather: PyTorch's index_add_/scatter_add_ backward), rather
+    # than summing them in an accumulator and rounding once (expand's sum_to_size)
+    scatters: bool = False
 
     def __post_init__(self):
         if self.engine is not None and self.engine.op != self.name:

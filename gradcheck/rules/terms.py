@@ -41,6 +41,9 @@ def value_rounding(rule, t, args, params, u: float, eta: float) -> np.ndarray:
     else:
         size = r * u * np.asarray(size(t, *args, *(v for _, v in params)), dtype=float)
     size += eta if r else 0.0
+    infinite = np.isinf(np.asarray(t, dtype=float))
+    if infinite.any():   # ±inf (masked_fill's -inf) is held exactly: it rounds nothing
+        size = np.where(infinite, 0.0, size)
     if r >= 2 and eta:
         # a library function's result in the subnormals (below the smallest normal,
         # η/u) keeps no digit it can vouch for: torch's silu(-100) in float32 divides by

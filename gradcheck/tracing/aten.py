@@ -162,12 +162,14 @@ def _scalar(out, value, **_):
 
 @maps("aten.full", source="torch.full(shape, v)")
 def _full(out, size, value, **_):
+    if not len(size):   # a 0-d tensor: the number (full([], v) has no shape to expand)
+        return number(value)
     return f"full({shape_text(size)}, {number(value)})"
 
 
 @maps("aten.full_like", source="torch.full_like(x, v)")
 def _full_like(out, x, value, **_):
-    return f"full({shape_text(out.shape)}, {number(value)})"
+    return _full(out, out.shape, value)
 
 
 @maps("aten.zeros_like", source="torch.zeros_like(x)")

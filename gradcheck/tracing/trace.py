@@ -109,14 +109,23 @@ def graph_of(fn: Callable, arguments: Sequence[Argument]):
         with rewriting():
             return fn(*tensors)
 
-    try:   # functionalized: an in-place op inside fn is its out-of-place value
-        return make_fx(functionalize(rewritten), decomposition_table=decompositions(),
+    def traced(f):
+        return make_fx(f, decomposition_table=decompositions(),
                        tracing_mode="fake")(*example_tensors(arguments))
+
+    try:   # functionalized: an in-place op inside fn is its out-of-place value
+        return traced(functionalize(rewritten))
     except TraceError:
         raise
     except Exception as exc:
-        raise TraceError(f"tracing failed: {type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        first = exc
+    try:   # a transform refuses an old-style autograd.Function (no setup_context):
+        return traced(rewritten)   # traced as it is (its in-place ops: _in_place)
+    except TraceError:
+        raise
+    except Exception:
+        raise TraceError(f"tracing failed: {type(first).__name__}: "
+                         f"{str(first).splitlines()[0] if str(first) else ''}") from None
 
 
 # long: one walk over the graph's nodes, each kind of node a branch

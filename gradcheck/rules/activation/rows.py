@@ -111,7 +111,7 @@ ROWS: list[Rule] = [
     elementwise_unary(
         name="hardtanh", sympy=ac.sym_hardtanh, numpy=np_clamp,
         torch=ac.torch_activation("hardtanh", "min_val", "max_val"), hazard=clamp_hazard,
-        params=(Param("lo", NUMBER, -1.0), Param("hi", NUMBER, 1.0)), rounding=0,
+        params=(Param("lo", NUMBER, -1.0), Param("hi", NUMBER, 1.0)), rounding=1,
         shape=ac.hardtanh_shape,
         doc="x limited to [lo, hi], gradient 0 at the bounds (torch: min_val, max_val)",
         example="hardtanh(x, lo=-0.5, hi=2)",

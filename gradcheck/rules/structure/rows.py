@@ -39,10 +39,12 @@ def taking_row(*, name: str, numpy, sympy, torch, shape, grad_fn, vjp, tensor_vj
                **row) -> Rule:
     """A row that takes x's elements at an integer input's indices (exact constants: no
     derivative); PyTorch's node saves the indices. An integer or boolean x keeps its
-    dtype."""
+    dtype. Its VJP adds the cotangents of repeated indices one at a time, in the dtype
+    (PyTorch's index_add_/scatter_add_ backward): ``scatters``."""
     return Rule(
         name=name, family=STRUCTURE, arity=2, sympy=sympy, numpy=numpy, torch=torch,
         params=(Param("axis", INT, 0),), shape=shape, rounding=0, keeps_dtype=True,
+        scatters=True,
         domain=("real", "integer"), engine=engine_rule(grad_fn, vjp, None),
         tensor=TensorRule((tensor_vjp, None)), **row)
 
