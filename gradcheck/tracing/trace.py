@@ -196,7 +196,7 @@ def translate(gm, arguments: Sequence[Argument], fn: Callable | None = None) -> 
             results = node.args[0]
             results = results if isinstance(results, (tuple, list)) else (results,)
             outputs = tuple(_output_text(env, r) for r in results)
-    return Translation(outputs, tuple(lets), _graph_text(gm),
+    return Translation(outputs, tuple(lets), _graph_text(gm, arguments),
                        tuple(dict.fromkeys(used)))
 
 
@@ -257,20 +257,36 @@ def _plain(text: str) -> bool:
     return t.replace("_", "").isalnum() or t.replace(".", "", 1).isdigit()
 
 
-def _graph_text(gm) -> str:
-    """The graph, one op a line: ``name = aten.op(args)``."""
+def _graph_text(gm, arguments: Sequence[Argument] = ()) -> str:
+    """The graph, one op a line: ``name = aten.op(args)``; the placeholders named as
+    the case's inputs (``x: input [4, 8]``)."""
+    places = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    own = {n.name: a.name for n, a in zip(places, arguments)
+           if a.name not in {m.name for m in gm.graph.nodes}}
+    def name(value) -> str:
+        return own.get(str(value), str(value))
+
     lines = []
     for node in gm.graph.nodes:
         if node.op == "call_function":
             target = _packet(node.target) if node.target is not operator.getitem else "getitem"
-            args = ", ".join([*map(str, node.args),
-                              *(f"{k}={v}" for k, v in node.kwargs.items())])
+            args = ", ".join([*(_shown(a, name) for a in node.args),
+                              *(f"{k}={_shown(v, name)}" for k, v in node.kwargs.items())])
             lines.append(f"{node.name} = {target}({args})")
         elif node.op == "placeholder":
-            lines.append(f"{node.name}: input")
+            shape = list(getattr(node.meta.get("val"), "shape", ()))
+            lines.append(f"{name(node.name)}: input {shape}")
         elif node.op == "output":
-            lines.append(f"return {node.args[0]}")
+            lines.append(f"return {_shown(node.args[0], name)}")
     return "\n".join(lines)
+
+
+def _shown(value, name) -> str:
+    """An argument of a graph line: a node by its (input's) name, lists of them too."""
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_shown(v, name) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    return name(value) if hasattr(value, "op") else str(value)
 
 
 def _line_of(fn, gm, arguments, packet: str) -> str:

@@ -5,7 +5,10 @@ shares (how a number, an axis list or a broadcast is written in the formula lang
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+
+_UNSIGNED = re.compile(r"[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?|inf")
 
 
 class TraceError(Exception):
@@ -55,7 +58,8 @@ def number(value) -> str:
 
 def paren(text: str) -> str:
     """``text`` parenthesised unless it is a name, a number or a call already."""
-    if text.replace("_", "").isalnum() or (text.endswith(")") and _balanced_call(text)):
+    if text.replace("_", "").isalnum() or _UNSIGNED.fullmatch(text) \
+            or (text.endswith(")") and _balanced_call(text)):
         return text
     return f"({text})"
 
