@@ -271,14 +271,17 @@ def test_traced_call_matches_torch(name):
 
 
 def test_indices_of_sort_have_no_formula():
-    """sort's values trace; its indices are a text that names itself and no row."""
-    from tracing_harness import traced_case
+    """sort's values trace; an op reading its indices is an error naming them, with
+    the line of the user's code that read them."""
+    from gradcheck.tracing.values import TraceError
 
     def by_order(x):
         return x.gather(1, torch.sort(x, 1).indices)
 
-    with pytest.raises(Exception, match="sort_indices_have_no_formula"):
-        traced_case(by_order, X)
+    with pytest.raises(TraceError, match=r"aten.gather reads a value with no formula: "
+                                         r"the indices sort returns") as caught:
+        trace(by_order, X)
+    assert "test_tracing_ops.py" in caught.value.where
 
 
 def test_prims_translate_as_their_aten_ops():
@@ -296,3 +299,34 @@ def test_every_mapped_packet_is_used():
             pass
     unused = sorted(set(ATEN) - used)
     assert not unused, f"mapped but no traced call uses: {unused}"
+
+
+#: traced calls whose reference is built at tensor level, checked against the
+#: element-expanded one (one SymPy symbol per element) at these small sizes
+EXPANDED = ("F.layer_norm", "F.group_norm", "F.sdpa_causal", "F.sdpa_bool_mask",
+            "F.cross_entropy_label_smoothing", "F.cross_entropy_ignore_index",
+            "F.conv2d", "F.embedding", "F.interpolate_bilinear", "F.max_pool2d")
+
+
+@pytest.mark.parametrize("name", [n for n in EXPANDED if n in CASES])
+def test_a_traced_reference_equals_the_element_expanded_one(name):
+    """The trust chain of written formulas holds for traced ones: the reference built
+    from the trace at tensor level equals the element-expanded reference."""
+    import numpy as np
+
+    from gradcheck.reference import Reference, kind_of
+    from tracing_harness import _draw, traced_case
+
+    fn, arguments, domains, frozen, _ = CASES[name]
+    case, _ = traced_case(fn, arguments, domains, frozen)
+    assert kind_of(case).mode != "expanded"
+    rng = np.random.default_rng(1)
+    point = {a.name: _draw(rng, a, (domains or {}).get(a.name)) for a in arguments}
+    v = rng.standard_normal(case.output.shape)
+    mine = kind_of(case)(case).evaluate(point, v)
+    expanded = Reference.kinds["expanded"](case).evaluate(point, v)
+    np.testing.assert_allclose(mine.value, expanded.value, rtol=1e-10, atol=1e-12)
+    for n in mine.grads:
+        if mine.grads[n] is not None or expanded.grads.get(n) is not None:
+            np.testing.assert_allclose(mine.grads[n], expanded.grads[n], rtol=1e-10,
+                                       atol=1e-12, err_msg=n)

@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 
 from .table import maps, operand, text
-from .values import TraceError, axes, axis_text, number, shape_text
+from .values import NoFormula, TraceError, axes, axis_text, number, shape_text
 
 
 def _no_indices(op: str, x) -> str:
-    return f"{op}_indices_have_no_formula({text(x)})"
+    return NoFormula(f"the indices {op} returns have no formula (no row takes computed "
+                     "indices: only an integer input's)")
 
 
 def _axis(dim, ndim: int) -> int:

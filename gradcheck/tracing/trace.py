@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .aten import ATEN, Out
-from .values import Traced, TraceError, number
+from .values import Traced, TraceError, number, unreadable
 
 #: ops decomposed before mapping although the core table keeps them (no row of their own)
 DECOMPOSED = ("native_layer_norm", "var_mean", "std_mean", "native_group_norm",
@@ -172,6 +172,10 @@ def translate(gm, arguments: Sequence[Argument], fn: Callable | None = None) -> 
                       if k not in ("dtype", "layout", "device", "pin_memory",
                                    "memory_format", "non_blocking")}
             value = node.meta.get("val")
+            reason = unreadable([*args, *kwargs.values()])
+            if reason is not None:
+                raise TraceError(f"{packet} reads a value with no formula: {reason}",
+                                 op=packet, where=_line_of(fn, gm, arguments, packet))
             try:
                 if isinstance(value, (tuple, list)):
                     texts = emit(tuple(Out(tuple(v.shape), _kind(v)) for v in value),
@@ -195,6 +199,9 @@ def translate(gm, arguments: Sequence[Argument], fn: Callable | None = None) -> 
         elif node.op == "output":
             results = node.args[0]
             results = results if isinstance(results, (tuple, list)) else (results,)
+            reason = unreadable([env[r] for r in results if not isinstance(r, (int, float))])
+            if reason is not None:
+                raise TraceError(f"the function returns a value with no formula: {reason}")
             outputs = tuple(_output_text(env, r) for r in results)
     return Translation(outputs, tuple(lets), _graph_text(gm, arguments),
                        tuple(dict.fromkeys(used)))

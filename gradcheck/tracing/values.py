@@ -21,6 +21,23 @@ class TraceError(Exception):
         self.op, self.where = op, where
 
 
+class NoFormula(str):
+    """The text of an output no row can write (sort's indices): its reason. An op
+    that reads it, or the function returning it, is a :class:`TraceError`."""
+
+
+def unreadable(values) -> "NoFormula | None":
+    """The first :class:`NoFormula` among ``values`` (tensors, lists of them)."""
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            found = unreadable(value)
+            if found is not None:
+                return found
+        elif isinstance(value, Traced) and isinstance(value.text, NoFormula):
+            return value.text
+    return None
+
+
 @dataclass(frozen=True)
 class Traced:
     """A tensor of the traced function, as formula text: ``text`` (an input's or a let's

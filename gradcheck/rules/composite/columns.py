@@ -166,8 +166,20 @@ def torch_einsum(*args):
 # (the same function: the shift cancels) so that the float64 reference neither
 # overflows nor loses x's magnitude in x - log Σ exp(x).
 
+def _shift(e: list):
+    """What softmax's exponents are shifted by (any finite value cancels; one of the
+    elements keeps exp from overflowing): the first element, or where it may be -inf
+    (masked_fill's Piecewise((-oo, mask), (x, True))) its finite branch."""
+    first = e[0]
+    if isinstance(first, sympy.Piecewise):
+        finite = [v for v, _ in first.args if not v.has(sympy.oo, -sympy.oo, sympy.zoo)]
+        return finite[-1] if finite else sympy.S.Zero
+    return first if not first.has(sympy.oo, -sympy.oo, sympy.zoo) else sympy.S.Zero
+
+
 def _shifted(e: list) -> list:
-    return [sympy.exp(v - e[0]) for v in e]
+    shift = _shift(e)
+    return [sympy.exp(v - shift) for v in e]
 
 
 def sym_softmax(x, axis):
@@ -182,7 +194,7 @@ def sym_softmax(x, axis):
 def sym_log_softmax(x, axis):
     def fn(e):
         lse = sympy.log(sympy.Add(*_shifted(e)))
-        return [v - e[0] - lse for v in e]
+        return [v - _shift(e) - lse for v in e]
 
     return _slices(x, axis[0], fn)
 
