@@ -39,6 +39,20 @@ for _packet, _row in _UNARY.items():
     maps(f"aten.{_packet}", source=f"torch.{_packet}")(_unary(_row))
 
 
+def _function(row: str) -> Emit:
+    """The row called on the op's tensors, in order: ``maximum(a, b)``."""
+    return lambda out, *tensors: f"{row}({', '.join(text(t) for t in tensors)})"
+
+
+#: ATen ops that are a row called by the same name on the same operands
+_FUNCTIONS = {"maximum": "torch.maximum(a, b)", "minimum": "torch.minimum(a, b)",
+              "where": "torch.where(c, a, b)", "xlogy": "torch.xlogy(x, y), F.kl_div",
+              "atan2": "torch.atan2(y, x)", "hypot": "torch.hypot(a, b)",
+              "logaddexp": "torch.logaddexp(a, b)"}
+for _packet, _source in _FUNCTIONS.items():
+    maps(f"aten.{_packet}", source=_source)(_function(_packet))
+
+
 @maps("aten.neg", "prims.neg", source="-x")
 def _neg(out, x):
     return f"-{operand(x)}"
@@ -91,21 +105,6 @@ def _clamp(out, x, min=None, max=None):
     lo = "" if min is None else f", min={number(min)}"
     hi = "" if max is None else f", max={number(max)}"
     return f"clamp({text(x)}{lo}{hi})"
-
-
-@maps("aten.maximum", source="torch.maximum(a, b)")
-def _maximum(out, a, b):
-    return f"maximum({text(a)}, {text(b)})"
-
-
-@maps("aten.minimum", source="torch.minimum(a, b)")
-def _minimum(out, a, b):
-    return f"minimum({text(a)}, {text(b)})"
-
-
-@maps("aten.where", source="torch.where(c, a, b)")
-def _where(out, cond, a, b):
-    return f"where({text(cond)}, {text(a)}, {text(b)})"
 
 
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}

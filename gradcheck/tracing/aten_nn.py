@@ -57,26 +57,6 @@ def _softplus(out, x, beta=1.0, threshold=20.0):
     return f"softplus({number(beta)} * {operand(x)}) / {number(beta)}"
 
 
-@maps("aten.xlogy", source="torch.xlogy(x, y), F.kl_div")
-def _xlogy(out, a, b):
-    return f"xlogy({text(a)}, {text(b)})"
-
-
-@maps("aten.atan2", source="torch.atan2(y, x)")
-def _atan2(out, a, b):
-    return f"atan2({text(a)}, {text(b)})"
-
-
-@maps("aten.hypot", source="torch.hypot(a, b)")
-def _hypot(out, a, b):
-    return f"hypot({text(a)}, {text(b)})"
-
-
-@maps("aten.logaddexp", source="torch.logaddexp(a, b)")
-def _logaddexp(out, a, b):
-    return f"logaddexp({text(a)}, {text(b)})"
-
-
 # ------------------------------------------------------------------ allocation
 
 @maps("aten.empty", "aten.empty_like", source="F.batch_norm (decomposed), F.binary_cross_entropy_with_logits")
