@@ -44,6 +44,12 @@ def gelu(x, approximate="none"):
 
 def picked(x, i):
     return torch.index_select(x, 0, i).sum(0)
+
+def quantized(w, step=0.25):
+    return torch.round(w / step) * step
+
+def identity(w, step=0.25):
+    return w
 '''
 
 OPS = '''
@@ -54,6 +60,26 @@ def right(q, k, v):
 
 def wrong(q, k, v):
     return torch.softmax(q @ k.transpose(-1, -2) * 0.5, -1) @ v * 1.01
+
+class RoundThrough(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, w, step):
+        return torch.round(w / step) * step
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+class RoundZero(RoundThrough):
+    @staticmethod
+    def backward(ctx, g):
+        return torch.zeros_like(g), None
+
+def straight_through(w, step=0.25):
+    return RoundThrough.apply(w, step)
+
+def zero_through(w, step=0.25):
+    return RoundZero.apply(w, step)
 '''
 
 ATTENTION = '''
@@ -317,3 +343,31 @@ def test_trace_prints_the_graph_and_the_formula(folder, capfd, monkeypatch):
     assert "SECRET-PRINTED-TEXT" not in out + err
     assert main(["trace", "refs:unmapped", "--input", "x=4", "--input", "w=4"]) == 2
     assert "aten.i0" in capfd.readouterr().err
+
+
+def test_a_surrogate_from_forward_function_and_reference_function(folder):
+    """forward_function is what the op's outputs must equal (a quantizer), and
+    reference_function the function whose derivative its backward must be (the
+    identity); reference_call applies to both."""
+    body = '''
+        forward_function = "refs:quantized"
+        reference_function = "refs:identity"
+        reference_call = "ref(w, step=0.25)"
+        call = "op(w, step=0.25)"
+        inputs.w = [16]
+    '''
+    path = write(folder, f'''
+        [[case]]
+        name = "right"
+        op = "ops:straight_through"
+        {textwrap.dedent(body)}
+        [[case]]
+        name = "zero"
+        op = "ops:zero_through"
+        {textwrap.dedent(body)}
+    ''')
+    right = load_cases(path)[0]
+    assert right.surrogate and "round" in right.forward_expr and right.expr == "w"
+    runs = by_name(gradcheck.run([path]))
+    assert runs["right"].status == "passed", runs["right"].message
+    assert runs["zero"].status == "failed"
