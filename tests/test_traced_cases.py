@@ -371,3 +371,41 @@ def test_a_surrogate_from_forward_function_and_reference_function(folder):
     runs = by_name(gradcheck.run([path]))
     assert runs["right"].status == "passed", runs["right"].message
     assert runs["zero"].status == "failed"
+
+
+def test_listing_traces_in_the_tracer_and_leaves_the_judge_without_torch(folder):
+    """gradcheck list reads traced cases with torch imported only in the tracer (the
+    process every trace is forked from), its failures relayed as case errors."""
+    import json
+    import subprocess
+    import sys
+
+    path = write(folder, '''
+        [[case]]
+        name = "mlp"
+        expr_function = "refs:mlp"
+        inputs.x = [4, 8]
+        inputs.w = [8, 3]
+
+        [[case]]
+        name = "raising"
+        expr_function = "refs:raising"
+        inputs.x = [4, 8]
+        inputs.w = [8, 3]
+    ''')
+    script = textwrap.dedent(f"""
+        import contextlib, io, json, sys
+        from gradcheck.cli.main import main
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["list", {str(path)!r}])
+        print(json.dumps({{"code": code, "out": out.getvalue(), "err": err.getvalue(),
+                          "torch": "torch" in sys.modules}}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, cwd=folder)
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert not seen["torch"]
+    assert "sum(tanh(x @ w), axis=1)" in seen["out"]
+    assert "mlp/as-written" in seen["out"]
+    assert "raising" in seen["err"] and "boom from the reference" in seen["err"]

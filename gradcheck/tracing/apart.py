@@ -9,7 +9,10 @@ channel), which imports the function as an op is imported
 traces it (:func:`.trace.trace`) and sends back only :meth:`.trace.Translation.as_dict`:
 strings, over the data-only channel (:mod:`gradcheck.process.wire`). The judge checks
 their form here and parses the text with its safe formula parser, as it would a
-formula the user wrote. Off Linux (where a process that imported torch may not fork)
+formula the user wrote. Where the judge has not imported torch (reading case files for
+``gradcheck list``), the children are forked from the tracer instead: a process forked
+once from the judge that imports torch and runs no user code itself, so the judge stays
+light (:func:`_via_tracer`). Off Linux (where a process that imported torch may not fork)
 the function is traced in the judge's own process, as an op is served there.
 
 A library caller's callable is their own code in their own process already: it is
@@ -155,16 +158,22 @@ def _here(spec, case_file, arguments, call, allowed) -> dict:
                           arguments, call))
 
 
-# long: one fork, the child's side and the judge's, and the ending in every case
 def _in_child(spec, case_file, arguments, call, allowed) -> dict:
-    """Trace in a forked child, made apart; the reply read with a time limit."""
+    """Trace in a forked child, made apart: forked from the judge where it has imported
+    torch already (a run), else from the tracer (:func:`_via_tracer`), so that reading
+    case files (``gradcheck list``) leaves the judge without torch."""
+    if "torch" in sys.modules:
+        return _forked(spec, case_file, arguments, call, allowed)
+    return _via_tracer(spec, case_file, arguments, call, allowed)
+
+
+# long: one fork, the child's side and the judge's, and the ending in every case
+def _forked(spec, case_file, arguments, call, allowed) -> dict:
+    """Trace in a child forked from this process, made apart; the reply read with a
+    time limit."""
     from ..process.apart import become_apart
     from ..project.imports import load
 
-    try:   # once per judge: else every child would import torch itself
-        import torch  # noqa: F401
-    except ImportError:
-        pass
     capture = Capture("gradcheck-trace-output")
     ours, theirs = socket.socketpair()
     judge = os.getpid()
@@ -261,3 +270,110 @@ def checked(reply: Any) -> dict:
 
 def _strings(value) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+# --------------------------------------------------------------------------- the tracer
+
+_TRACER: list = []           # [pid, socket] of this judge's tracer, once started
+
+
+def _via_tracer(spec, case_file, arguments, call, allowed) -> dict:
+    """The trace, asked of the tracer: a process forked once from the judge that
+    imports torch (once, not in every child) and forks a child, made apart, for each
+    trace (:func:`_forked`): no user code runs in the tracer itself, and each
+    function is traced in a process of its own."""
+    request = {"spec": spec, "case_file": case_file, "allowed": list(allowed),
+               "arguments": [[a.name, list(a.shape), a.kind] for a in arguments],
+               "call": _call_data(call)}
+    with _LOCK:
+        if not _TRACER:
+            _start_tracer()
+        pid, sock = _TRACER
+        try:
+            wire.send(sock, request)
+            return checked(_reply(sock, pid))
+        except (TraceFailed, OSError, wire.WireError):
+            _stop_tracer()   # a tracer that failed to answer is not asked again
+            raise
+
+
+def _start_tracer() -> None:
+    ours, theirs = socket.socketpair()
+    judge = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ours.close()
+            _tracer_main(theirs, judge)
+        finally:
+            os._exit(0)
+    theirs.close()
+    _TRACER[:] = [pid, ours]
+
+
+def _tracer_main(sock: socket.socket, judge: int) -> None:
+    """The tracer's loop: a request in, :func:`_forked`'s translation (or its failure)
+    out, until the judge closes the channel."""
+    import signal
+
+    from ..process.children import die_with
+
+    die_with(judge)
+    null = os.open(os.devnull, os.O_RDWR)   # nothing of the tracer's reaches the run's
+    for fd in (0, 1, 2):                     # output (its children capture their own)
+        os.dup2(null, fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # (the judge's interrupt, not its)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        import torch  # noqa: F401  (once: every child forked from here has it)
+    except ImportError:
+        pass
+    while True:
+        try:
+            request = wire.recv(sock, _LIMIT)
+        except (wire.WireError, OSError):
+            return
+        try:
+            arguments = [Argument(n, tuple(shape), kind)
+                         for n, shape, kind in request["arguments"]]
+            reply = {"translation": _forked(
+                request["spec"], request["case_file"], arguments,
+                _call_from(request["call"]), tuple(request["allowed"]))}
+        except TraceFailed as exc:
+            reply = {"error": {"kind": "trace", "message": str(exc)[:_MESSAGE]}}
+        except Exception as exc:
+            reply = {"error": {"kind": "raised", "message": describe_exception(exc)}}
+        wire.send(sock, reply)
+
+
+def _stop_tracer() -> None:
+    if _TRACER:
+        pid, sock = _TRACER
+        _TRACER.clear()
+        sock.close()
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+
+
+def _call_data(call):
+    """A parsed call as plain data: [[input, value]...] positional, [[key, input,
+    value]...] keywords (None: no call)."""
+    if call is None:
+        return None
+    positional, keywords = call
+    return {"positional": [[a.input, a.value] for a in positional],
+            "keywords": [[k, a.input, a.value] for k, a in keywords]}
+
+
+def _call_from(data):
+    from types import SimpleNamespace as Given
+
+    if data is None:
+        return None
+    return (tuple(Given(input=i, value=v) for i, v in data["positional"]),
+            tuple((k, Given(input=i, value=v)) for k, i, v in data["keywords"]))
