@@ -17,8 +17,9 @@ from ..witnesses.registry import OP, REFERENCE, case_names, formula_names
 from .call import parse_call
 from .files import Lines
 from .inputs import INPUT_KEYS, numbers, read_input
-from .model import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, KINK_POINTS, MAX_POINTS,
-                    SECOND_ORDERS, Case, InputSpec)
+from .model import Case, InputSpec
+from .vocabulary import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, KINK_POINTS, MAX_POINTS,
+                         SECOND_ORDERS)
 
 DEFAULT_KEYS = {"dtype", "points", "extreme_points", "kink_points", "seed", "atol", "rtol",
                 "witnesses", "strict"}
