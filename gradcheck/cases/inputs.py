@@ -19,7 +19,8 @@ import numpy as np
 
 from ..base.errors import CaseFileError
 from ..formula.parser import MAX_ELEMENTS
-from .model import DOMAINS, INPUT_DTYPES, InputSpec, in_domain
+from .model import DOMAINS, InputSpec, in_domain
+from .vocabulary import INPUT_DTYPES
 
 INPUT_KEYS = {"shape", "domain", "value", "requires_grad", "dtype"}
 #: the magnitude an integer input's bounds may have: int32's range, and exact in float64

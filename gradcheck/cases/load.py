@@ -10,7 +10,8 @@ from typing import Iterable
 
 from ..base.errors import CaseFileError
 from .files import Lines, read_text
-from .model import SUFFIXES, Case
+from .model import Case
+from .vocabulary import SUFFIXES
 from .reader import DEFAULT_KEYS, CaseReader
 
 __all__ = ["read_file", "read_paths", "read_entries", "case_files", "load_cases",

@@ -13,8 +13,7 @@ from ..rules import DOMAINS  # noqa: F401  (the one vocabulary of domains)
 from ..formula.tree import Node, walk
 from ..sampling.domains import in_domain  # noqa: F401  (the cases' vocabulary)
 from ..witnesses.registry import case_names
-from .vocabulary import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, INPUT_DTYPES,  # noqa: F401
-                         KINK_POINTS, MAX_POINTS, SECOND_ORDERS, SUFFIXES)
+from .vocabulary import EXTREME_POINTS, KINK_POINTS
 
 
 @dataclass(frozen=True)

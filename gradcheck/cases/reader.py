@@ -19,8 +19,9 @@ from .call import parse_call
 from .files import Lines
 from .inputs import INPUT_KEYS, numbers, read_input
 from .traced import FUNCTION_KEYS, renamed, translation
-from .model import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, KINK_POINTS, MAX_POINTS,
-                    SECOND_ORDERS, Case, InputSpec)
+from .model import Case, InputSpec
+from .vocabulary import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, KINK_POINTS, MAX_POINTS,
+                         SECOND_ORDERS)
 
 # order under [defaults] is its op cases' order (a formula case has no second order)
 DEFAULT_KEYS = {"dtype", "points", "extreme_points", "kink_points", "seed", "atol", "rtol",
