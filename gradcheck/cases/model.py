@@ -99,6 +99,9 @@ class Case:
     # patterns of installed modules the op may be imported from (--allow-op-module); no
     # case-file key: a case file may not allow itself code (gradcheck.checking.opcheck.loader)
     allow_op_modules: tuple[str, ...] = ()
+    # op checks switched off ("op.jvp"): skip_checks in the case, [defaults],
+    # [tool.gradcheck] or --skip-check (cases.vocabulary.SKIPPABLE)
+    skip_checks: tuple[str, ...] = ()
 
     def __reduce__(self):
         # the formula DAG is written out as a flat table: pickle's own recursion (a few

@@ -21,13 +21,14 @@ from .inputs import INPUT_KEYS, numbers, read_input
 from .traced import FUNCTION_KEYS, renamed, translation
 from .model import Case, InputSpec
 from .vocabulary import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, KINK_POINTS, MAX_POINTS,
-                         SECOND_ORDERS)
+                         SECOND_ORDERS, SKIPPABLE)
 
 # order under [defaults] is its op cases' order (a formula case has no second order)
 DEFAULT_KEYS = {"dtype", "points", "extreme_points", "kink_points", "seed", "atol", "rtol",
-                "witnesses", "strict", "order"}
+                "witnesses", "strict", "order", "skip_checks"}
 _OP_KEYS = {"op", "reference", "args", "order", "second_order", "device", "nondet_tol",
             "strict_shapes", "forward", "call", "reference_function", "reference_call",
+            "skip_checks",
             "forward_function"}
 _CASE_KEYS = DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
                                         "gradient", "retain_grad", "expect",
@@ -92,6 +93,7 @@ class CaseReader:
             nondet_tol=self.read_tol("nondet_tol") or 0.0,
             strict_shapes=self.read_bool("strict_shapes", False),
             strict=self.read_bool("strict", False),
+            skip_checks=self.read_skip_checks(),
         )
 
     def as_written(self, case: Case) -> Case | None:
@@ -371,6 +373,13 @@ class CaseReader:
             raise self.fail(f"{key} must be an integer from {lo} to {hi}, got {value!r}", key)
         return value
 
+    def read_skip_checks(self) -> tuple[str, ...]:
+        """``skip_checks = ["op.jvp", "op.vmap"]``: op checks switched off (of
+        :data:`~.vocabulary.SKIPPABLE`; op.forward and op.backward always run)."""
+        raw = self.get("skip_checks", [])
+        raw = [raw] if isinstance(raw, str) else raw
+        return skip_checks(raw, lambda message: self.fail(message, "skip_checks"))
+
     def read_bool(self, key: str, default: bool) -> bool:
         value = self.get(key, default)
         if not isinstance(value, bool):
@@ -413,3 +422,12 @@ def _unknown(raw: dict, allowed: set[str], what: str, fail) -> None:
         raise fail(f"unknown key{'s' if len(extra) > 1 else ''} "
                    f"{', '.join(map(str, extra))} in {what} (allowed: "
                    f"{', '.join(sorted(allowed))})", str(extra[0]))
+
+
+def skip_checks(raw, fail) -> tuple[str, ...]:
+    """The op checks named in ``raw`` (``"op.jvp"``), validated; ``fail(message)`` makes
+    the error for a name that is no check one may switch off."""
+    names = [f"op.{c}" for c in SKIPPABLE]
+    if not isinstance(raw, (list, tuple)) or any(n not in names for n in raw):
+        raise fail(f"skip_checks must be a list drawn from {', '.join(names)}, got {raw!r}")
+    return tuple(dict.fromkeys(raw))

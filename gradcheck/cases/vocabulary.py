@@ -19,6 +19,13 @@ EXTREME_POINTS = 2   # points at large and small magnitudes, after the bulk (gra
 KINK_POINTS = 2      # points close to the formula's kinks, after the extremes (gradcheck.sampling.kinks)
 
 
+#: the checks of an op case, in the order reports show them (``op.<name>``); those a
+#: case, ``[defaults]``, ``[tool.gradcheck]`` or ``--skip-check`` may switch off
+OP_CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
+             "layout", "double", "jvp", "vmap", "contract", "registration")
+SKIPPABLE = OP_CHECKS[2:]
+
+
 #: dtypes an input may declare besides the case's float dtype: integer and boolean
 #: inputs are exact constants of the formula (never differentiated, never perturbed)
 INPUT_DTYPES = ("int64", "int32", "bool")

@@ -10,7 +10,7 @@ import os
 import sys
 
 from .exit_codes import ExitCode, exit_code
-from ..cases.vocabulary import DEVICES, EXTREME_POINTS, MAX_POINTS
+from ..cases.vocabulary import DEVICES, EXTREME_POINTS, MAX_POINTS, SKIPPABLE
 from ..project.op_patterns import argument as _pattern
 from ..process.limits import MAX_JOBS, MAX_TIMEOUT
 from ..process.timelimit import DEFAULT_TIMEOUT
@@ -99,6 +99,11 @@ def _selection(run: argparse.ArgumentParser, dtypes) -> None:
                           "the standard library (*, o*, os, subprocess) is refused")
     run.add_argument("--witness", action="append", choices=witness_names(),
                      help="only these witnesses (repeatable)")
+    run.add_argument("--skip-check", action="append", metavar="CHECK",
+                     choices=[f"op.{c}" for c in SKIPPABLE],
+                     help="switch an op check off in every case, as skip_checks = "
+                          "[\"op.jvp\"] in a case does (repeatable; [tool.gradcheck] "
+                          "skip-checks)")
 
 
 def _report_spec(text: str) -> tuple[str, str]:
@@ -308,7 +313,8 @@ def _options(args):
         keyword=args.keyword, dtype=args.dtype, seed=args.seed, points=args.points,
         extreme_points=args.extreme_points, witnesses=args.witness, device=args.device,
         strict_shapes=args.strict_shapes, strict=args.strict,
-        allow_op_modules=args.allow_op_module, timeout=args.timeout, jobs=args.workers,
+        allow_op_modules=args.allow_op_module, skip_checks=tuple(args.skip_check or ()),
+        timeout=args.timeout, jobs=args.workers,
         scheduler=args.scheduler, isolate=not _in_process(args),
         formulas=_shows_formulas(args))
 

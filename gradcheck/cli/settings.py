@@ -85,6 +85,12 @@ def _dtypes() -> tuple[str, ...]:
     return NAMES
 
 
+def _checks() -> tuple[str, ...]:
+    from ..cases.vocabulary import SKIPPABLE
+
+    return tuple(f"op.{c}" for c in SKIPPABLE)
+
+
 def _witnesses() -> tuple[str, ...]:
     from ..witnesses.registry import names
 
@@ -136,6 +142,8 @@ KEYS: dict[str, Key] = {
                    _reports, _formats),
     "strict-shapes": Key("strict_shapes", "true or false", lambda v: isinstance(v, bool)),
     "strict": Key("strict", "true or false", lambda v: isinstance(v, bool)),
+    "skip-checks": Key("skip_check", "a list of op check names (\"op.jvp\")",
+                       _every(_checks), _checks),
     # read by the op loader (gradcheck.checking.opcheck.loader) from the case file's pyproject
     "allow-op-modules": Key(None, "a list of module name patterns (strings)", _strings),
     "max-memory": Key("max_memory", 'a size from 1M to 1P, such as "4G" or "512M", or '

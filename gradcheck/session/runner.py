@@ -51,6 +51,8 @@ class RunOptions:
     strict_shapes: bool = False
     strict: bool = False
     allow_op_modules: tuple[str, ...] = ()
+    # op checks switched off in every case, beside each case's own skip_checks
+    skip_checks: tuple[str, ...] = ()
     # how they run: each case's time limit; ``jobs`` worker processes (0: one per CPU),
     # or the Dask cluster at ``scheduler``, or with ``isolate`` one worker process even
     # with ``jobs=1`` (see :func:`~gradcheck.session.executors.executor`); ``formulas``
@@ -63,7 +65,7 @@ class RunOptions:
 
     def __post_init__(self):
         # frozen: the lists a caller gives are kept as tuples, a string as one name
-        for name in ("witnesses", "allow_op_modules"):
+        for name in ("witnesses", "allow_op_modules", "skip_checks"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name,
@@ -76,6 +78,9 @@ def override(case: Case, options: RunOptions) -> Case:
     if options.allow_op_modules:
         changes["allow_op_modules"] = tuple(dict.fromkeys((*case.allow_op_modules,
                                                            *options.allow_op_modules)))
+    if options.skip_checks:
+        changes["skip_checks"] = tuple(dict.fromkeys((*case.skip_checks,
+                                                      *options.skip_checks)))
     if options.strict_shapes:   # --strict-shapes turns it on; without the flag each case says
         changes["strict_shapes"] = True
     if options.strict:   # --strict likewise: an approximate result fails

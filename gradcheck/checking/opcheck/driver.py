@@ -24,10 +24,10 @@ from .double import double
 from .exact import exact_rows, forward_references, forward_values, grad_quantities, references
 from .shapes import shapes
 from .tolerances import OpTolerance
+from ...cases.vocabulary import OP_CHECKS
 
 COTANGENTS = 2             # random v per point
-CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
-          "layout", "double")
+CHECKS = OP_CHECKS         # (cases.vocabulary: the names a case may switch off too)
 #: checks that compare against another call of the op, not the exact values: they allow
 #: the case's nondet_tol and nothing else
 _SELF_CONSISTENCY = ("determinism", "inplace")
@@ -69,6 +69,11 @@ class OpCheck:
         self.samples: list[Sample] = []
         self.kept = Kept()
         self.record("forward", [Finding(note=n) for n in _case_notes(case)])
+
+    def on(self, check: str) -> bool:
+        """Whether ``check`` runs: not switched off by the case's skip_checks (which
+        the run's --skip-check and [tool.gradcheck] skip-checks add to)."""
+        return f"op.{check}" not in self.case.skip_checks
 
     @property
     def notes(self) -> dict[str, list[str]]:
@@ -123,12 +128,14 @@ class OpCheck:
         values = {f"out{k}": y for k, y in enumerate(outs)}
         for draw, drawn in enumerate(zip(draws, exacts, tolerances, looser)):
             self.cotangent(i, draw, point, leaves, values, exact_ones, (*drawn, wanted))
-        self.record("jacobian", jacobian(
-            op.vjps, self.refs, self.case.outputs, point,
-            i, self.tolerance.many, self.keep,
-            loose=self.looser if self.loose is not None else None))
-        zeros = [np.zeros(n.shape) for n in self.case.outputs]
-        self.record("zero", zero(op.vjp(zeros), exact_ones.grads, self.case.input, i))
+        if self.on("jacobian"):
+            self.record("jacobian", jacobian(
+                op.vjps, self.refs, self.case.outputs, point,
+                i, self.tolerance.many, self.keep,
+                loose=self.looser if self.loose is not None else None))
+        if self.on("zero"):
+            zeros = [np.zeros(n.shape) for n in self.case.outputs]
+            self.record("zero", zero(op.vjp(zeros), exact_ones.grads, self.case.input, i))
 
     def cotangent(self, i: int, draw: int, point: dict, leaves: dict, values: dict,
                   exact_ones, drawn: tuple) -> None:
@@ -155,13 +162,17 @@ class OpCheck:
             self.record("backward", backward(again, expected, i, tolerance, loose, point))
         self.samples.append(Sample(i, draw, again, ex.grads, exact_ones.grads, point,
                                    repeat=True))
-        self.record("determinism", determinism(got, again, i))
-        self.record("shapes", shapes(op.raw_backward(vs), op.info, self.case, leaves,
-                                     ex.grads, self.dtype))
-        self.record("inplace", inplace(op.inplace(point, vs), point, vs, values, i))
-        self.record("layout", layout(op.layouts(point, vs), values, got, i, tolerance,
-                                     point))
-        if self.case.order == 2:
+        if self.on("determinism"):
+            self.record("determinism", determinism(got, again, i))
+        if self.on("shapes"):
+            self.record("shapes", shapes(op.raw_backward(vs), op.info, self.case, leaves,
+                                         ex.grads, self.dtype))
+        if self.on("inplace"):
+            self.record("inplace", inplace(op.inplace(point, vs), point, vs, values, i))
+        if self.on("layout"):
+            self.record("layout", layout(op.layouts(point, vs), values, got, i, tolerance,
+                                         point))
+        if self.case.order == 2 and self.on("double"):
             self.record("double", double(op, self.refs, self.case, self.dtype, point,
                                          vs, i))
 
@@ -218,6 +229,8 @@ def _case_notes(case) -> list[str]:
     """What the report says of how the case checks its op: a surrogate's two formulas,
     the inputs the op is not given."""
     notes = []
+    if case.skip_checks:
+        notes.append(f"switched off (skip_checks): {', '.join(case.skip_checks)}")
     if case.surrogate:
         notes.append(f"surrogate: op.forward checks the op's outputs against forward = "
                      f"{case.forward_expr!r}; every gradient check against the vᵀJ of "
