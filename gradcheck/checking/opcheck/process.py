@@ -299,6 +299,20 @@ class OpProcess:
             raise _malformed("got")
         return {str(q): None if g is None else _real(g, q) for q, g in got.items()}
 
+    def jvp(self, point: dict, directions: list[dict]) -> dict:
+        """op.jvp's call (:func:`gradcheck.checking.opcheck.forward_mode.tangents`):
+        ``{"tangents": [[array or None per output] per direction]}``, or
+        ``{"unsupported": why}``, or ``{"raised": what the op raised}``."""
+        reply = self.call("jvp", point=point, directions=directions)
+        for key in ("unsupported", "raised"):
+            if key in reply:
+                return {key: str(reply[key])}
+        rows = _list(reply, "tangents")
+        if len(rows) != len(directions) or not all(isinstance(r, list) for r in rows):
+            raise _malformed("tangents")
+        return {"tangents": [[None if t is None else _real(t, f"the tangent of output {k}")
+                              for k, t in enumerate(r)] for r in rows]}
+
     def _grads(self, grads) -> dict:
         from .loader import wanted
 
