@@ -28,9 +28,10 @@ whichever is larger. A failing check carries a diagnosis (:mod:`gradcheck.checki
 
 The package: :mod:`~gradcheck.checking.opcheck.driver` calls the op at each point
 (:class:`OpCheck`); :mod:`~gradcheck.checking.opcheck.checks` (forward, backward, jacobian,
-zero, determinism, inplace), :mod:`~gradcheck.checking.opcheck.shapes` and
-:mod:`~gradcheck.checking.opcheck.double` and :mod:`~gradcheck.checking.opcheck.jvp` are the checks, each a function returning the outcomes
-its tally records; :mod:`~gradcheck.checking.opcheck.exact` is the reference side and
+zero, determinism, inplace), :mod:`~gradcheck.checking.opcheck.shapes`,
+:mod:`~gradcheck.checking.opcheck.double` and :mod:`~gradcheck.checking.opcheck.jvp` are
+the checks, each a function returning the outcomes its tally records;
+:mod:`~gradcheck.checking.opcheck.exact` is the reference side and
 :mod:`~gradcheck.checking.opcheck.tolerances` the per-point tolerances.
 """
 
