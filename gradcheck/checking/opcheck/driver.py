@@ -28,6 +28,9 @@ from .shapes import shapes
 from .tolerances import OpTolerance
 
 COTANGENTS = 2             # random v per point
+#: elements (inputs and outputs) up to which op.jvp's sampled rows of an op whose
+#: Jacobian is not checked take their rounding bounds in one batched pass
+BATCHED_ROWS = 1 << 16
 CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
           "layout", "double", "jvp")
 #: checks that compare against another call of the op, not the exact values: they allow
@@ -161,10 +164,11 @@ class OpCheck:
             hots = sampled_hots(self.case.outputs)
             if not hots:
                 return
-            # (row by row, the point's forward passes freed: a larger op's rows)
+            # (a large op's rows one at a time, its forward passes freed as they go)
+            keep = _elements(self.case) <= BATCHED_ROWS
             rows = jacobian_rows(
                 self.refs, point, hots,
-                lambda p, r, e: self.tolerance.many(p, r, e, keep=False), self.keep,
+                lambda p, r, e: self.tolerance.many(p, r, e, keep=keep), self.keep,
                 self.looser if self.loose is not None else None)
         found = jvp(self.op, self.case, self.dtype, point, i, names, hots, rows)
         self.unsupported = any(isinstance(f, Finding) and f.note for f in found)
@@ -242,6 +246,12 @@ class OpCheck:
                 result = dataclasses.replace(result, diagnosis=self.diagnosis())
             out.append(result)
         return out
+
+
+def _elements(case) -> int:
+    """The elements of the case's inputs and outputs together."""
+    return sum(int(np.prod(n.shape, dtype=np.int64))
+               for n in (*case.inputs, *case.outputs))
 
 
 def _same(a: dict, b: dict) -> bool:

@@ -42,7 +42,7 @@ def sampled_hots(outputs, count: int = SAMPLED) -> list:
     outputs' elements (all of them where there are no more)."""
     sizes = [int(np.prod(n.shape, dtype=np.int64)) for n in outputs]
     total = sum(sizes)
-    picks = np.unique(np.linspace(0, total - 1, min(count, total)).round().astype(int))
+    picks = sorted({int(p) for p in np.linspace(0, total - 1, min(count, total)).round()})
     starts = np.cumsum([0] + sizes)
     out = []
     for p in picks:

@@ -131,6 +131,8 @@ class OpProcess:
             import torch  # noqa: F401
         except ImportError:   # (an engine op needs none)
             pass
+        else:
+            _forward_mode_ready()
         self.capture = Capture("gradcheck-op-output")
         ours, theirs = socket.socketpair()
         judge = os.getpid()
@@ -342,6 +344,16 @@ class OpProcess:
             self.capture.close()
             self.capture = None
         return self.output
+
+
+def _forward_mode_ready() -> None:
+    """Import what PyTorch's forward-mode AD loads on its first dual tensor (its JVP
+    decompositions, half a second), once in the judge before it forks: op.jvp's dual
+    numbers would otherwise pay it in every op's process. Torch's own module; no op's."""
+    try:
+        import torch._decomp.decompositions_for_jvp  # noqa: F401
+    except Exception:   # (a torch without it: forward_ad loads what it has)
+        pass
 
 
 def _load_error(error: dict, spec) -> Exception:
