@@ -13,6 +13,9 @@ Each check is reported by name, as a witness result ``op.<check>``:
   or a failure with ``strict_shapes``;
 - ``op.inplace``: forward and backward leave every input and every ``grad_output``
   unchanged, and a second forward after a backward gives the same outputs;
+- ``op.jvp``: the op's forward mode (forward-mode AD dual numbers) against the exact
+  J u, for a random tangent at every point and one-hot tangents at the first; a note
+  where the op does not do forward mode;
 - ``op.double`` (``order = 2``): double backward against the exact second derivatives:
   d(vᵀJ u)/dx (the Hessian-vector product) and d(vᵀJ u)/dv (= J u), as gradgradcheck;
   the reference builds them (``prepare_second``) before the op runs, at tensor level,
@@ -25,9 +28,10 @@ whichever is larger. A failing check carries a diagnosis (:mod:`gradcheck.checki
 
 The package: :mod:`~gradcheck.checking.opcheck.driver` calls the op at each point
 (:class:`OpCheck`); :mod:`~gradcheck.checking.opcheck.checks` (forward, backward, jacobian,
-zero, determinism, inplace), :mod:`~gradcheck.checking.opcheck.shapes` and
-:mod:`~gradcheck.checking.opcheck.double` are the checks, each a function returning the outcomes
-its tally records; :mod:`~gradcheck.checking.opcheck.exact` is the reference side and
+zero, determinism, inplace), :mod:`~gradcheck.checking.opcheck.shapes`,
+:mod:`~gradcheck.checking.opcheck.double` and :mod:`~gradcheck.checking.opcheck.jvp` are
+the checks, each a function returning the outcomes its tally records;
+:mod:`~gradcheck.checking.opcheck.exact` is the reference side and
 :mod:`~gradcheck.checking.opcheck.tolerances` the per-point tolerances.
 """
 

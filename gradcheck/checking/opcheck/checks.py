@@ -51,9 +51,23 @@ def jacobian_checked(outputs) -> bool:
     return sum(int(np.prod(n.shape, dtype=np.int64)) for n in outputs) <= JACOBIAN_LIMIT
 
 
+def jacobian_rows(refs, point: dict, hots: list, tolerances: Callable, keep=None,
+                  loose: Callable | None = None) -> tuple[list, list, list]:
+    """For the one-hot cotangents ``hots`` (``(k, index text, vs)`` each): the exact
+    vᵀJ of each (quantities ``x.grad``), its tolerances, and its float32 tolerances as a
+    function (None each where ``loose`` is None); the arguments as :func:`jacobian`'s.
+    op.jacobian and op.jvp share them (op.jvp's J u is a sum over these rows)."""
+    rows = [vs for _, _, vs in hots]
+    expected = [grad_quantities(e.grads) for e in exact_rows(refs, point, rows, keep)]
+    allowed = tolerances(point, rows, expected)
+    looser = loose(point, rows, expected) if loose is not None else [None] * len(hots)
+    return expected, allowed, looser
+
+
 def jacobian(vjps: Callable[[list], list[dict]], refs, outputs, point: dict, i: int,
              tolerances: Callable[[dict, list, list], list], keep=None,
-             loose: Callable[[dict, list, list], list] | None = None) -> list[Outcome]:
+             loose: Callable[[dict, list, list], list] | None = None,
+             rows: tuple | None = None) -> list[Outcome]:
     """op.jacobian: vᵀJ for every one-hot v (the whole Jacobian), each entry named
     ``d out{k}[idx] / d x``; nothing for outputs of more than JACOBIAN_LIMIT elements.
 
@@ -67,20 +81,20 @@ def jacobian(vjps: Callable[[list], list[dict]], refs, outputs, point: dict, i: 
         loose: as ``tolerances``, each row's float32 tolerance as a function asked
             where the row fails in float64 (:meth:`gradcheck.checking.opcheck.driver.OpCheck.
             looser`); None: none.
+        rows: what :func:`jacobian_rows` gave for ``one_hots(outputs)`` already (None:
+            computed here).
     """
     if not jacobian_checked(outputs):
         return []
     hots = list(one_hots(outputs))
     if not hots:
         return []
-    expected = [grad_quantities(e.grads) for e in
-                exact_rows(refs, point, [vs for _, _, vs in hots], keep)]
-    allowed = tolerances(point, [vs for _, _, vs in hots], expected)
-    looser = (loose(point, [vs for _, _, vs in hots], expected) if loose is not None
-              else [None] * len(hots))
+    expected, allowed, looser = rows if rows is not None else jacobian_rows(
+        refs, point, hots, tolerances, keep, loose)
     out: list[Outcome] = []
-    rows = vjps([vs for _, _, vs in hots])
-    for (k, idx, vs), want, tolerance, row, got in zip(hots, expected, allowed, looser, rows):
+    got_rows = vjps([vs for _, _, vs in hots])
+    for (k, idx, vs), want, tolerance, row, got in zip(hots, expected, allowed, looser,
+                                                        got_rows):
         rename = {f"{n}.grad": f"d out{k}[{idx}] / d {n}" for n in got}
         out.append(Comparison({rename[q]: g for q, g in grad_quantities(got).items()},
                               {rename[q]: g for q, g in want.items()}, i,

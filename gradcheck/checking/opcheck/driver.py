@@ -18,15 +18,20 @@ from ..diagnose import Kept, Sample, summarize
 from ...base.dtypes import round_to
 from ...base.result import FAILED, WitnessResult
 from ...sampling.points import case_points, case_rng
-from .checks import (backward, determinism, forward, inplace, jacobian, jacobian_checked, layout,
-                     zero)
+from .checks import (backward, determinism, forward, inplace, jacobian, jacobian_checked,
+                     jacobian_rows, layout, zero)
 from .double import double
-from .exact import exact_rows, forward_references, forward_values, grad_quantities, references
+from .exact import (exact_rows, forward_references, forward_values, grad_quantities, one_hots,
+                    references)
+from .jvp import jvp, sampled_hots
 from .shapes import shapes
 from .tolerances import OpTolerance
 from ...cases.vocabulary import OP_CHECKS
 
 COTANGENTS = 2             # random v per point
+#: elements (inputs and outputs) up to which op.jvp's sampled rows of an op whose
+#: Jacobian is not checked take their rounding bounds in one batched pass
+BATCHED_ROWS = 1 << 16
 CHECKS = OP_CHECKS         # (cases.vocabulary: the names a case may switch off too)
 #: checks that compare against another call of the op, not the exact values: they allow
 #: the case's nondet_tol and nothing else
@@ -68,6 +73,7 @@ class OpCheck:
         # point, as Kept admits)
         self.samples: list[Sample] = []
         self.kept = Kept()
+        self.unsupported = False   # the op does not do forward mode (op.jvp's note)
         self.record("forward", [Finding(note=n) for n in _case_notes(case)])
 
     def on(self, check: str) -> bool:
@@ -128,14 +134,53 @@ class OpCheck:
         values = {f"out{k}": y for k, y in enumerate(outs)}
         for draw, drawn in enumerate(zip(draws, exacts, tolerances, looser)):
             self.cotangent(i, draw, point, leaves, values, exact_ones, (*drawn, wanted))
+        wanted_rows = self.on("jacobian") or self.on("jvp")
+        hots, rows = self.rows(point) if wanted_rows else ([], None)
         if self.on("jacobian"):
             self.record("jacobian", jacobian(
                 op.vjps, self.refs, self.case.outputs, point,
                 i, self.tolerance.many, self.keep,
-                loose=self.looser if self.loose is not None else None))
+                loose=self.looser if self.loose is not None else None, rows=rows))
+        self.forward_mode(i, point, hots, rows)
         if self.on("zero"):
             zeros = [np.zeros(n.shape) for n in self.case.outputs]
             self.record("zero", zero(op.vjp(zeros), exact_ones.grads, self.case.input, i))
+
+    def rows(self, point: dict) -> tuple[list, tuple | None]:
+        """The one-hot cotangents of every output element and their exact rows and
+        tolerances (:func:`~gradcheck.checking.opcheck.checks.jacobian_rows`), shared by
+        op.jacobian and op.jvp; ``([], None)`` for an op whose Jacobian is not checked."""
+        if not jacobian_checked(self.case.outputs):
+            return [], None
+        hots = list(one_hots(self.case.outputs))
+        if not hots:
+            return [], None
+        return hots, jacobian_rows(self.refs, point, hots, self.tolerance.many, self.keep,
+                                   self.looser if self.loose is not None else None)
+
+    def forward_mode(self, i: int, point: dict, hots: list, rows: tuple | None) -> None:
+        """op.jvp at point ``i`` (:mod:`~gradcheck.checking.opcheck.jvp`): every output
+        element where the Jacobian's rows are at hand, else a sample of them at the first
+        point; nothing more once the op was found not to do forward mode."""
+        names = wanted(self.case)
+        if (not self.on("jvp") or not names
+                or self.unsupported):
+            return
+        if rows is None:
+            if i != 0:
+                return
+            hots = sampled_hots(self.case.outputs)
+            if not hots:
+                return
+            # (a large op's rows one at a time, its forward passes freed as they go)
+            keep = _elements(self.case) <= BATCHED_ROWS
+            rows = jacobian_rows(
+                self.refs, point, hots,
+                lambda p, r, e: self.tolerance.many(p, r, e, keep=keep), self.keep,
+                self.looser if self.loose is not None else None)
+        found = jvp(self.op, self.case, self.dtype, point, i, names, hots, rows)
+        self.unsupported = any(isinstance(f, Finding) and f.note for f in found)
+        self.record("jvp", found)
 
     def cotangent(self, i: int, draw: int, point: dict, leaves: dict, values: dict,
                   exact_ones, drawn: tuple) -> None:
@@ -211,6 +256,12 @@ class OpCheck:
                 result = dataclasses.replace(result, diagnosis=self.diagnosis())
             out.append(result)
         return out
+
+
+def _elements(case) -> int:
+    """The elements of the case's inputs and outputs together."""
+    return sum(int(np.prod(n.shape, dtype=np.int64))
+               for n in (*case.inputs, *case.outputs))
 
 
 def _same(a: dict, b: dict) -> bool:

@@ -131,6 +131,8 @@ class OpProcess:
             import torch  # noqa: F401
         except ImportError:   # (an engine op needs none)
             pass
+        else:
+            _forward_mode_ready()
         self.capture = Capture("gradcheck-op-output")
         ours, theirs = socket.socketpair()
         judge = os.getpid()
@@ -299,6 +301,20 @@ class OpProcess:
             raise _malformed("got")
         return {str(q): None if g is None else _real(g, q) for q, g in got.items()}
 
+    def jvp(self, point: dict, directions: list[dict]) -> dict:
+        """op.jvp's call (:func:`gradcheck.checking.opcheck.forward_mode.tangents`):
+        ``{"tangents": [[array or None per output] per direction]}``, or
+        ``{"unsupported": why}``, or ``{"raised": what the op raised}``."""
+        reply = self.call("jvp", point=point, directions=directions)
+        for key in ("unsupported", "raised"):
+            if key in reply:
+                return {key: str(reply[key])}
+        rows = _list(reply, "tangents")
+        if len(rows) != len(directions) or not all(isinstance(r, list) for r in rows):
+            raise _malformed("tangents")
+        return {"tangents": [[None if t is None else _real(t, f"the tangent of output {k}")
+                              for k, t in enumerate(r)] for r in rows]}
+
     def _grads(self, grads) -> dict:
         from .loader import wanted
 
@@ -328,6 +344,16 @@ class OpProcess:
             self.capture.close()
             self.capture = None
         return self.output
+
+
+def _forward_mode_ready() -> None:
+    """Import what PyTorch's forward-mode AD loads on its first dual tensor (its JVP
+    decompositions, half a second), once in the judge before it forks: op.jvp's dual
+    numbers would otherwise pay it in every op's process. Torch's own module; no op's."""
+    try:
+        import torch._decomp.decompositions_for_jvp  # noqa: F401
+    except Exception:   # (a torch without it: forward_ad loads what it has)
+        pass
 
 
 def _load_error(error: dict, spec) -> Exception:

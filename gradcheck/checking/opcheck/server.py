@@ -182,3 +182,8 @@ class Server:
         from .calls import second_derivatives
 
         return {"got": second_derivatives(self.runner, self.leaves, vs, us)}
+
+    def call_jvp(self, point: dict, directions: list) -> dict:
+        from .forward_mode import tangents
+
+        return tangents(self.runner, self.kind, point, directions)

@@ -1,0 +1,87 @@
+"""op.jvp's calls in the op's own process (:meth:`gradcheck.checking.opcheck.server.Server.
+call_jvp`): the op's tangent outputs under forward-mode AD, ``torch.autograd.forward_ad``
+dual numbers, for tangents the judge draws (judged by :mod:`gradcheck.checking.opcheck.jvp`).
+
+Whether the op claims forward mode decides what an exception means: a
+``torch.autograd.Function`` with a ``jvp`` of its own claims it (whatever it raises then
+is its failure); a Function without one does not (autograd raises "You must implement
+the jvp function", a note); a plain function claims what PyTorch derives for the ops it
+calls, so PyTorch's own "not implemented for forward AD" is a note and anything else
+the op's failure. An output that requires grad but carries no tangent (a
+``torch.library`` custom op with a backward and no forward-mode rule: PyTorch drops the
+tangent silently) is "not supported" as well, where the op defines no ``jvp``.
+"""
+
+from __future__ import annotations
+
+from .storage import plain
+
+#: words of PyTorch's errors for an operation without a forward-mode formula
+_UNSUPPORTED = ("forward ad", "forward-mode", "forward mode", "jvp", "not implemented",
+                "does not support", "not supported", "fwad")
+
+
+def claims_jvp(kind) -> bool:
+    """Whether the op defines forward mode itself: a Function with its own ``jvp``."""
+    import torch
+
+    return bool(kind.function) and getattr(kind.obj, "jvp", None) is not getattr(
+        torch.autograd.Function, "jvp", None)
+
+
+def tangents(runner, kind, point: dict, directions: list[dict]) -> dict:
+    """The op's tangent outputs at ``point`` for each tangent of ``directions`` (arrays
+    by input name, one per input whose gradient is checked): ``{"tangents": [[out0's
+    tangent, ...], ...]}``, a tangent None where the output carries none; or
+    ``{"unsupported": why}`` (the op does not do forward mode), or ``{"raised": what the
+    op raised}`` (it claims to and fails)."""
+    from ...base.errors import describe_exception
+
+    if kind.engine:
+        return {"unsupported": "gradcheck.engine has no forward mode"}
+    claimed = claims_jvp(kind)
+    out = []
+    try:
+        for u in directions:
+            out.append(_one(runner, point, u))
+    except Exception as exc:
+        text = describe_exception(exc)
+        first = (text.strip().splitlines() or [type(exc).__name__])[0][:500]
+        if not claimed and (kind.function or _unsupported(exc)):
+            return {"unsupported": first}
+        return {"raised": text[:2000]}
+    if not claimed and any(t is None and grad for row in out for t, grad in row):
+        return {"unsupported": "an output that requires grad carries no tangent "
+                               "(no forward-mode rule: PyTorch drops the tangent)"}
+    return {"tangents": [[t for t, _ in row] for row in out]}
+
+
+def _unsupported(exc: BaseException) -> bool:
+    """Whether PyTorch raised ``exc`` for an operation without forward mode."""
+    text = str(exc).lower()
+    return isinstance(exc, NotImplementedError) or any(w in text for w in _UNSUPPORTED)
+
+
+def _one(runner, point: dict, u: dict) -> list[tuple]:
+    """(each output's tangent as an array or None, whether it requires grad) for one
+    tangent ``u``: the inputs it moves made dual, the others as the runner makes them."""
+    import torch.autograd.forward_ad as fwad
+
+    leaves = runner.leaves(point)
+    with fwad.dual_level():
+        # (the dual inputs require grad as the leaves do: an output's graph then shows
+        # that reverse mode would differentiate it)
+        given = {n: (fwad.make_dual(t, runner.tensor(u[n]).reshape(t.shape))
+                     if n in u else t) for n, t in leaves.items()}
+        outs = runner.forward(given)
+        row = []
+        for y in outs:
+            tangent = fwad.unpack_dual(y).tangent if hasattr(y, "requires_grad") else None
+            row.append((plain(tangent), _moves(y, tangent)))
+    return row
+
+
+def _moves(y, tangent) -> bool:
+    """Whether an output without a tangent should have had one: it is a float tensor
+    that autograd's reverse mode would differentiate (its forward recorded a graph)."""
+    return tangent is None and getattr(y, "grad_fn", None) is not None
