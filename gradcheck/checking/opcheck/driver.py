@@ -20,6 +20,7 @@ from ...base.result import FAILED, WitnessResult
 from ...sampling.points import case_points, case_rng
 from .checks import (backward, determinism, forward, inplace, jacobian, jacobian_checked, layout,
                      zero)
+from .contract import contract
 from .double import double
 from .exact import exact_rows, forward_references, forward_values, grad_quantities, references
 from .shapes import shapes
@@ -27,7 +28,7 @@ from .tolerances import OpTolerance
 
 COTANGENTS = 2             # random v per point
 CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
-          "layout", "double")
+          "layout", "contract", "double")
 #: checks that compare against another call of the op, not the exact values: they allow
 #: the case's nondet_tol and nothing else
 _SELF_CONSISTENCY = ("determinism", "inplace")
@@ -74,6 +75,10 @@ class OpCheck:
     def notes(self) -> dict[str, list[str]]:
         """What each check accepted but is worth knowing (op.shapes' notes)."""
         return {c: t.notes for c, t in self.tallies.items()}
+
+    def runs(self, check: str) -> bool:
+        """Whether the case leaves ``check`` on (its ``skip_checks`` names it not)."""
+        return f"op.{check}" not in getattr(self.case, "skip_checks", ())
 
     def record(self, check: str, outcomes: Iterable[Outcome]) -> None:
         self.tallies[check].record(outcomes)
@@ -161,6 +166,9 @@ class OpCheck:
         self.record("inplace", inplace(op.inplace(point, vs), point, vs, values, i))
         self.record("layout", layout(op.layouts(point, vs), values, got, i, tolerance,
                                      point))
+        if i == 0 and self.runs("contract"):   # (the first point only: a dozen calls)
+            self.record("contract", contract(self, i, point, vs, got, tolerance,
+                                             exact_ones))
         if self.case.order == 2:
             self.record("double", double(op, self.refs, self.case, self.dtype, point,
                                          vs, i))
