@@ -79,8 +79,9 @@ def _grad_output(runner, point: dict, vs: list, layout: str) -> dict | None:
 
 def _laid_out(t, layout: str):
     """The cotangent ``t`` (contiguous) in ``layout``, the same values."""
-    if layout == "expanded":   # (t is ones: its first element, broadcast)
-        return t.reshape(-1)[0].expand(t.shape) if t.numel() > 1 else t
+    if layout == "expanded":   # (t is ones: one element of a storage of its own,
+        # broadcast, as the backward of a sum hands it on)
+        return t.reshape(-1)[0].clone().expand(t.shape) if t.numel() > 1 else t
     return _arranged(t, layout)
 
 
