@@ -16,6 +16,10 @@ Each check is reported by name, as a witness result ``op.<check>``:
 - ``op.jvp``: the op's forward mode (forward-mode AD dual numbers) against the exact
   J u, for a random tangent at every point and one-hot tangents at the first; a note
   where the op does not do forward mode;
+- ``op.layout``: the op given its inputs as non-contiguous views computes the same;
+- ``op.contract`` (first point): grad_output strided, transposed and expanded, every
+  subset of the inputs requiring grad, one tensor in two slots, each against the op's
+  own call at the same values (:mod:`~gradcheck.checking.opcheck.contract`);
 - ``op.double`` (``order = 2``): double backward against the exact second derivatives:
   d(vᵀJ u)/dx (the Hessian-vector product) and d(vᵀJ u)/dv (= J u), as gradgradcheck;
   the reference builds them (``prepare_second``) before the op runs, at tensor level,

@@ -20,6 +20,7 @@ from ...base.result import FAILED, WitnessResult
 from ...sampling.points import case_points, case_rng
 from .checks import (backward, determinism, forward, inplace, jacobian, jacobian_checked,
                      jacobian_rows, layout, zero)
+from .contract import contract
 from .double import double
 from .exact import (exact_rows, forward_references, forward_values, grad_quantities, one_hots,
                     references)
@@ -217,6 +218,9 @@ class OpCheck:
         if self.on("layout"):
             self.record("layout", layout(op.layouts(point, vs), values, got, i, tolerance,
                                          point))
+        if i == 0 and self.on("contract"):   # (the first point only: a dozen calls)
+            self.record("contract", contract(self, i, point, vs, got, tolerance,
+                                             exact_ones))
         if self.case.order == 2 and self.on("double"):
             self.record("double", double(op, self.refs, self.case, self.dtype, point,
                                          vs, i))

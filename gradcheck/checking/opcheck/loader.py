@@ -132,14 +132,16 @@ class Runner:
         return torch.tensor(np.asarray(array), dtype=torch_dtype(self.dtype),
                             device=self.device)
 
-    def vjp(self, leaves: dict, outputs: tuple, vs: list[np.ndarray],
-            create_graph: bool = False, tensors: list | None = None) -> dict:
+    def vjp(self, leaves: dict, outputs: tuple, vs: list[np.ndarray] | None,
+            create_graph: bool = False, tensors: list | None = None,
+            names: list[str] | None = None) -> dict:
         """vᵀJ through autograd, by input name (None where no gradient flows).
 
         ``tensors``: the cotangents as tensors already made (to see whether backward
         modifies them, or to differentiate with respect to them); else made from ``vs``.
+        ``names``: the inputs whose gradients are taken (else every one checked).
         """
-        wanted = self.wanted
+        wanted = self.wanted if names is None else names
         tensors = [self.tensor(v) for v in vs] if tensors is None else tensors
         if self.kind.engine:
             for leaf in leaves.values():

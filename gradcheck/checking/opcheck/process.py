@@ -295,6 +295,29 @@ class OpProcess:
                 "grads": self._grads(done.get("grads"))}
         return out
 
+    def contract(self, point: dict, vs: list, plan: dict) -> dict:
+        """op.contract's calls (:func:`gradcheck.checking.opcheck.contract_op.contract`):
+        by grad_output layout, ``{"grads"}`` (and ``"contiguous"`` for expanded ones);
+        one per subset of ``plan``, ``{"grads"}``; the pair's ``{"shared",
+        "separate"}`` (None: no pair); each ``{"error": message}`` where the op raised."""
+        from .loader import wanted
+
+        reply = self.call("contract", point=point, vs=vs, plan=plan)
+        layouts, subsets = reply.get("grad_output"), reply.get("subsets")
+        if (not isinstance(layouts, dict) or not isinstance(subsets, list)
+                or len(subsets) != len(plan["subsets"])):
+            raise _malformed("contract")
+        names = wanted(self.case)
+        pair = plan.get("pair")
+        return {
+            "grad_output": {str(k): _path(d, grads=names, **(
+                {"contiguous": names} if k == "expanded" else {}))
+                for k, d in layouts.items()},
+            "subsets": [_path(d, grads=list(s)) for d, s in zip(subsets, plan["subsets"])],
+            "pair": None if not pair else _path(
+                reply.get("pair"), shared=[n for n in names if n != pair[1]],
+                separate=names)}
+
     def double(self, vs: list, us: dict) -> dict:
         got = self.call("double", vs=vs, us=us).get("got")
         if not isinstance(got, dict):
@@ -431,6 +454,15 @@ def _list(reply: dict, key: str) -> list:
     if not isinstance(value, list):
         raise _malformed(key)
     return value
+
+
+def _path(done, **parts: list[str]) -> dict:
+    """One op.contract path's reply: its error, or each of ``parts``' gradients."""
+    if not isinstance(done, dict):
+        raise _malformed("contract")
+    if "error" in done:
+        return {"error": str(done["error"])}
+    return {k: _named(done.get(k), names) for k, names in parts.items()}
 
 
 def _named(grads, names: list[str]) -> dict:

@@ -172,6 +172,11 @@ class Server:
 
         return {"layouts": {} if self.kind.engine else layouts(self.runner, point, vs)}
 
+    def call_contract(self, point: dict, vs: list, plan: dict) -> dict:
+        from .contract_op import contract
+
+        return contract(self.runner, point, vs, plan)
+
     def call_torch_gradcheck(self, point: dict, settings: dict, order: int,
                              chars: int) -> dict:
         from .calls import torch_gradcheck
