@@ -16,7 +16,7 @@ from .loader import OpDtypeError, wanted
 from ..compare import Finding, Outcome, Tally
 from ..diagnose import Kept, Sample, summarize
 from ...base.dtypes import round_to
-from ...base.result import FAILED, WitnessResult
+from ...base.result import FAILED, SKIPPED, WitnessResult
 from ...sampling.points import case_points, case_rng
 from .checks import (backward, determinism, forward, inplace, jacobian, jacobian_checked, layout,
                      zero)
@@ -24,10 +24,11 @@ from .double import double
 from .exact import exact_rows, forward_references, forward_values, grad_quantities, references
 from .shapes import shapes
 from .tolerances import OpTolerance
+from .vmap import BATCH, Element, registration, too_large, vmap
 
 COTANGENTS = 2             # random v per point
 CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
-          "layout", "double")
+          "layout", "double", "vmap", "registration")
 #: checks that compare against another call of the op, not the exact values: they allow
 #: the case's nondet_tol and nothing else
 _SELF_CONSISTENCY = ("determinism", "inplace")
@@ -69,6 +70,18 @@ class OpCheck:
         self.samples: list[Sample] = []
         self.kept = Kept()
         self.record("forward", [Finding(note=n) for n in _case_notes(case)])
+        # op.vmap's batch: the first points' values, gathered as the loop passes them
+        self.batch: list[Element] | None = None
+        if self.wants("vmap") and not op.info.get("engine"):
+            large = too_large(case)
+            self.batch = [] if large is None else None
+            if large is not None:
+                self.record("vmap", [Finding(note=large)])
+        self.first: dict | None = None   # the first point (op.registration's)
+
+    def wants(self, check: str) -> bool:
+        """Whether the case runs ``check`` (``skip_checks`` names those it does not)."""
+        return f"op.{check}" not in getattr(self.case, "skip_checks", ())
 
     @property
     def notes(self) -> dict[str, list[str]]:
@@ -84,13 +97,32 @@ class OpCheck:
 
     def run(self) -> list[WitnessResult]:
         for i, point in enumerate(case_points(self.case, self.dtype)):
+            if i == 0:
+                self.first = point.values
             kept, mismatched = len(self.samples), self._mismatched()
             self.point(i, point.values)
             # (each of the point's samples holds about as much as its first)
             if len(self.samples) > kept and not self.kept.admits(
                     self.samples[kept].elements, agreed=self._mismatched() == mismatched):
                 del self.samples[kept:]
+        self.paths()
         return self.results()
+
+    def paths(self) -> None:
+        """The checks of other paths through the op, once the points are done: op.vmap
+        on the first points' batch, op.registration at the first point."""
+        if self.batch:
+            batch = [self.batch[j % len(self.batch)] for j in range(BATCH)]
+            done = self.op.vmap([e.point for e in batch], [e.vs for e in batch])
+            for tally in vmap(done, batch, lambda: self._tally("vmap")):
+                self.tallies["vmap"].merge(tally)
+            self.batch = None
+        if (self.first is not None and self.op.info.get("library")
+                and self.wants("registration")):
+            self.record("registration", registration(self.op.registration(self.first)))
+
+    def _tally(self, check: str) -> Tally:
+        return Tally(f"op.{check}", self.dtype, self.case.atol, self.case.rtol)
 
     def _mismatched(self) -> int:
         return sum(t.mismatched for t in self.tallies.values())
@@ -161,6 +193,9 @@ class OpCheck:
         self.record("inplace", inplace(op.inplace(point, vs), point, vs, values, i))
         self.record("layout", layout(op.layouts(point, vs), values, got, i, tolerance,
                                      point))
+        if self.batch is not None and i < min(BATCH, self.case.points):
+            self.batch.append(Element(i, point, vs, values, got, wanted, expected,
+                                      tolerance, self._loose_at(point, vs, wanted, expected)))
         if self.case.order == 2:
             self.record("double", double(op, self.refs, self.case, self.dtype, point,
                                          vs, i))
@@ -182,6 +217,14 @@ class OpCheck:
 
         return [_row(every, j) for j in range(len(rows))]
 
+    def _loose_at(self, point: dict, vs: list, wanted: dict, expected: dict):
+        """The float32 tolerances of the outputs and vᵀJ at ``point`` for ``vs``, asked
+        after the loop has left it (a tolerance of its own: :attr:`loose` keeps the
+        forward passes of the point it is at); None outside float64."""
+        if self.loose is None:
+            return None
+        return lambda: OpTolerance(self.case, LOOSE)(point, vs, dict(wanted, **expected))
+
     def diagnosis(self) -> str:
         """What the wrong gradients look like (see :func:`gradcheck.checking.diagnose.summarize`)."""
         jacobian = self.tallies["jacobian"]
@@ -194,6 +237,9 @@ class OpCheck:
         for check in CHECKS:
             tally = self.tallies[check]
             if tally.checked == 0 and not tally.mismatched:
+                if tally.notes:   # a check the op does not support: why, as a skip
+                    out.append(dataclasses.replace(
+                        tally.result(), status=SKIPPED, message="; ".join(tally.notes)))
                 continue
             result = tally.result()
             if result.status == FAILED and check in _DIAGNOSED:

@@ -299,6 +299,41 @@ class OpProcess:
             raise _malformed("got")
         return {str(q): None if g is None else _real(g, q) for q, g in got.items()}
 
+    def vmap(self, points: list[dict], vs: list[list]) -> dict:
+        """op.vmap's calls (:func:`gradcheck.checking.opcheck.batching.vmapped`):
+        ``{"unsupported": why}`` or ``{"claimed": bool, "placements": [...]}``, each
+        placement's ``outputs`` (batch first), vᵀJ through them (``backward``) and
+        under vmap (``grads``), each or an ``error``."""
+        reply = self.call("vmap", points=points, vs=vs)
+        if "unsupported" in reply:
+            return {"unsupported": str(reply["unsupported"])}
+        out = []
+        for done in _list(reply, "placements"):
+            if not isinstance(done, dict) or not isinstance(done.get("axes"), dict):
+                raise _malformed("placements")
+            axes, cot_axes = done["axes"], _list(done, "cotangent_axes")
+            if not all(isinstance(a, int) for a in [*axes.values(), *cot_axes]):
+                raise _malformed("axes")
+            got = {"placement": str(done.get("placement")),
+                   "axes": {str(n): a for n, a in axes.items()}, "cotangent_axes": cot_axes}
+            outputs = done.get("outputs")
+            got["outputs"] = (_failure(outputs) if isinstance(outputs, dict) else
+                              [_real(y, "an output") for y in _list(done, "outputs")])
+            for key in ("backward", "grads"):
+                if key in done:
+                    grads = done[key]
+                    failed = isinstance(grads, dict) and "error" in grads
+                    got[key] = _failure(grads) if failed else self._grads(grads)
+            out.append(got)
+        return {"claimed": bool(reply.get("claimed")), "placements": out}
+
+    def registration(self, point: dict) -> dict[str, str]:
+        """torch.library.opcheck's verdict on each sub-test: "SUCCESS" or what failed."""
+        tests = self.call("registration", point=point).get("tests")
+        if not isinstance(tests, dict):
+            raise _malformed("tests")
+        return {str(name): str(verdict) for name, verdict in tests.items()}
+
     def _grads(self, grads) -> dict:
         from .loader import wanted
 
@@ -413,3 +448,12 @@ def _named(grads, names: list[str]) -> dict:
         raise _malformed("gradients")
     return {n: None if grads[n] is None else _real(grads[n], f"{n}'s gradient")
             for n in names}
+
+
+def _failure(done: dict) -> dict:
+    """What a path of the op raised: ``{"error": {"text", "refused"}}`` checked."""
+    error = done.get("error")
+    if not isinstance(error, dict):
+        raise _malformed("error")
+    return {"error": {"text": str(error.get("text", "")),
+                      "refused": bool(error.get("refused"))}}

@@ -116,8 +116,11 @@ class Server:
         from .calls import argument_count
 
         positional, keywords = arguments(self.case)
+        from .loader import is_library_op
+
         return {"name": str(self.kind.name), "engine": bool(self.kind.engine),
                 "function": bool(self.kind.function),
+                "library": bool(is_library_op(self.kind.obj)),
                 "count": argument_count(self.kind.obj, positional, keywords)}
 
     @property
@@ -182,3 +185,13 @@ class Server:
         from .calls import second_derivatives
 
         return {"got": second_derivatives(self.runner, self.leaves, vs, us)}
+
+    def call_vmap(self, points: list, vs: list) -> dict:
+        from .batching import vmapped
+
+        return vmapped(self.runner, points, vs)
+
+    def call_registration(self, point: dict) -> dict:
+        from .batching import registration
+
+        return registration(self.runner, point)
