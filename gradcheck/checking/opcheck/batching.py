@@ -78,7 +78,13 @@ def vmapped(runner, points: list[dict], vs: list[list]) -> dict:
             continue
         seen.add(tuple(axes.values()))
         out.append(_placed(runner, samples, vs, placement, axes))
+        if _refused(out[-1]["outputs"]) and not claimed(runner.kind.obj):
+            break   # (torch refuses it wherever the batch axis is)
     return {"placements": out, "claimed": claimed(runner.kind.obj)}
+
+
+def _refused(done) -> bool:
+    return isinstance(done, dict) and done["error"]["refused"]
 
 
 def _placed(runner, samples: list[dict], vs: list[list], placement: str,
@@ -100,10 +106,9 @@ def _placed(runner, samples: list[dict], vs: list[list], placement: str,
     outs = _attempt(lambda: torch.func.vmap(forward, in_dims=dims, out_dims=0)(
         *[batched[n] for n in names]))
     done["outputs"] = outs if isinstance(outs, dict) else [plain(y) for y in outs]
-    if not wanted:
+    if not wanted or isinstance(outs, dict):   # (vjp's forward would raise the same)
         return done
-    if not isinstance(outs, dict):
-        done["backward"] = _attempt(lambda: _backward(runner, batched, axes, outs, vs))
+    done["backward"] = _attempt(lambda: _backward(runner, batched, axes, outs, vs))
 
     def pulled(*args):
         xs, cts = dict(zip(names, args[:len(names)])), args[len(names):]

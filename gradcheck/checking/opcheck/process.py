@@ -129,6 +129,9 @@ class OpProcess:
     def _fork(self) -> None:
         try:   # once per judge: else every op's process would import torch itself
             import torch  # noqa: F401
+            # and what op.vmap's torch.func.vjp imports (torch.func's autograd reads
+            # torch._dynamo): 2 s in every op's process, once here
+            import torch._dynamo  # noqa: F401
         except ImportError:   # (an engine op needs none)
             pass
         self.capture = Capture("gradcheck-op-output")
