@@ -239,7 +239,8 @@ class OpCheck:
             if tally.checked == 0 and not tally.mismatched:
                 if tally.notes:   # a check the op does not support: why, as a skip
                     out.append(dataclasses.replace(
-                        tally.result(), status=SKIPPED, message="; ".join(tally.notes)))
+                        tally.result(), status=SKIPPED, message="; ".join(tally.notes),
+                        notes=()))
                 continue
             result = tally.result()
             if result.status == FAILED and check in _DIAGNOSED:

@@ -321,12 +321,14 @@ class OpProcess:
                    "axes": {str(n): a for n, a in axes.items()}, "cotangent_axes": cot_axes}
             outputs = done.get("outputs")
             got["outputs"] = (_failure(outputs) if isinstance(outputs, dict) else
-                              [_real(y, "an output") for y in _list(done, "outputs")])
+                              [_batched(y, len(points)) for y in _list(done, "outputs")])
             for key in ("backward", "grads"):
                 if key in done:
                     grads = done[key]
                     failed = isinstance(grads, dict) and "error" in grads
-                    got[key] = _failure(grads) if failed else self._grads(grads)
+                    got[key] = _failure(grads) if failed else {
+                        n: None if g is None else _batched(g, len(points))
+                        for n, g in self._grads(grads).items()}
             out.append(got)
         return {"claimed": bool(reply.get("claimed")), "placements": out}
 
@@ -460,3 +462,12 @@ def _failure(done: dict) -> dict:
         raise _malformed("error")
     return {"error": {"text": str(error.get("text", "")),
                       "refused": bool(error.get("refused"))}}
+
+
+def _batched(a, size: int) -> np.ndarray:
+    """A real array of a batch of ``size`` along its first axis (vmap's ``out_dims =
+    0``)."""
+    a = _real(a, "a batched quantity")
+    if a.ndim == 0 or a.shape[0] != size:
+        raise _malformed("a batched quantity")
+    return a
