@@ -217,3 +217,67 @@ def test_vmap_batches_several_inputs_along_axes_of_their_own(tmp_path):
         # first (0, 0), middle (1, 1), last (2, 1): three placements, each a batch of
         # 3 outputs (6 elements) and two paths' gradients (6 + 3), twice compared
         assert vmap.checked == 3 * 3 * (6 + 9 + 9) * 2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_skip_checks_turns_either_check_off(dtype):
+    """``skip_checks = ["op.vmap"]`` (the case key, read where the case has it): the
+    wrong twins then pass, neither check reported."""
+    import dataclasses
+
+    for name, check in [("softmax-vmap-batch-last-wrong", "op.vmap"),
+                        ("custom-op-fake-shape-wrong", "op.registration")]:
+        case = dataclasses.replace(CASES[name], expect="pass")
+        assert run_case(case, dtype, timeout=None).status == "failed"
+        object.__setattr__(case, "skip_checks", (check,))   # (a key of its own branch)
+        result = run_case(case, dtype, timeout=None)
+        assert result.status == "passed", result.message
+        assert all(w.witness != check for w in result.witnesses)
+
+
+def test_a_custom_op_without_a_fake_has_those_sub_tests_noted_not_failed(tmp_path):
+    """No register_fake: the op does not support the fake-tensor paths (torch.compile);
+    test_faketensor and test_aot_dispatch_dynamic are notes, the other two pass. An
+    overloaded torch.ops.ns.name is checked by its default overload."""
+    results = run_ops(tmp_path, """
+        @torch.library.custom_op("gradcheck_vmap_tests::cube", mutates_args=())
+        def cube(x: torch.Tensor) -> torch.Tensor:
+            return x * x * x
+
+
+        def _setup(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+
+        def _backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x * x * g
+
+
+        cube.register_autograd(_backward, setup_context=_setup)
+        sin = torch.ops.aten.sin
+    """, """
+        [[case]]
+        name = "cube"
+        op = "{mod}:cube"
+        reference = "x ** 3"
+        inputs.x = { shape = [3] }
+
+        [[case]]
+        name = "aten-sin"
+        op = "{mod}:sin"
+        reference = "sin(x)"
+        inputs.x = { shape = [3] }
+    """)
+    for dtype in DTYPES:
+        cube = results["cube", dtype]
+        assert cube.status == "passed", cube.message
+        registration = cube.witness("op.registration")
+        assert registration.status == "passed" and registration.checked == 2
+        assert [n.split(" not run")[0] for n in registration.notes] == [
+            "torch.library.opcheck's test_faketensor",
+            "torch.library.opcheck's test_aot_dispatch_dynamic"]
+        assert "no fake impl registered" in registration.notes[0]
+        sin = results["aten-sin", dtype]
+        assert sin.status == "passed", sin.message
+        assert sin.witness("op.registration").checked == 4

@@ -161,9 +161,20 @@ def _attempt(call):
 
 def registration(runner, point: dict) -> dict:
     """``torch.library.opcheck`` on the op at ``point``, called as the case calls it:
-    ``{"tests": {sub-test: "SUCCESS" or the first line of what it raised}}``."""
+    ``{"tests": {sub-test: {"verdict": "SUCCESS" | "failed" | "unsupported", "text":
+    the first line of what it raised}}}``; "unsupported" where the op has no fake impl
+    (``register_fake``): it does not support the paths that need one. An overloaded
+    ``torch.ops.ns.name`` is checked by its default overload (opcheck takes one); one
+    without: ``{"unsupported": why}``."""
     import torch
 
+    op = runner.kind.obj
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        names = op.overloads()
+        if "default" not in names and len(names) != 1:
+            return {"unsupported": f"{op} has the overloads {names}, none of them "
+                                   "default: torch.library.opcheck takes one"}
+        op = getattr(op, "default" if "default" in names else names[0])
     leaves = runner.leaves(point)
     positional, keywords = runner.arguments()
 
@@ -173,11 +184,18 @@ def registration(runner, point: dict) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = torch.library.opcheck(
-            runner.kind.obj, tuple(given(a) for a in positional),
-            {k: given(a) for k, a in keywords}, test_utils=OPCHECK_TESTS,
-            raise_exception=False)
-    return {"tests": {str(name): "SUCCESS" if verdict == "SUCCESS"
-                      else _first_line(verdict) for name, verdict in got.items()}}
+            op, tuple(given(a) for a in positional), {k: given(a) for k, a in keywords},
+            test_utils=OPCHECK_TESTS, raise_exception=False)
+    return {"tests": {str(name): _verdict(result) for name, result in got.items()}}
+
+
+def _verdict(result) -> dict:
+    if isinstance(result, str) and result == "SUCCESS":
+        return {"verdict": "SUCCESS", "text": ""}
+    text = _first_line(result)
+    unfaked = ("no fake impl registered" in str(result)
+               or type(result).__name__ == "UnsupportedOperatorException")
+    return {"verdict": "unsupported" if unfaked else "failed", "text": text}
 
 
 def _first_line(exc) -> str:

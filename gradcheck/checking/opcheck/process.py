@@ -332,12 +332,19 @@ class OpProcess:
             out.append(got)
         return {"claimed": bool(reply.get("claimed")), "placements": out}
 
-    def registration(self, point: dict) -> dict[str, str]:
-        """torch.library.opcheck's verdict on each sub-test: "SUCCESS" or what failed."""
-        tests = self.call("registration", point=point).get("tests")
-        if not isinstance(tests, dict):
+    def registration(self, point: dict) -> dict:
+        """torch.library.opcheck's verdict on each sub-test (:func:`gradcheck.checking.
+        opcheck.batching.registration`): ``{"tests": {name: (verdict, text)}}`` or
+        ``{"unsupported": why}``."""
+        reply = self.call("registration", point=point)
+        if "unsupported" in reply:
+            return {"unsupported": str(reply["unsupported"])}
+        tests = reply.get("tests")
+        if not isinstance(tests, dict) or not all(isinstance(t, dict)
+                                                  for t in tests.values()):
             raise _malformed("tests")
-        return {str(name): str(verdict) for name, verdict in tests.items()}
+        return {"tests": {str(name): (str(t.get("verdict")), str(t.get("text", "")))
+                          for name, t in tests.items()}}
 
     def _grads(self, grads) -> dict:
         from .loader import wanted

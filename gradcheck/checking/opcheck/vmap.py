@@ -187,8 +187,19 @@ def too_large(case) -> str | None:
             f"than {ELEMENTS} (a batch of {BATCH} would hold them {BATCH} times over)")
 
 
-def registration(tests: dict[str, str]) -> list[Finding]:
-    """op.registration: each of torch.library.opcheck's sub-tests a verdict."""
-    return [Finding(checked=1, problem=None if verdict == "SUCCESS" else
-                    f"torch.library.opcheck's {name} failed: {verdict}")
-            for name, verdict in tests.items()]
+def registration(done: dict) -> list[Finding]:
+    """op.registration: each of torch.library.opcheck's sub-tests a verdict ("SUCCESS"
+    passes; a sub-test the op has no fake impl for, a note; anything else fails)."""
+    if "unsupported" in done:
+        return [Finding(note=f"op.registration not run: {done['unsupported']}")]
+    out = []
+    for name, (verdict, text) in done["tests"].items():
+        if verdict == "SUCCESS":
+            out.append(Finding(checked=1))
+        elif verdict == "unsupported":
+            out.append(Finding(note=f"torch.library.opcheck's {name} not run: the op "
+                                    f"has no fake impl (register_fake): {text}"))
+        else:
+            out.append(Finding(checked=1, problem=f"torch.library.opcheck's {name} "
+                                                  f"failed: {text}"))
+    return out
