@@ -1,7 +1,8 @@
 """The op's side of op.vmap and op.registration, run in the op's own process
 (:mod:`gradcheck.checking.opcheck.server`): the op under ``torch.func.vmap`` (its outputs,
-and ``torch.func.vjp`` inside the vmap) with the batch axis first, in the middle and last
-of each input, and ``torch.library.opcheck`` on a torch.library op. Judged by
+vᵀJ through torch.autograd.grad of them, and ``torch.func.vjp`` inside the vmap) with the
+batch axis first, in the middle and last of each input, and ``torch.library.opcheck`` on
+a torch.library op. Judged by
 :mod:`gradcheck.checking.opcheck.vmap`."""
 
 from __future__ import annotations
@@ -54,9 +55,11 @@ def unsupported(kind) -> str | None:
 def vmapped(runner, points: list[dict], vs: list[list]) -> dict:
     """The op on the batch of ``points`` (cotangents ``vs``, one list per point) under
     ``torch.func.vmap``, for each placement of the batch axis whose axes differ from an
-    earlier one's: ``{"placements": [{"placement", "axes": {input: axis}, "outputs":
-    [...] or "error", "grads": {...} or "error"}, ...]}``, every array with the batch
-    first (``out_dims = 0``). An error is ``{"text", "refused"}``: refused where torch
+    earlier one's: ``{"claimed": bool, "placements": [{"placement", "axes": {input:
+    axis}, "cotangent_axes", "outputs": [...], "backward": {...}, "grads": {...}},
+    ...]}`` (:func:`_placed`), every array with the batch first (``out_dims = 0``), each
+    of the three an ``{"error": ...}`` where the op raised; after torch's refusal of an
+    op that claims no support, no further placement. An error is ``{"text", "refused"}``: refused where torch
     says vmap cannot run the op (no failure unless the op claims support, :func:`claimed`);
     ``{"unsupported": why}`` where vmap is not asked of the op at all."""
     import torch
