@@ -73,10 +73,11 @@ class OpCheck:
         # op.vmap's batch: the first points' values, gathered as the loop passes them
         self.batch: list[Element] | None = None
         if self.wants("vmap") and not op.info.get("engine"):
-            large = too_large(case)
-            self.batch = [] if large is None else None
-            if large is not None:
-                self.record("vmap", [Finding(note=large)])
+            why = op.info.get("no_vmap")
+            why = f"vmap not supported: {why}" if why else too_large(case)
+            self.batch = [] if why is None else None
+            if why is not None:
+                self.record("vmap", [Finding(note=str(why))])
         self.first: dict | None = None   # the first point (op.registration's)
 
     def wants(self, check: str) -> bool:

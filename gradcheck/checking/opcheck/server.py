@@ -116,11 +116,14 @@ class Server:
         from .calls import argument_count
 
         positional, keywords = arguments(self.case)
+        from .batching import unsupported
         from .loader import is_library_op
 
         return {"name": str(self.kind.name), "engine": bool(self.kind.engine),
                 "function": bool(self.kind.function),
                 "library": bool(is_library_op(self.kind.obj)),
+                # why vmap cannot be asked of the op (op.vmap's note), or None
+                "no_vmap": None if self.kind.engine else unsupported(self.kind),
                 "count": argument_count(self.kind.obj, positional, keywords)}
 
     @property
