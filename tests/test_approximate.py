@@ -67,7 +67,9 @@ def test_each_approximation_passes_in_float32_and_fails_when_strict(results, nam
     strict = results[True][(name, "float64")]
     assert strict.status == "failed"
     assert strict.message.startswith("approximate: ") and "strict" in strict.message
-    assert {w.status for w in strict.witnesses} <= {"passed", "failed"}
+    # (op.vmap skipped, saying why, for a Function without vmap support)
+    assert {w.status for w in strict.witnesses if w.witness != "op.vmap"} <= {"passed",
+                                                                              "failed"}
     assert results[True][(name, "float32")].status == "passed"
 
 

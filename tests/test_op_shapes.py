@@ -215,7 +215,9 @@ def test_bundled_ops_right_by_autograd_pass_with_their_note(bundled, name, dtype
     assert cases[name].expect == "pass" and not cases[name].strict_shapes
     result = results[name, dtype]
     assert result.status == "passed", result.message
-    assert all(w.status == "passed" for w in result.witnesses)
+    # (op.vmap skipped, saying why, for a Function without vmap support)
+    assert all(w.status == "passed" or (w.witness == "op.vmap" and w.status == "skipped")
+               for w in result.witnesses)
     shapes = result.witness("op.shapes")
     assert len(shapes.notes) == 1 and BUNDLED_NOTES[name] in shapes.notes[0]
     assert result.notes == shapes.notes       # the runner gathers witness notes

@@ -58,6 +58,12 @@ KINDS = (r"sign flipped", r"\d times the exact gradient", r"\d of the exact grad
          r"wrong on repeats", r"cross terms")
 
 
+def _vmap_unsupported(w) -> bool:
+    """op.vmap skipped because the op does not support vmap (an old-style Function)."""
+    return (w.witness == "op.vmap" and w.status == "skipped"
+            and w.message.startswith("vmap not supported: "))
+
+
 def kinds(text: str) -> set[str]:
     return {k for k in KINDS if re.search(k, text)}
 
@@ -83,7 +89,9 @@ def test_every_bundled_case_runs_in_both_dtypes():
 def test_correct_op_passes_without_diagnosis(bundled, name, dtype):
     result = bundled[name, dtype]
     assert result.status == "passed", result.message
-    assert result.witnesses and all(w.status == "passed" for w in result.witnesses)
+    # (op.vmap skipped, saying why, for a Function without vmap support)
+    assert result.witnesses and all(w.status == "passed" or _vmap_unsupported(w)
+                                    for w in result.witnesses)
     assert not any(w.diagnosis for w in result.witnesses)
     # Asked anyway, the diagnosis finds nothing wrong (no false alarm).
     with OpProcess(CASES[name], dtype) as op:

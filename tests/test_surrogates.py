@@ -53,7 +53,9 @@ def test_every_fixture_is_named_here():
 def test_the_right_ops_pass(results, name, dtype):
     result = results[name, dtype]
     assert result.status == "passed", result.message
-    assert all(w.status == "passed" and w.checked > 0 for w in result.witnesses)
+    # (op.vmap skipped, saying why, for a Function without vmap support)
+    assert all(w.status == "passed" and w.checked > 0 for w in result.witnesses
+               if not (w.witness == "op.vmap" and w.status == "skipped"))
     if CASES[name].order == 2:
         assert result.witness("op.double").checked > 0
 

@@ -304,7 +304,7 @@ def _function_class(obj: Any) -> bool:
     return any(isinstance(b, type) and issubclass(obj, b) for b in bases)
 
 
-def _torch_op(obj: Any) -> bool:
+def is_library_op(obj: Any) -> bool:
     """A torch.library op: an ``OpOverloadPacket``/``OpOverload`` (``torch.ops.ns.name``)
     or what ``torch.library.custom_op`` returns."""
     ops, custom = sys.modules.get("torch._ops"), sys.modules.get("torch._library.custom_ops")
@@ -319,6 +319,6 @@ def _accepted(obj: Any, module: types.ModuleType, policy: _Policy) -> bool:
     run on tensors, wherever they are defined), or a callable whose ``__module__`` is a
     permitted module: what a module merely imported (``from os import system``, a
     ``functools.partial`` of it) is that other module's code, and refused."""
-    if _function_class(obj) or _torch_op(obj):
+    if _function_class(obj) or is_library_op(obj):
         return True
     return callable(obj) and policy.permitted(getattr(obj, "__module__", None), module)

@@ -16,7 +16,7 @@ from .loader import OpDtypeError, wanted
 from ..compare import Finding, Outcome, Tally
 from ..diagnose import Kept, Sample, summarize
 from ...base.dtypes import round_to
-from ...base.result import FAILED, WitnessResult
+from ...base.result import FAILED, SKIPPED, WitnessResult
 from ...sampling.points import case_points, case_rng
 from .checks import (backward, determinism, forward, inplace, jacobian, jacobian_checked,
                      jacobian_rows, layout, zero)
@@ -27,6 +27,7 @@ from .exact import (exact_rows, forward_references, forward_values, grad_quantit
 from .jvp import jvp, sampled_hots
 from .shapes import shapes
 from .tolerances import OpTolerance
+from .vmap import BATCH, Element, registration, too_large, vmap
 from ...cases.vocabulary import OP_CHECKS
 
 COTANGENTS = 2             # random v per point
@@ -76,6 +77,15 @@ class OpCheck:
         self.kept = Kept()
         self.unsupported = False   # the op does not do forward mode (op.jvp's note)
         self.record("forward", [Finding(note=n) for n in _case_notes(case)])
+        # op.vmap's batch: the first points' values, gathered as the loop passes them
+        self.batch: list[Element] | None = None
+        if self.on("vmap") and not op.info.get("engine"):
+            why = op.info.get("no_vmap")
+            why = f"vmap not supported: {why}" if why else too_large(case)
+            self.batch = [] if why is None else None
+            if why is not None:
+                self.record("vmap", [Finding(note=str(why))])
+        self.first: dict | None = None   # the first point (op.registration's)
 
     def on(self, check: str) -> bool:
         """Whether ``check`` runs: not switched off by the case's skip_checks (which
@@ -96,13 +106,32 @@ class OpCheck:
 
     def run(self) -> list[WitnessResult]:
         for i, point in enumerate(case_points(self.case, self.dtype)):
+            if i == 0:
+                self.first = point.values
             kept, mismatched = len(self.samples), self._mismatched()
             self.point(i, point.values)
             # (each of the point's samples holds about as much as its first)
             if len(self.samples) > kept and not self.kept.admits(
                     self.samples[kept].elements, agreed=self._mismatched() == mismatched):
                 del self.samples[kept:]
+        self.paths()
         return self.results()
+
+    def paths(self) -> None:
+        """The checks of other paths through the op, once the points are done: op.vmap
+        on the first points' batch, op.registration at the first point."""
+        if self.batch:
+            batch = [self.batch[j % len(self.batch)] for j in range(BATCH)]
+            done = self.op.vmap([e.point for e in batch], [e.vs for e in batch])
+            for tally in vmap(done, batch, lambda: self._tally("vmap")):
+                self.tallies["vmap"].merge(tally)
+            self.batch = None
+        if (self.first is not None and self.op.info.get("library")
+                and self.on("registration")):
+            self.record("registration", registration(self.op.registration(self.first)))
+
+    def _tally(self, check: str) -> Tally:
+        return Tally(f"op.{check}", self.dtype, self.case.atol, self.case.rtol)
 
     def _mismatched(self) -> int:
         return sum(t.mismatched for t in self.tallies.values())
@@ -221,6 +250,9 @@ class OpCheck:
         if i == 0 and self.on("contract"):   # (the first point only: a dozen calls)
             self.record("contract", contract(self, i, point, vs, got, tolerance,
                                              exact_ones))
+        if self.batch is not None and i < min(BATCH, self.case.points):
+            self.batch.append(Element(i, point, vs, values, got, wanted, expected,
+                                      tolerance, self._loose_at(point, vs, wanted, expected)))
         if self.case.order == 2 and self.on("double"):
             self.record("double", double(op, self.refs, self.case, self.dtype, point,
                                          vs, i))
@@ -242,6 +274,14 @@ class OpCheck:
 
         return [_row(every, j) for j in range(len(rows))]
 
+    def _loose_at(self, point: dict, vs: list, wanted: dict, expected: dict):
+        """The float32 tolerances of the outputs and vᵀJ at ``point`` for ``vs``, asked
+        after the loop has left it (a tolerance of its own: :attr:`loose` keeps the
+        forward passes of the point it is at); None outside float64."""
+        if self.loose is None:
+            return None
+        return lambda: OpTolerance(self.case, LOOSE)(point, vs, dict(wanted, **expected))
+
     def diagnosis(self) -> str:
         """What the wrong gradients look like (see :func:`gradcheck.checking.diagnose.summarize`)."""
         jacobian = self.tallies["jacobian"]
@@ -254,6 +294,10 @@ class OpCheck:
         for check in CHECKS:
             tally = self.tallies[check]
             if tally.checked == 0 and not tally.mismatched:
+                if tally.notes:   # a check the op does not support: why, as a skip
+                    out.append(dataclasses.replace(
+                        tally.result(), status=SKIPPED, message="; ".join(tally.notes),
+                        notes=()))
                 continue
             result = tally.result()
             if result.status == FAILED and check in _DIAGNOSED:

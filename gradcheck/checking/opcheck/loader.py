@@ -13,8 +13,8 @@ import numpy as np
 
 from ...base.dtypes import to_numpy, torch_dtype  # noqa: F401  (to_numpy: op checks use it)
 from ...base.errors import GradcheckError
-from ...project.imports import (ALLOW_KEY, OpImportError, OpRefused, load,  # noqa: F401
-                                op_folder, refuse)
+from ...project.imports import (ALLOW_KEY, OpImportError, OpRefused,  # noqa: F401
+                                is_library_op, load, op_folder, refuse)
 from ...project.settings import project_root  # noqa: F401  (the one definition; op_folder's)
 
 

@@ -129,6 +129,9 @@ class OpProcess:
     def _fork(self) -> None:
         try:   # once per judge: else every op's process would import torch itself
             import torch  # noqa: F401
+            # and what op.vmap's torch.func.vjp imports (torch.func's autograd reads
+            # torch._dynamo): 2 s in every op's process, once here
+            import torch._dynamo  # noqa: F401
         except ImportError:   # (an engine op needs none)
             pass
         else:
@@ -338,6 +341,50 @@ class OpProcess:
         return {"tangents": [[None if t is None else _real(t, f"the tangent of output {k}")
                               for k, t in enumerate(r)] for r in rows]}
 
+    def vmap(self, points: list[dict], vs: list[list]) -> dict:
+        """op.vmap's calls (:func:`gradcheck.checking.opcheck.batching.vmapped`):
+        ``{"unsupported": why}`` or ``{"claimed": bool, "placements": [...]}``, each
+        placement's ``outputs`` (batch first), vᵀJ through them (``backward``) and
+        under vmap (``grads``), each or an ``error``."""
+        reply = self.call("vmap", points=points, vs=vs)
+        if "unsupported" in reply:
+            return {"unsupported": str(reply["unsupported"])}
+        out = []
+        for done in _list(reply, "placements"):
+            if not isinstance(done, dict) or not isinstance(done.get("axes"), dict):
+                raise _malformed("placements")
+            axes, cot_axes = done["axes"], _list(done, "cotangent_axes")
+            if not all(isinstance(a, int) for a in [*axes.values(), *cot_axes]):
+                raise _malformed("axes")
+            got = {"placement": str(done.get("placement")),
+                   "axes": {str(n): a for n, a in axes.items()}, "cotangent_axes": cot_axes}
+            outputs = done.get("outputs")
+            got["outputs"] = (_failure(outputs) if isinstance(outputs, dict) else
+                              [_batched(y, len(points)) for y in _list(done, "outputs")])
+            for key in ("backward", "grads"):
+                if key in done:
+                    grads = done[key]
+                    failed = isinstance(grads, dict) and "error" in grads
+                    got[key] = _failure(grads) if failed else {
+                        n: None if g is None else _batched(g, len(points))
+                        for n, g in self._grads(grads).items()}
+            out.append(got)
+        return {"claimed": bool(reply.get("claimed")), "placements": out}
+
+    def registration(self, point: dict) -> dict:
+        """torch.library.opcheck's verdict on each sub-test (:func:`gradcheck.checking.
+        opcheck.batching.registration`): ``{"tests": {name: (verdict, text)}}`` or
+        ``{"unsupported": why}``."""
+        reply = self.call("registration", point=point)
+        if "unsupported" in reply:
+            return {"unsupported": str(reply["unsupported"])}
+        tests = reply.get("tests")
+        if not isinstance(tests, dict) or not all(isinstance(t, dict)
+                                                  for t in tests.values()):
+            raise _malformed("tests")
+        return {"tests": {str(name): (str(t.get("verdict")), str(t.get("text", "")))
+                          for name, t in tests.items()}}
+
     def _grads(self, grads) -> dict:
         from .loader import wanted
 
@@ -471,3 +518,21 @@ def _named(grads, names: list[str]) -> dict:
         raise _malformed("gradients")
     return {n: None if grads[n] is None else _real(grads[n], f"{n}'s gradient")
             for n in names}
+
+
+def _failure(done: dict) -> dict:
+    """What a path of the op raised: ``{"error": {"text", "refused"}}`` checked."""
+    error = done.get("error")
+    if not isinstance(error, dict):
+        raise _malformed("error")
+    return {"error": {"text": str(error.get("text", "")),
+                      "refused": bool(error.get("refused"))}}
+
+
+def _batched(a, size: int) -> np.ndarray:
+    """A real array of a batch of ``size`` along its first axis (vmap's ``out_dims =
+    0``)."""
+    a = _real(a, "a batched quantity")
+    if a.ndim == 0 or a.shape[0] != size:
+        raise _malformed("a batched quantity")
+    return a

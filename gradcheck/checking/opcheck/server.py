@@ -116,8 +116,14 @@ class Server:
         from .calls import argument_count
 
         positional, keywords = arguments(self.case)
+        from .batching import unsupported
+        from .loader import is_library_op
+
         return {"name": str(self.kind.name), "engine": bool(self.kind.engine),
                 "function": bool(self.kind.function),
+                "library": bool(is_library_op(self.kind.obj)),
+                # why vmap cannot be asked of the op (op.vmap's note), or None
+                "no_vmap": None if self.kind.engine else unsupported(self.kind),
                 "count": argument_count(self.kind.obj, positional, keywords)}
 
     @property
@@ -192,3 +198,13 @@ class Server:
         from .forward_mode import tangents
 
         return tangents(self.runner, self.kind, point, directions)
+
+    def call_vmap(self, points: list, vs: list) -> dict:
+        from .batching import vmapped
+
+        return vmapped(self.runner, points, vs)
+
+    def call_registration(self, point: dict) -> dict:
+        from .batching import registration
+
+        return registration(self.runner, point)
