@@ -131,3 +131,9 @@ def assert_torch_within_bounds(case, point, v, dtype) -> None:
     for q, e in exact.items():
         err = np.abs(got[q] - e)
         assert np.all(err <= bounds[q]), (q, float(np.max(err - bounds[q])))
+
+
+def skipped_saying_why(w) -> bool:
+    """An op check the op does not support (op.jvp without forward mode, op.vmap without
+    a vmap rule): skipped, its reason as its message, never a failure."""
+    return w.status == "skipped" and bool(w.message)

@@ -19,6 +19,7 @@ from gradcheck.checking.opcheck import OpCheck
 from gradcheck.checking.opcheck.process import OpProcess
 from gradcheck.checking.case import run_case
 from gradcheck.session.runner import run
+from conftest import skipped_saying_why  # noqa: E402
 
 OPS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "ops.toml"
 CASES = {c.name: c for c in load_cases(OPS)}
@@ -59,9 +60,9 @@ KINDS = (r"sign flipped", r"\d times the exact gradient", r"\d of the exact grad
 
 
 def _vmap_unsupported(w) -> bool:
-    """op.vmap skipped because the op does not support vmap (an old-style Function)."""
-    return (w.witness == "op.vmap" and w.status == "skipped"
-            and w.message.startswith("vmap not supported: "))
+    """A path the op does not support skipped, saying why: op.vmap for an old-style
+    Function, op.jvp for a Function without jvp or an engine op."""
+    return skipped_saying_why(w)
 
 
 def kinds(text: str) -> set[str]:

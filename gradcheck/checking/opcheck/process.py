@@ -35,22 +35,15 @@ from ...process import wire
 from ...process.cienv import without_control
 from ...process.children import Capture
 from .loader import OpImportError, OpRefused
+from .replies import (OpRaised, Sent, sent, malformed as _malformed, array as _array,  # noqa: F401
+                      real as _real, listed as _list, path as _path, named as _named,
+                      failure as _failure, batched as _batched)
 
 _STALL = 60.0                # seconds a reply may stall once it has begun
 _SLACK = 1 << 26             # bytes a reply may hold beyond its arrays' expected size
 FORKS = sys.platform.startswith("linux") and hasattr(os, "memfd_create")
 #: start every op's process as a new interpreter, as a CUDA case's is (for the tests)
 SPAWN = os.environ.get("GRADCHECK_OP_SPAWN") == "1"
-
-
-class OpRaised(Exception):
-    """The op raised (or its process ended) while answering a call: the op's failure.
-    ``crashed``: its process died rather than raising; ``memory``: it ran out of memory
-    (the case's error, as anywhere: a limit, not a wrong gradient)."""
-
-    def __init__(self, message: str, crashed: bool = False, memory: bool = False):
-        super().__init__(message)
-        self.crashed, self.memory, self.output = crashed, memory, ""
 
 
 class OpProcess:
@@ -444,95 +437,3 @@ def _raised(error) -> OpRaised:
         return OpRaised(message, memory=True)
     tb = str(error.get("traceback", ""))
     return OpRaised(f"the op raised {message}" + (f"\n{tb}" if tb else ""))
-
-
-class Sent:
-    """A tensor (or another object) as the op's process described it: op.shapes reads
-    its type, shape, dtype and device, and its values."""
-
-    def __init__(self, kind: str, type_name: str, shape=(), dtype: str = "",
-                 device: str | None = None, values: np.ndarray | None = None):
-        self.kind, self.type = kind, type_name
-        self.shape, self.dtype, self.device, self.values = shape, dtype, device, values
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-
-def sent(d, what: str) -> Sent | None:
-    """A :class:`Sent` from its description (None stays None)."""
-    if d is None:
-        return None
-    if not isinstance(d, dict):
-        raise _malformed(what)
-    if d.get("kind") == "other":
-        return Sent("other", str(d.get("type", "?")))
-    shape, values = d.get("shape"), d.get("values")
-    if (not isinstance(shape, list) or not all(isinstance(n, int) for n in shape)
-            or not isinstance(d.get("dtype"), str)
-            or not isinstance(d.get("device"), (str, type(None)))):
-        raise _malformed(what)
-    return Sent("tensor", str(d.get("type", "Tensor")), tuple(shape), d["dtype"],
-                d["device"], None if values is None else _array(values, what))
-
-
-def _malformed(what: str) -> OpRaised:
-    return OpRaised(f"the op's process sent a malformed reply ({what})", crashed=True)
-
-
-def _array(a, what: str) -> np.ndarray:
-    if not isinstance(a, np.ndarray):
-        raise _malformed(what)
-    return a
-
-
-def _real(a, what: str) -> np.ndarray:
-    """A float64 array of what the op returned (a complex one is the op's failure: the
-    case's quantities are real)."""
-    a = _array(a, what)
-    if a.dtype.kind == "c":
-        raise OpRaised(f"the op returned a complex tensor for {what}, which is real")
-    return a.astype(np.float64, copy=False)
-
-
-def _list(reply: dict, key: str) -> list:
-    value = reply.get(key)
-    if not isinstance(value, list):
-        raise _malformed(key)
-    return value
-
-
-def _path(done, **parts: list[str]) -> dict:
-    """One op.contract path's reply: its error, or each of ``parts``' gradients."""
-    if not isinstance(done, dict):
-        raise _malformed("contract")
-    if "error" in done:
-        return {"error": str(done["error"])}
-    return {k: _named(done.get(k), names) for k, names in parts.items()}
-
-
-def _named(grads, names: list[str]) -> dict:
-    """``{name: array or None}`` for exactly ``names``."""
-    if not isinstance(grads, dict) or set(grads) != set(names):
-        raise _malformed("gradients")
-    return {n: None if grads[n] is None else _real(grads[n], f"{n}'s gradient")
-            for n in names}
-
-
-def _failure(done: dict) -> dict:
-    """What a path of the op raised: ``{"error": {"text", "refused"}}`` checked."""
-    error = done.get("error")
-    if not isinstance(error, dict):
-        raise _malformed("error")
-    return {"error": {"text": str(error.get("text", "")),
-                      "refused": bool(error.get("refused"))}}
-
-
-def _batched(a, size: int) -> np.ndarray:
-    """A real array of a batch of ``size`` along its first axis (vmap's ``out_dims =
-    0``)."""
-    a = _real(a, "a batched quantity")
-    if a.ndim == 0 or a.shape[0] != size:
-        raise _malformed("a batched quantity")
-    return a
