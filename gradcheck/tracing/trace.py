@@ -16,6 +16,7 @@ safe parser reads.
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import traceback
@@ -60,9 +61,11 @@ class Translation:
                 "graph": self.graph, "ops": list(self.ops)}
 
 
+@functools.lru_cache(maxsize=1)
 def decompositions() -> dict:
     """The decomposition table: the core one, less the ops :mod:`.aten` maps whole,
-    plus :data:`DECOMPOSED`."""
+    plus :data:`DECOMPOSED` (built once per process: every trace reads it, none
+    changes it)."""
     import torch
     from torch._decomp import core_aten_decompositions, get_decompositions
 

@@ -51,10 +51,6 @@ class Traced:
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
-    def float(self) -> bool:
-        return self.kind == "float"
-
     def __str__(self) -> str:
         return self.text
 
