@@ -86,7 +86,9 @@ def test_subsets_and_the_shared_pair():
     assert len(five) == 10 and ["a"] in five and list("bcde") in five
     assert shared_pair(CASES["gram"], ["a", "b"]) == ["a", "b"]
     # another shape, or another domain: one tensor's values would not fit both
-    assert plan(CASES["scale-needs-input-grad"]) == {"subsets": [["x"], ["w"]],
+    assert plan(CASES["scale-needs-input-grad"]) == {"layouts": ["strided", "transposed",
+                                                                 "expanded"],
+                                                     "subsets": [["x"], ["w"]],
                                                      "pair": None}
 
 

@@ -48,18 +48,24 @@ def _op_peak(tmp_path, points: int, source: str = SQUARE_OP, status: str = "pass
     """The peak of traced memory (the op's gradients as NumPy arrays, the exact ones, the
     points) of the check of an op (a correct one) at 2^18 elements."""
     (tmp_path / "square_op.py").write_text("import torch\n" + source)
-    (tmp_path / "cases.toml").write_text(f"""
+
+    def square(shape: list[int]):
+        (tmp_path / "cases.toml").write_text(f"""
 [[case]]
 name = "square"
 op = "square_op:Square"
 reference = "x * x"
 points = {points}
 extreme_points = 0
-inputs.x = {{ shape = [{ROWS}, {COLUMNS}] }}
+inputs.x = {{ shape = {shape} }}
 """)
-    (case,), errors = read_file(tmp_path / "cases.toml")
-    assert not errors
-    result, peak = _traced(case)
+        (case,), errors = read_file(tmp_path / "cases.toml")
+        assert not errors
+        return case
+    # (what the judge imports before it forks an op's process, torch._dynamo among
+    # it, untraced: modules, not the check's arrays)
+    check(square([4, 4]))
+    result, peak = _traced(square([ROWS, COLUMNS]))
     assert result.status == status, result.message
     return peak
 

@@ -32,11 +32,14 @@ import numpy as np
 
 from ..compare import Comparison, Finding, Outcome, Tally
 from .checks import _renamed, _twice, jacobian_checked
+from .contract_op import GRAD_OUTPUT_LAYOUTS
 from .exact import exact_rows, grad_quantities
 from .loader import wanted
 
 #: inputs up to which every subset of them requiring grad is taken
 SUBSETS_UP_TO = 4
+#: elements (inputs and outputs) up to which the op is asked every path in one call
+ONE_CALL_UP_TO = 1 << 16
 GRAD_OUTPUT_WORDS = {"strided": "every other element of a longer buffer",
                      "transposed": "a transposed view",
                      "expanded": "ones broadcast from one element, stride 0"}
@@ -45,11 +48,13 @@ ENGINE = ("grad_output's layouts not checked: a gradcheck.engine op's tensors ha
 
 
 def plan(case) -> dict:
-    """What op.contract asks of the op besides grad_output's layouts: the subsets of
-    the inputs requiring grad (each a list of names), and the pair passed as one tensor
-    (``[first, second]``, or None)."""
+    """What op.contract asks of the op: grad_output's layouts (taken for a torch op,
+    where they change a cotangent's layout), the subsets of the inputs requiring grad
+    (each a list of names), and the pair passed as one tensor (``[first, second]``, or
+    None)."""
     names = wanted(case)
-    return {"subsets": subsets(names), "pair": shared_pair(case, names)}
+    return {"layouts": list(GRAD_OUTPUT_LAYOUTS), "subsets": subsets(names),
+            "pair": shared_pair(case, names)}
 
 
 def subsets(names: list[str]) -> list[list[str]]:
@@ -81,14 +86,39 @@ def shared_point(point: dict, pair: list[str]) -> dict:
 
 
 def contract(check, i: int, point: dict, vs: list, got: dict,
-             tolerance: dict, exact_ones) -> list[Outcome]:
-    """op.contract at point ``i`` (``check``: the :class:`~gradcheck.checking.opcheck.
-    driver.OpCheck`; ``got``: the op's vᵀJ for ``vs`` with every input requiring grad,
-    ``tolerance`` its tolerances; ``exact_ones``: the exact evaluation for v = ones)."""
+             tolerance: dict, exact_ones) -> None:
+    """op.contract at point ``i``, recorded in ``check``'s tally as each path is judged
+    (``check``: the :class:`~gradcheck.checking.opcheck.driver.OpCheck`; ``got``: the
+    op's vᵀJ for ``vs`` with every input requiring grad, ``tolerance`` its tolerances;
+    ``exact_ones``: the exact evaluation for v = ones). An op of up to
+    :data:`ONE_CALL_UP_TO` elements is asked every path in one call; a larger one a path
+    at a time, so that the judge holds one path's gradients, not a dozen."""
     case, judge = check.case, _Judge(check.tallies["contract"], i, point)
-    todo = plan(case)
-    done = check.op.contract(point, vs, todo)
-    out: list[Outcome] = [Finding(note=ENGINE)] if check.op.info.get("engine") else []
+    if check.op.info.get("engine"):
+        check.record("contract", [Finding(note=ENGINE)])
+    whole = plan(case)
+    large = sum(int(np.prod(n.shape, dtype=np.int64))
+                for n in (*case.inputs, *case.outputs)) > ONE_CALL_UP_TO
+    for todo in (_paths(whole) if large else [whole]):
+        done = check.op.contract(point, vs, todo)
+        check.record("contract", _judged(check, judge, todo, done, point, vs, got,
+                                         tolerance, exact_ones))
+        del done
+
+
+def _paths(whole: dict) -> list[dict]:
+    """``whole`` (a :func:`plan`) as one plan per path."""
+    nothing = {"layouts": [], "subsets": [], "pair": None}
+    return ([{**nothing, "layouts": [layout]} for layout in GRAD_OUTPUT_LAYOUTS]
+            + [{**nothing, "subsets": [names]} for names in whole["subsets"]]
+            + ([{**nothing, "pair": whole["pair"]}] if whole["pair"] else []))
+
+
+def _judged(check, judge, todo: dict, done: dict, point: dict, vs: list, got: dict,
+            tolerance: dict, exact_ones) -> list[Outcome]:
+    """The outcomes of the paths of ``todo`` the op took (``done``)."""
+    case = check.case
+    out: list[Outcome] = []
     for layout, d in done["grad_output"].items():
         what = f"with grad_output {layout} ({GRAD_OUTPUT_WORDS.get(layout, layout)})"
         base, allowed = got, tolerance

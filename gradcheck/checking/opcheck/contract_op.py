@@ -28,11 +28,13 @@ GRAD_OUTPUT_LAYOUTS = ("strided", "transposed", "expanded")
 
 def contract(runner, point: dict, vs: list, plan: dict) -> dict:
     """Every path of ``plan`` (:func:`gradcheck.checking.opcheck.contract.plan`: the
-    subsets and the pair to take; the grad_output layouts are taken for a torch op,
-    where they change a cotangent's layout)."""
+    grad_output layouts, the subsets and the pair to take; the layouts for a torch op
+    only, where they change a cotangent's layout)."""
     layouts = {}
     if not runner.kind.engine:   # (an engine tensor has no strides)
-        for layout in GRAD_OUTPUT_LAYOUTS:
+        for layout in plan.get("layouts", ()):
+            if layout not in GRAD_OUTPUT_LAYOUTS:
+                continue
             got = _attempt(_grad_output, runner, point, vs, layout)
             if got is not None:
                 layouts[layout] = got

@@ -24,7 +24,7 @@ from .contract import contract
 from .double import double
 from .exact import (exact_rows, forward_references, forward_values, grad_quantities, one_hots,
                     references)
-from .jvp import jvp, sampled_hots
+from .jvp import cotangent, jvp, sampled_hots
 from .shapes import shapes
 from .tolerances import OpTolerance
 from .vmap import BATCH, Element, registration, too_large, vmap
@@ -199,18 +199,37 @@ class OpCheck:
         if rows is None:
             if i != 0:
                 return
-            hots = sampled_hots(self.case.outputs)
-            if not hots:
+            picks = sampled_hots(self.case.outputs)
+            if not picks:
                 return
-            # (a large op's rows one at a time, its forward passes freed as they go)
-            keep = _elements(self.case) <= BATCHED_ROWS
-            rows = jacobian_rows(
-                self.refs, point, hots,
-                lambda p, r, e: self.tolerance.many(p, r, e, keep=keep), self.keep,
-                self.looser if self.loose is not None else None)
-        found = jvp(self.op, self.case, self.dtype, point, i, names, hots, rows)
+            rows = self.sampled_rows(point, picks)
+        else:
+            picks = [(k, idx, int(np.argmax(vs[k].reshape(-1)))) for k, idx, vs in hots]
+        found = jvp(self.op, self.case, self.dtype, point, i, names, picks, rows)
         self.unsupported = any(isinstance(f, Finding) and f.note for f in found)
         self.record("jvp", found)
+
+    def sampled_rows(self, point: dict, picks: list):
+        """op.jvp's rows of the sampled output elements ``picks`` (``(k, index text,
+        flat)``) of an op whose Jacobian is not checked: all at once, batched, up to
+        BATCHED_ROWS elements; past that a function giving one row at a time, computed
+        when asked, its forward passes freed as they go (16 rows of input-sized arrays
+        held together were the peak of a large op's check)."""
+        loose = self.looser if self.loose is not None else None
+        outputs = self.case.outputs
+        if _elements(self.case) <= BATCHED_ROWS:
+            hots = [(k, idx, cotangent(outputs, k, flat)) for k, idx, flat in picks]
+            return jacobian_rows(self.refs, point, hots, self.tolerance.many, self.keep,
+                                 loose)
+
+        def row(r: int) -> tuple:
+            k, idx, flat = picks[r]
+            expected, allowed, looser = jacobian_rows(
+                self.refs, point, [(k, idx, cotangent(outputs, k, flat))],
+                lambda p, rs, e: self.tolerance.many(p, rs, e, keep=False), self.keep,
+                loose)
+            return expected[0], allowed[0], looser[0]
+        return row
 
     def cotangent(self, i: int, draw: int, point: dict, leaves: dict, values: dict,
                   exact_ones, drawn: tuple) -> None:
@@ -248,8 +267,7 @@ class OpCheck:
             self.record("layout", layout(op.layouts(point, vs), values, got, i, tolerance,
                                          point))
         if i == 0 and self.on("contract"):   # (the first point only: a dozen calls)
-            self.record("contract", contract(self, i, point, vs, got, tolerance,
-                                             exact_ones))
+            contract(self, i, point, vs, got, tolerance, exact_ones)
         if self.batch is not None and i < min(BATCH, self.case.points):
             self.batch.append(Element(i, point, vs, values, got, wanted, expected,
                                       tolerance, self._loose_at(point, vs, wanted, expected)))

@@ -24,6 +24,8 @@ bounds f(x), not its derivative.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..approximate import LOOSE
@@ -37,8 +39,23 @@ SAMPLED = 16       # output elements checked of an op whose Jacobian is not
 PATH = "under forward-mode AD (torch.autograd.forward_ad dual numbers)"
 
 
-def sampled_hots(outputs, count: int = SAMPLED) -> list:
-    """``count`` one-hot cotangents ``(k, index text, vs)`` spread evenly over the
+@dataclass(frozen=True)
+class OneHot:
+    """A one-hot tangent: 1 at element ``flat`` of input ``name``, 0 elsewhere. Kept as
+    its index (J u is the Jacobian entry there), dense only for the op's call."""
+
+    name: str
+    flat: int
+    shapes: dict
+
+    def dense(self) -> dict:
+        u = {m: np.zeros(s) for m, s in self.shapes.items()}
+        u[self.name].reshape(-1)[self.flat] = 1.0
+        return u
+
+
+def sampled_hots(outputs, count: int = SAMPLED) -> list[tuple[int, str, int]]:
+    """``count`` output elements ``(k, index text, flat index)`` spread evenly over the
     outputs' elements (all of them where there are no more)."""
     sizes = [int(np.prod(n.shape, dtype=np.int64)) for n in outputs]
     total = sum(sizes)
@@ -48,15 +65,21 @@ def sampled_hots(outputs, count: int = SAMPLED) -> list:
     for p in picks:
         k = int(np.searchsorted(starts, p, side="right") - 1)
         flat = int(p - starts[k])
-        vs = [np.zeros(n.shape) for n in outputs]
-        vs[k].reshape(-1)[flat] = 1.0
-        out.append((k, ",".join(map(str, np.unravel_index(flat, outputs[k].shape))), vs))
+        out.append((k, ",".join(map(str, np.unravel_index(flat, outputs[k].shape))), flat))
     return out
 
 
-def directions(case, dtype: str, i: int, names: list[str]) -> list[tuple[str, dict]]:
-    """(words, u by input name) of each tangent at point ``i``: the random one, then at
-    the first point the one-hot ones (on elements drawn over the inputs in turn)."""
+def cotangent(outputs, k: int, flat: int) -> list[np.ndarray]:
+    """The one-hot cotangent of element ``flat`` of output ``k``."""
+    vs = [np.zeros(n.shape) for n in outputs]
+    vs[k].reshape(-1)[flat] = 1.0
+    return vs
+
+
+def directions(case, dtype: str, i: int, names: list[str]) -> list[tuple[str, object]]:
+    """(words, u) of each tangent at point ``i``: the random one (arrays by input name),
+    then at the first point the one-hot ones (:class:`OneHot`, on elements drawn over
+    the inputs in turn)."""
     rng = case_rng(case, dtype, i, "op-jvp-u")
     shapes = {n: case.input[n].shape for n in names}
     out = [(f"a random tangent on {', '.join(names)}",
@@ -73,96 +96,154 @@ def directions(case, dtype: str, i: int, names: list[str]) -> list[tuple[str, di
         if (n, flat) in seen:
             continue
         seen.add((n, flat))
-        u = {m: np.zeros(s) for m, s in shapes.items()}
-        u[n].reshape(-1)[flat] = 1.0
         index = ",".join(map(str, np.unravel_index(flat, shapes[n])))
-        out.append((f"a one-hot tangent on {n}[{index}]", u))
+        out.append((f"a one-hot tangent on {n}[{index}]", OneHot(n, flat, shapes)))
     return out
 
 
-def jvp(op, case, dtype: str, point: dict, i: int, names: list[str], hots: list,
-        rows: tuple) -> list[Outcome]:
+def _dense(u) -> dict:
+    return u.dense() if isinstance(u, OneHot) else u
+
+
+def jvp(op, case, dtype: str, point: dict, i: int, names: list[str], picks: list,
+        rows) -> list[Outcome]:
     """The outcomes of op.jvp at point ``i`` (``op``: the op's process; ``names``: the
-    inputs whose gradients are checked; ``hots`` and ``rows``: the output elements
-    compared and :func:`~gradcheck.checking.opcheck.checks.jacobian_rows` of them).
-    ``[Finding(note=...)]`` alone where the op does not do forward mode."""
+    inputs whose gradients are checked; ``picks``: the output elements compared, ``(k,
+    index text, flat index)`` each; ``rows``: :func:`~gradcheck.checking.opcheck.checks.
+    jacobian_rows` of them, or for a large op a function ``r -> that of picks[r]
+    alone``). ``[Finding(note=...)]`` alone where the op does not do forward mode.
+
+    Where every output element is compared (a small op) the tangents go to the op in one
+    call. Else a large op is asked one tangent at a time, each reply cut to the compared
+    elements at once, and its rows streamed, each reduced to its sums against every
+    tangent as it comes: no more than one tangent's and one row's input-sized arrays
+    are held at a time."""
     drawn = directions(case, dtype, i, names)
-    got = op.jvp(point, [u for _, u in drawn])
-    if "unsupported" in got:
+    full = len(picks) == sum(int(np.prod(n.shape, dtype=np.int64)) for n in case.outputs)
+    first = op.jvp(point, [_dense(u) for _, u in (drawn if full else drawn[:1])])
+    if "unsupported" in first:
         # (nothing compared: the report shows op.jvp skipped, saying why)
-        return [Finding(note=f"forward mode not supported: {got['unsupported']}")]
-    if "raised" in got:
+        return [Finding(note=f"forward mode not supported: {first['unsupported']}")]
+    if "raised" in first:
         return [Finding(problem=f"the op raised {PATH} with {drawn[0][0]}: "
-                                f"{got['raised']}")]
-    expected, allowed, looser = rows
-    full = len(hots) == sum(int(np.prod(n.shape, dtype=np.int64)) for n in case.outputs)
+                                f"{first['raised']}")]
+    projected = _projections(rows, len(picks), [u for _, u in drawn], dtype)
     out: list[Outcome] = []
-    for (words, u), tangents in zip(drawn, got["tangents"]):
-        if len(tangents) != len(case.outputs):
-            out.append(Finding(problem=f"{PATH}, with {words}, the op returned "
-                                       f"{len(tangents)} outputs; the reference has "
-                                       f"{len(case.outputs)}"))
+    for j, ((words, u), (exact, bound, loose)) in enumerate(zip(drawn, projected)):
+        if full or j == 0:
+            tangents = first["tangents"][j]
+        else:
+            got = op.jvp(point, [_dense(u)])
+            if "tangents" not in got:
+                out.append(Finding(problem=f"the op raised {PATH} with {words}: "
+                                           f"{got.get('raised', got.get('unsupported'))}"))
+                continue
+            tangents = got["tangents"][0]
+        wrong = _malformed(tangents, case, words)
+        if wrong is not None:
+            out.append(wrong)
             continue
-        shapes = [(k, np.shape(t)) for k, (n, t) in enumerate(zip(case.outputs, tangents))
-                  if t is not None and np.shape(t) != tuple(n.shape)]
-        if shapes:
-            k, shape = shapes[0]
-            out.append(Finding(problem=f"{PATH}, with {words}, the tangent of out{k} has "
-                                       f"shape {list(shape)}, expected "
-                                       f"{list(case.outputs[k].shape)}"))
-            continue
-        exact, bound = _projected(expected, allowed, u, dtype)
-        loose = None
-        if looser[0] is not None:
-            loose = _loose(looser, expected, u)
-        obtained = [np.zeros(n.shape) if t is None else t
-                    for n, t in zip(case.outputs, tangents)]
-        out.append(_comparison(obtained, hots, exact, bound, loose, full, words, i,
+        if full:
+            obtained = [np.zeros(n.shape) if t is None else t
+                        for n, t in zip(case.outputs, tangents)]
+        else:
+            obtained = np.array([0.0 if tangents[k] is None else
+                                 float(np.asarray(tangents[k]).reshape(-1)[flat])
+                                 for k, _, flat in picks])
+        del tangents
+        out.append(_comparison(obtained, picks, exact, bound, loose, full, words, i,
                                point))
     return out
 
 
-def _projected(expected: list, allowed: list, u: dict, dtype: str):
-    """(J u at the rows' elements, its tolerance): Σ over the rows' entries and u."""
+def _malformed(tangents: list, case, words: str) -> Finding | None:
+    """A problem where the op's tangents are not one of the reference's shape per
+    output."""
+    if len(tangents) != len(case.outputs):
+        return Finding(problem=f"{PATH}, with {words}, the op returned {len(tangents)} "
+                               f"outputs; the reference has {len(case.outputs)}")
+    for k, (n, t) in enumerate(zip(case.outputs, tangents)):
+        if t is not None and np.shape(t) != tuple(n.shape):
+            return Finding(problem=f"{PATH}, with {words}, the tangent of out{k} has "
+                                   f"shape {list(np.shape(t))}, expected "
+                                   f"{list(n.shape)}")
+    return None
+
+
+def _projections(rows, count: int, us: list[dict], dtype: str) -> list[tuple]:
+    """For each tangent of ``us``: (J u at the rows' elements, its tolerance, its float32
+    tolerance as a function or None). ``rows`` as :func:`jvp` takes it."""
+    if callable(rows):
+        row = rows
+    else:
+        expected, allowed, looser = rows
+        row = lambda r: (expected[r], allowed[r], looser[r])   # noqa: E731
+    sums = [(np.zeros(count), np.zeros(count)) for _ in us]
+    loose = False
+    for r in range(count):
+        want, tol, looser_r = row(r)
+        loose = looser_r is not None
+        for (exact, bound), u in zip(sums, us):
+            exact[r], bound[r] = _projected_row(want, tol, u, dtype)
+        del want, tol, looser_r
+    if not loose:
+        return [(e, b, None) for e, b in sums]
+    return [(e, b, _loose(row, count, u)) for (e, b), u in zip(sums, us)]
+
+
+def _projected_row(want: dict, tol: dict, u, dtype: str) -> tuple[float, float]:
+    """(J u)_k and its tolerance from the row e_kᵀJ (``want``) and its tolerances."""
+    if isinstance(u, OneHot):   # (J u)_k = J_kx at the one element: one product, exact
+        row = want.get(f"{u.name}.grad")
+        if row is None:
+            return 0.0, 0.0
+        t = tol.get(f"{u.name}.grad")
+        shape = np.shape(row)
+        entry = float(np.asarray(row, dtype=float).reshape(-1)[u.flat])
+        t = 0.0 if t is None else float(np.broadcast_to(
+            np.asarray(t, dtype=float), shape).reshape(-1)[u.flat])
+        return entry, t + unit_roundoff(dtype) * abs(entry)
     terms = sum(int(np.count_nonzero(a)) for a in u.values())
     rounding = (accumulation(terms) + 1.0) * unit_roundoff(dtype)
-    exact = np.zeros(len(expected))
-    bound = np.zeros(len(expected))
-    for r, (want, tol) in enumerate(zip(expected, allowed)):
-        for n, a in u.items():
-            a = np.asarray(a, dtype=float).reshape(-1)
-            row = want.get(f"{n}.grad")
-            if row is None:
-                continue
-            row = np.asarray(row, dtype=float)
-            t = tol.get(f"{n}.grad")
-            t = (0.0 if t is None else
-                 np.broadcast_to(np.asarray(t, dtype=float), row.shape).reshape(-1))
-            row = row.reshape(-1)
-            exact[r] += row @ a
-            bound[r] += np.sum(t * np.abs(a)) + rounding * (np.abs(row) @ np.abs(a))
+    exact = bound = 0.0
+    for n, a in u.items():
+        row = want.get(f"{n}.grad")
+        if row is None:
+            continue
+        a = np.asarray(a, dtype=float).reshape(-1)
+        row = np.asarray(row, dtype=float).reshape(-1)
+        t = tol.get(f"{n}.grad")
+        t = 0.0 if t is None else np.broadcast_to(np.asarray(t, dtype=float),
+                                                   np.shape(want[f"{n}.grad"])).reshape(-1)
+        exact += float(row @ a)
+        bound += float(np.sum(t * np.abs(a)) + rounding * (np.abs(row) @ np.abs(a)))
     return exact, bound
 
 
-def _loose(looser: list, expected: list, u: dict):
-    """The tolerance in float32 of the same elements, asked where float64 fails."""
+def _loose(row, count: int, u: dict):
+    """The tolerance in float32 of the same elements, asked where float64 fails (the
+    rows asked again where they were streamed)."""
     found: list = []
 
     def get() -> np.ndarray:
         if not found:
-            found.append(_projected(expected, [f() for f in looser], u, LOOSE)[1])
+            bound = np.zeros(count)
+            for r in range(count):
+                want, _, looser_r = row(r)
+                bound[r] = _projected_row(want, looser_r(), u, LOOSE)[1]
+            found.append(bound)
         return found[0]
     return get
 
 
-def _comparison(obtained: list, hots: list, exact, bound, loose, full: bool, words: str,
+def _comparison(obtained, picks: list, exact, bound, loose, full: bool, words: str,
                 i: int, point: dict) -> Comparison:
     """The tangents against J u, named with the path: each output whole where every
     element is compared, else each element compared on its own."""
     if full:
-        names = {k: f"{PATH}, with {words}: out{k}" for k, _, _ in hots}
+        names = {k: f"{PATH}, with {words}: out{k}" for k, _, _ in picks}
         got, want, tol, where = {}, {}, {}, {}
-        for r, (k, _, vs) in enumerate(hots):
+        for r, (k, _, _) in enumerate(picks):
             where.setdefault(k, []).append(r)
         for k, rs in where.items():
             shape = obtained[k].shape
@@ -171,9 +252,8 @@ def _comparison(obtained: list, hots: list, exact, bound, loose, full: bool, wor
             tol[names[k]] = bound[rs].reshape(shape)
         grown = None if loose is None else _grown(loose, where, names, obtained)
         return Comparison(got, want, i, tol, loose=grown, values=point)
-    names = [f"{PATH}, with {words}: out{k}[{idx}]" for k, idx, _ in hots]
-    got = {q: obtained[k].reshape(-1)[int(np.argmax(vs[k].reshape(-1)))]
-           for q, (k, _, vs) in zip(names, hots)}
+    names = [f"{PATH}, with {words}: out{k}[{idx}]" for k, idx, _ in picks]
+    got = {q: obtained[r] for r, q in enumerate(names)}
     want = {q: exact[r] for r, q in enumerate(names)}
     tol = {q: bound[r] for r, q in enumerate(names)}
     looser = None if loose is None else (

@@ -301,7 +301,8 @@ class OpProcess:
         reply = self.call("contract", point=point, vs=vs, plan=plan)
         layouts, subsets = reply.get("grad_output"), reply.get("subsets")
         if (not isinstance(layouts, dict) or not isinstance(subsets, list)
-                or len(subsets) != len(plan["subsets"])):
+                or len(subsets) != len(plan["subsets"])
+                or not set(layouts) <= set(plan["layouts"])):
             raise _malformed("contract")
         names = wanted(self.case)
         pair = plan.get("pair")

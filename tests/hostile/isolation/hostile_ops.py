@@ -78,7 +78,10 @@ def slow_square(x):
     $HOSTILE_MARKS (when set) named by its process id and the point, so a test can count
     the cases begun and knows the processes that ran them."""
     marks = os.environ.get("HOSTILE_MARKS")
-    point = "_".join(f"{v:.6e}" for v in x.detach().flatten().tolist())
+    try:
+        point = "_".join(f"{v:.6e}" for v in x.detach().flatten().tolist())
+    except RuntimeError:   # under torch.func.vmap (op.vmap): a batch has no values to read
+        return x * x
     mark = os.path.join(marks, f"{os.getpid()}-{point}") if marks else None
     if mark is None or not os.path.exists(mark):
         if mark is not None:
