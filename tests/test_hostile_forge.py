@@ -146,7 +146,10 @@ def test_an_op_wrong_only_for_non_contiguous_inputs_is_caught(tmp_path):
     assert all(w["status"] == "passed" or (w["status"] == "skipped" and w["message"])
                for n, w in wrong["witnesses"].items() if n != "op.layout"), \
         {n: w["status"] for n, w in wrong["witnesses"].items()}
-    assert "(transposed)" in wrong["message"]
+    # its transposed input read wrong (the worst element), its expanded one past its
+    # memory's end (the op raised: the message says so first)
+    assert wrong["witnesses"]["op.layout"]["worst_index"].startswith("x.grad (transposed)")
+    assert "the op raised for expanded inputs" in wrong["message"]
 
 
 def test_a_spawned_op_process_holds_as_a_forked_one(tmp_path):

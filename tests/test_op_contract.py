@@ -41,7 +41,13 @@ WRONG = {
         "the sum of a's and b's with two separate tensors of the same values",
         "worst a.grad (a as both a and b)"]),
     # wrong only for a non-contiguous input: op.layout catches it already
-    "row-scale-raw-input": ("row-scale", "layout", ["(transposed)"]),
+    # (its strided and transposed x are read wrong; its expanded one past its memory,
+    # which the message says first)
+    "row-scale-raw-input": ("row-scale", "layout", ["the op raised for expanded inputs"]),
+    # right for strided and transposed inputs, wrong for a broadcast (stride-0) one
+    "row-scale-last-stride": ("row-scale", "layout", [
+        "the op raised for expanded inputs (x along axis 0, s along axis 0: one slice "
+        "broadcast, stride 0) where it takes contiguous ones of the same values"]),
 }
 
 
@@ -167,3 +173,28 @@ def test_raising_on_a_subset_fails_and_junk_for_an_input_that_needs_none_passes(
         assert "with only y requiring grad (x not), the op raised" in contract.message
         assert [w.witness for w in asserts.witnesses if w.status == "failed"] == [
             "op.contract"]
+
+
+def test_expanded_inputs_at_values_the_op_refuses_contiguous_too_are_a_note(tmp_path):
+    """op.layout's expanded inputs repeat a slice's values: an op that refuses repeated
+    values (here: ties) raises contiguous too, which says nothing of the layout."""
+    results = run_ops(tmp_path, """
+        def distinct_square(x):
+            if torch.unique(x.detach()).numel() != x.numel():
+                raise ValueError("ties are not supported")
+            return x * x
+        """, """
+        [[case]]
+        name = "distinct-square"
+        op = "{mod}:distinct_square"
+        reference = "x * x"
+        dtype = ["float64"]
+        inputs.x = { shape = [3, 4] }
+        """)
+    result = results["distinct-square", "float64"]
+    assert result.status == "passed", result.message
+    layout = result.witness("op.layout")
+    assert layout.status == "passed" and layout.checked > 0
+    assert any("expanded inputs (x along axis 0) not checked: the op raises at their "
+               "values contiguous too: ValueError: ties are not supported" in n
+               for n in layout.notes), layout.notes

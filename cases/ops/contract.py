@@ -99,6 +99,19 @@ class RowScaleRawInput(RowScale):
         return x * s[:, None]
 
 
+class RowScaleLastStride(RowScale):
+    """Wrong: takes x as dense where its innermost stride is 1 (a kernel that checks
+    ``x.stride(-1) == 1`` for "contiguous"), copying it otherwise: right for a contiguous,
+    a strided and a transposed x; an x broadcast along its rows (strides (0, 1), one row
+    of memory) is read past its memory's end. op.layout's expanded inputs catch it."""
+
+    @staticmethod
+    def forward(ctx, x, s):
+        x = _contiguous_view(x) if x.stride(-1) == 1 else x.contiguous()
+        ctx.save_for_backward(x, s)
+        return x * s[:, None]
+
+
 # ======================================================================= needs_input_grad
 
 

@@ -99,16 +99,51 @@ def layouts(runner, point: dict, vs: list) -> dict:
     return out
 
 
+def expanded(runner, point: dict, axes: dict, vs: list) -> dict:
+    """The op at ``point`` (the inputs of ``axes`` constant along that axis) with those
+    inputs given as one slice broadcast along it (stride 0, as ``x[:1].expand(...)``
+    hands them on), and with the same values contiguous: ``{"expanded": ..., "contiguous":
+    ...}`` (each ``{"outputs", "grads"}``), ``{"raised"}`` where only the expanded call
+    raises, ``{"refused": why}`` where the contiguous call raises too (the values are
+    the op's to refuse, a singular matrix: nothing about the layout)."""
+    from ...base.errors import describe_exception
+
+    try:
+        contiguous = _outputs_and_grads(runner, runner.leaves(point), vs)
+    except Exception as exc:
+        return {"refused": describe_exception(exc)[:2000]}
+    leaves = runner.leaves(point)
+    given = {n: _broadcast(t, axes[n]) if n in axes else t for n, t in leaves.items()}
+    try:
+        got = _outputs_and_grads(runner, given, vs)
+    except Exception as exc:   # an op that cannot take a stride-0 input: its failure
+        return {"raised": describe_exception(exc)[:2000]}
+    return {"expanded": got, "contiguous": contiguous}
+
+
+def _broadcast(t, axis: int):
+    """``t``'s first slice along ``axis``, a tensor of its own that requires grad as
+    ``t`` does, expanded to ``t``'s shape (``t``'s values where ``t`` is constant along
+    ``axis``)."""
+    base = t.detach().narrow(axis, 0, 1).clone().requires_grad_(t.requires_grad)
+    return base.expand(t.shape)
+
+
+def _outputs_and_grads(runner, given: dict, vs: list) -> dict:
+    """The op's outputs and vᵀJ with respect to the tensors it is ``given``."""
+    outs = runner.forward(given)
+    grads = runner.vjp(given, outs, vs)
+    return {"outputs": [plain(y) for y in outs],
+            "grads": {n: plain(g) for n, g in grads.items()}}
+
+
 def _in_layout(runner, point: dict, vs: list, layout: str) -> dict | None:
     leaves = runner.leaves(point)
     given = {n: _arranged(t, layout) for n, t in leaves.items()}
     if all(given[n] is leaves[n] for n in leaves):
         return None
-    outs = runner.forward(given)
     # gradients with respect to the arranged views themselves: in the inputs' shapes
-    grads = runner.vjp(given, outs, vs)
-    return {"outputs": [plain(y) for y in outs],
-            "grads": {n: plain(g) for n, g in grads.items()}}
+    return _outputs_and_grads(runner, given, vs)
 
 
 def _arranged(t, layout: str):

@@ -139,7 +139,8 @@ def _unchanged(before: dict, after: dict, stage: str) -> list[Outcome]:
 
 
 LAYOUT_WORDS = {"strided": "every other element of a longer buffer",
-                "transposed": "a transposed view"}
+                "transposed": "a transposed view",
+                "expanded": "one slice broadcast along an axis, stride 0"}
 
 
 def layout(done: dict, values: dict, grads: dict, i: int, tolerance: dict,

@@ -21,6 +21,7 @@ from ...sampling.points import case_points, case_rng
 from .checks import (backward, determinism, forward, inplace, jacobian, jacobian_checked,
                      jacobian_rows, layout, zero)
 from .contract import contract
+from .expanded import expanded
 from .double import double
 from .exact import (exact_rows, forward_references, forward_values, grad_quantities, one_hots,
                     references)
@@ -266,6 +267,8 @@ class OpCheck:
         if self.on("layout"):
             self.record("layout", layout(op.layouts(point, vs), values, got, i, tolerance,
                                          point))
+            if i == 0 and not op.info.get("engine"):   # (a point of its own: once)
+                self.record("layout", expanded(self, i, vs))
         if i == 0 and self.on("contract"):   # (the first point only: a dozen calls)
             contract(self, i, point, vs, got, tolerance, exact_ones)
         if self.batch is not None and i < min(BATCH, self.case.points):

@@ -291,6 +291,23 @@ class OpProcess:
                 "grads": self._grads(done.get("grads"))}
         return out
 
+    def expanded(self, point: dict, axes: dict, vs: list) -> dict:
+        """op.layout's call with expanded inputs (:func:`gradcheck.checking.opcheck.calls.
+        expanded`): ``{"expanded", "contiguous"}`` (each ``{"outputs", "grads"}``), or
+        ``{"raised"}``, or ``{"refused"}``."""
+        got = self.call("expanded", point=point, axes=axes, vs=vs)
+        for key in ("refused", "raised"):
+            if key in got:
+                return {key: str(got[key])}
+        out = {}
+        for key in ("expanded", "contiguous"):
+            done = got.get(key)
+            if not isinstance(done, dict):
+                raise _malformed("expanded")
+            out[key] = {"outputs": [_real(y, "an output") for y in _list(done, "outputs")],
+                        "grads": self._grads(done.get("grads"))}
+        return out
+
     def contract(self, point: dict, vs: list, plan: dict) -> dict:
         """op.contract's calls (:func:`gradcheck.checking.opcheck.contract_op.contract`):
         by grad_output layout, ``{"grads"}`` (and ``"contiguous"`` for expanded ones);

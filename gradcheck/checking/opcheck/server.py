@@ -178,6 +178,11 @@ class Server:
 
         return {"layouts": {} if self.kind.engine else layouts(self.runner, point, vs)}
 
+    def call_expanded(self, point: dict, axes: dict, vs: list) -> dict:
+        from .calls import expanded
+
+        return expanded(self.runner, point, axes, vs)
+
     def call_contract(self, point: dict, vs: list, plan: dict) -> dict:
         from .contract_op import contract
 
