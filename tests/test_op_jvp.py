@@ -23,18 +23,22 @@ from conftest import skipped_saying_why  # noqa: E402
 OPS = Path(__file__).resolve().parent.parent / "cases" / "ops"
 CASES = {c.name: c for c in load_cases(OPS / "forward_mode.toml")}
 DTYPES = ("float64", "float32")
+#: the bundled cases run in bfloat16 too (the op runs in it on a CPU)
+BUNDLED = DTYPES + ("bfloat16",)
 RIGHT = [n for n, c in CASES.items() if c.expect == "pass"]
 #: wrong op -> what op.jvp's message says
 WRONG = {"sin-jvp-twice": "under forward-mode AD",
          "mul-jvp-forgets-y": "under forward-mode AD",
-         "sin-jvp-raises": "tangent buffer not allocated"}
+         "sin-jvp-raises": "tangent buffer not allocated",
+         # order = 2: op.double (reverse over reverse) passes it
+         "sin-by-cos-jvp-sign": "worst x.grad (forward-over-reverse)"}
 
 
 @pytest.fixture(scope="module")
 def bundled():
     cache: dict = {}
     return {(n, d): run_case(CASES[n], d, cache=cache, timeout=None)
-            for n in CASES for d in DTYPES}
+            for n in CASES for d in BUNDLED}
 
 
 def test_jvp_is_a_named_check():
@@ -42,7 +46,7 @@ def test_jvp_is_a_named_check():
     assert set(WRONG) == {n for n, c in CASES.items() if c.expect == "fail"}
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", BUNDLED)
 @pytest.mark.parametrize("name", RIGHT)
 def test_right_forward_mode_passes(bundled, name, dtype):
     result = bundled[name, dtype]
@@ -53,7 +57,7 @@ def test_right_forward_mode_passes(bundled, name, dtype):
     assert all(w.status == "passed" for w in result.witnesses if not skipped_saying_why(w))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", BUNDLED)
 @pytest.mark.parametrize("name", list(WRONG))
 def test_wrong_forward_mode_is_caught_by_op_jvp_alone(bundled, name, dtype):
     result = bundled[name, dtype]
@@ -183,3 +187,14 @@ def test_skip_checks_switches_op_jvp_off():
     case = dataclasses.replace(case, expect="pass", skip_checks=("op.jvp",))
     result = run_case(case, "float64", timeout=None)
     assert result.status == "passed" and result.witness("op.jvp") is None
+
+
+@pytest.mark.parametrize("dtype", BUNDLED)
+def test_forward_over_reverse_is_checked_at_order_2(bundled, dtype):
+    """The Hessian-vector product forward mode takes through the backward, beside
+    op.double's reverse over reverse: the first point's 8 elements, on top of J u."""
+    right = bundled["sin-by-cos-second-order", dtype]
+    first = run_case(dataclasses.replace(CASES["sin-by-cos-second-order"], order=1),
+                     dtype, timeout=None)
+    assert right.witness("op.double").status == "passed"
+    assert right.witness("op.jvp").checked == first.witness("op.jvp").checked + 8

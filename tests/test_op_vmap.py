@@ -19,14 +19,16 @@ from gradcheck.session.runner import run
 PATHS = Path(__file__).resolve().parent.parent / "cases" / "ops" / "paths.toml"
 CASES = {c.name: c for c in load_cases(PATHS)}
 DTYPES = ("float64", "float32")
+#: the bundled cases run in bfloat16 too (the op runs in it on a CPU)
+BUNDLED = DTYPES + ("bfloat16",)
 
 
 @pytest.fixture(scope="module")
 def bundled():
-    """Every case of cases/ops/paths.toml in both dtypes, run once."""
+    """Every case of cases/ops/paths.toml in its dtypes and bfloat16, run once."""
     cache: dict = {}
     return {(n, d): run_case(CASES[n], d, cache=cache, timeout=None)
-            for n in CASES for d in CASES[n].dtypes}
+            for n in CASES for d in BUNDLED}
 
 
 def _others_pass(result, check: str) -> None:
@@ -36,7 +38,7 @@ def _others_pass(result, check: str) -> None:
             assert w.status in ("passed", "skipped"), (w.witness, w.message)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", BUNDLED)
 def test_a_vmap_rule_that_moves_the_batch_axis_first_passes(bundled, dtype):
     result = bundled["softmax-vmap-rule", dtype]
     assert result.status == "passed", result.message
@@ -47,7 +49,7 @@ def test_a_vmap_rule_that_moves_the_batch_axis_first_passes(bundled, dtype):
     assert not vmap.notes
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", BUNDLED)
 def test_a_vmap_rule_that_normalises_over_the_batch_is_caught(bundled, dtype):
     result = bundled["softmax-vmap-batch-last-wrong", dtype]
     assert result.status == "passed" and result.message.startswith("caught as expected")
@@ -61,7 +63,7 @@ def test_a_vmap_rule_that_normalises_over_the_batch_is_caught(bundled, dtype):
     _others_pass(result, "op.vmap")
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", BUNDLED)
 def test_a_custom_op_with_a_right_fake_passes_torch_library_opcheck(bundled, dtype):
     result = bundled["custom-op-swish", dtype]
     assert result.status == "passed", result.message
@@ -75,7 +77,7 @@ def test_a_custom_op_with_a_right_fake_passes_torch_library_opcheck(bundled, dty
                             "torch.func.vjp") for n in vmap.notes)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", BUNDLED)
 def test_a_custom_op_whose_fake_drops_an_axis_is_caught(bundled, dtype):
     result = bundled["custom-op-fake-shape-wrong", dtype]
     assert result.status == "passed" and result.message.startswith("caught as expected")

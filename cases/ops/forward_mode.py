@@ -103,3 +103,59 @@ class SinJvpRaises(Sin):
     @staticmethod
     def jvp(ctx, t):
         raise RuntimeError("tangent buffer not allocated")
+
+
+# ======================================================================= order = 2
+
+
+class Cos(torch.autograd.Function):
+    """cos(x) as a Function of its own (a kernel the backward below calls): backward
+    -g·sin(x), jvp -t·sin(x)."""
+
+    @staticmethod
+    def forward(x):
+        return torch.cos(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+        ctx.x = x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return -g * torch.sin(x)
+
+    @staticmethod
+    def jvp(ctx, t):
+        return -t * torch.sin(ctx.x)
+
+
+class CosJvpSign(Cos):
+    """WRONG: its jvp has the wrong sign (t·sin(x)); its backward is right."""
+
+    @staticmethod
+    def jvp(ctx, t):
+        return t * torch.sin(ctx.x)
+
+
+class SinByCos(Sin):
+    """sin(x) whose backward calls the Cos kernel: its second derivatives run through
+    Cos's backward (reverse over reverse) or Cos's jvp (forward over reverse)."""
+
+    kernel = Cos
+
+    @classmethod
+    def backward(cls, ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * cls.kernel.apply(x)
+
+
+class SinByCosJvpSign(SinByCos):
+    """WRONG under forward-over-reverse only: its backward's kernel has a wrong jvp, so
+    the Hessian-vector product forward mode takes through the backward is -(what it
+    should be); reverse over reverse (op.double) goes through the kernel's backward,
+    which is right."""
+
+    kernel = CosJvpSign

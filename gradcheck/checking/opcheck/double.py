@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..approximate import JUDGED, LOOSE
-from ..compare import Comparison, Finding, Outcome
+from ..compare import Comparison, Finding
 from ...base.dtypes import round_to, to_numpy, torch_dtype
 from ...sampling.points import case_rng
 from ...bounds.tolerance import peer_tolerance, second_order_tolerance
@@ -19,32 +19,70 @@ from ...bounds.tolerance import peer_tolerance, second_order_tolerance
 ENGINE = "order = 2 needs a torch op (the engine has no double backward)"
 
 
-def double(op, refs, case, dtype: str, point: dict, vs: list, i: int) -> list[Outcome]:
-    """The outcome of op.double at point ``i`` for the cotangents ``vs`` (``op``: the
+OVER_REVERSE = "forward-over-reverse (forward-mode AD of the op's backward)"
+
+
+def second(op, refs, case, dtype: str, point: dict, vs: list, i: int, *,
+           double: bool = True, over_reverse: bool = False) -> tuple[list, list]:
+    """The outcomes at point ``i`` for the cotangents ``vs`` of op.double and of op.jvp's
+    forward-over-reverse (each where asked): one u, one exact side for both. The tangent
+    of vᵀJ along u is the Hessian-vector product ∇²(vᵀy) u, the very quantity op.double
+    takes by reverse over reverse (∇ of uᵀ(vᵀJ), the Hessian being symmetric), so both
+    are held to the same exact values and tolerances (``op``: the
     :class:`~gradcheck.checking.opcheck.process.OpProcess` at that point)."""
     from .loader import wanted
 
-    if op.info.get("engine"):
-        return [Finding(problem=ENGINE)]
+    if op.info.get("engine"):   # (no forward mode either: op.jvp's note says so)
+        return ([Finding(problem=ENGINE)] if double else []), []
     rng = case_rng(case, dtype, i, "op-u")
     us = {n: round_to(rng.standard_normal(case.input[n].shape), dtype)
           for n in wanted(case)}
-    got = op.double(vs, us)
+    got = op.double(vs, us) if double else None
+    over, over_out = None, []
+    if over_reverse:
+        done = op.over_reverse(point, vs, us)
+        if "unsupported" in done:
+            over_out = [Finding(note=f"{OVER_REVERSE} not supported: "
+                                     f"{done['unsupported']}")]
+        elif "raised" in done:
+            over_out = [Finding(problem=f"the op raised under {OVER_REVERSE}: "
+                                        f"{done['raised']}")]
+        else:
+            over = {f"{n}.grad": g for n, g in done["grads"].items()}
+    if got is None and over is None:
+        return [], over_out
     # an input the op is not given (reference-only) does not move: u = 0 there, and
     # its second derivatives are not the op's to compute
     us = {s.name: us.get(s.name, np.zeros(s.shape)) for s in case.inputs
           if s.requires_grad}
     expected, size = _exact(refs, point, vs, us)
+    tolerance = _tolerance(case, dtype, point, vs, us, expected, size)
+    loose = ((lambda: _tolerance(case, LOOSE, point, vs, us, expected, size))
+             if dtype == JUDGED else None)
+    out = ([] if got is None else
+           [_compared(got, expected, tolerance, loose, i, point)])
+    if over is not None:
+        over_out = [_compared(over, expected, tolerance, loose, i, point,
+                              label=" (forward-over-reverse)")]
+    return out, over_out
+
+
+def _compared(got: dict, expected: dict, tolerance: dict, loose, i: int, point: dict,
+              label: str = "") -> Comparison:
+    """The op's second derivatives ``got`` against the exact ones (each quantity named
+    with ``label``)."""
     expected = {q: e for q, e in expected.items() if q in got}
     # No gradient where one is due is a zero gradient for this comparison: autograd
     # returns None when the first derivative does not depend on that input.
     got = {q: (np.zeros(np.shape(expected[q])) if g is None and q in expected else g)
            for q, g in got.items()}
-    loose = ((lambda: _tolerance(case, LOOSE, point, vs, us, expected, size))
-             if dtype == JUDGED else None)
-    return [Comparison(got, expected, i,
-                       _tolerance(case, dtype, point, vs, us, expected, size),
-                       loose=loose, values=point)]
+    name = {q: q + label for q in got}
+    looser = None if loose is None else (
+        lambda: {name[q]: b for q, b in loose().items() if q in name})
+    return Comparison({name[q]: g for q, g in got.items()},
+                      {name[q]: e for q, e in expected.items()}, i,
+                      {name[q]: tolerance.get(q) for q in got}, loose=looser,
+                      values=point)
 
 
 def _tolerance(case, dtype: str, point: dict, vs: list, us: dict, expected: dict,

@@ -22,7 +22,7 @@ from .checks import (backward, determinism, forward, inplace, jacobian, jacobian
                      jacobian_rows, layout, zero)
 from .contract import contract
 from .expanded import expanded
-from .double import double
+from .double import second
 from .exact import (exact_rows, forward_references, forward_values, grad_quantities, one_hots,
                     references)
 from .jvp import cotangent, jvp, sampled_hots
@@ -209,6 +209,12 @@ class OpCheck:
         found = jvp(self.op, self.case, self.dtype, point, i, names, picks, rows)
         self.unsupported = any(isinstance(f, Finding) and f.note for f in found)
         self.record("jvp", found)
+        if self.case.order == 2 and i == 0 and not self.unsupported:
+            # forward-over-reverse, where the op does forward mode: the first point's
+            # first random cotangent (its exact side again: a small op's, once)
+            self.record("jvp", second(self.op, self.refs, self.case, self.dtype, point,
+                                      self.vs(i, 0), i, double=False,
+                                      over_reverse=True)[1])
 
     def sampled_rows(self, point: dict, picks: list):
         """op.jvp's rows of the sampled output elements ``picks`` (``(k, index text,
@@ -275,8 +281,8 @@ class OpCheck:
             self.batch.append(Element(i, point, vs, values, got, wanted, expected,
                                       tolerance, self._loose_at(point, vs, wanted, expected)))
         if self.case.order == 2 and self.on("double"):
-            self.record("double", double(op, self.refs, self.case, self.dtype, point,
-                                         vs, i))
+            self.record("double", second(op, self.refs, self.case, self.dtype, point,
+                                         vs, i)[0])
 
     def looser(self, point: dict, rows: list, exacts: list) -> list:
         """For each cotangent of ``rows`` (with its exact quantities), a function giving

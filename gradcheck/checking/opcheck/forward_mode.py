@@ -56,6 +56,42 @@ def tangents(runner, kind, point: dict, directions: list[dict]) -> dict:
     return {"tangents": [[t for t, _ in row] for row in out]}
 
 
+def over_reverse(runner, kind, point: dict, vs: list, us: dict) -> dict:
+    """Forward-over-reverse (``order = 2``): the tangent of the op's vᵀJ, computed by
+    autograd with a graph of its own, along ``us`` (the inputs made dual): the
+    Hessian-vector product Σₖ ∇²(vₖᵀyₖ) u, as torch's gradgradcheck(check_fwd_over_rev)
+    takes it. ``{"grads": {name: array or None}}``, or ``{"unsupported": why}``, or
+    ``{"raised": ...}``, as :func:`tangents` decides."""
+    from ...base.errors import describe_exception
+
+    if kind.engine:
+        return {"unsupported": "gradcheck.engine has no forward mode"}
+    claimed = claims_jvp(kind)
+    try:
+        grads = _over_reverse(runner, point, vs, us)
+    except Exception as exc:
+        text = describe_exception(exc)
+        first = (text.strip().splitlines() or [type(exc).__name__])[0][:500]
+        if not claimed and (kind.function or _unsupported(exc)):
+            return {"unsupported": first}
+        return {"raised": text[:2000]}
+    return {"grads": grads}
+
+
+def _over_reverse(runner, point: dict, vs: list, us: dict) -> dict:
+    import torch.autograd.forward_ad as fwad
+
+    leaves = runner.leaves(point)
+    with fwad.dual_level():
+        given = {n: (fwad.make_dual(t, runner.tensor(us[n]).reshape(t.shape))
+                     if n in us else t) for n, t in leaves.items()}
+        outs = runner.forward(given)
+        # (create_graph: the backward's own operations then carry the tangents)
+        grads = runner.vjp(given, outs, vs, create_graph=True)
+        return {n: None if g is None else plain(fwad.unpack_dual(g).tangent)
+                for n, g in grads.items()}
+
+
 def _unsupported(exc: BaseException) -> bool:
     """Whether PyTorch raised ``exc`` for an operation without forward mode."""
     text = str(exc).lower()

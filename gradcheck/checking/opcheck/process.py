@@ -352,6 +352,16 @@ class OpProcess:
         return {"tangents": [[None if t is None else _real(t, f"the tangent of output {k}")
                               for k, t in enumerate(r)] for r in rows]}
 
+    def over_reverse(self, point: dict, vs: list, us: dict) -> dict:
+        """op.jvp's forward-over-reverse call (:func:`gradcheck.checking.opcheck.
+        forward_mode.over_reverse`): ``{"grads": {...}}``, or ``{"unsupported"}``, or
+        ``{"raised"}``."""
+        reply = self.call("over_reverse", point=point, vs=vs, us=us)
+        for key in ("unsupported", "raised"):
+            if key in reply:
+                return {key: str(reply[key])}
+        return {"grads": self._grads(reply.get("grads"))}
+
     def vmap(self, points: list[dict], vs: list[list]) -> dict:
         """op.vmap's calls (:func:`gradcheck.checking.opcheck.batching.vmapped`):
         ``{"unsupported": why}`` or ``{"claimed": bool, "placements": [...]}``, each

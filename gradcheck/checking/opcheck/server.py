@@ -204,6 +204,11 @@ class Server:
 
         return tangents(self.runner, self.kind, point, directions)
 
+    def call_over_reverse(self, point: dict, vs: list, us: dict) -> dict:
+        from .forward_mode import over_reverse
+
+        return over_reverse(self.runner, self.kind, point, vs, us)
+
     def call_vmap(self, points: list, vs: list) -> dict:
         from .batching import vmapped
 
