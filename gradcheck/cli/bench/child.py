@@ -15,10 +15,12 @@ _RESULT = "BENCH-RESULT "  # prefix of a child process's answer line
 _ENTRY = "from gradcheck.cli.bench.child import main; main()"
 
 
-def run_child(job: dict, timeout: float) -> dict:
+def run_child(job: dict, timeout: float, env: dict | None = None) -> dict:
     """Run ``job`` in a fresh interpreter (see :func:`main`); its answer, or
-    ``{"capped": True, "killed": True}`` when it ran past ``timeout`` seconds."""
-    env = dict(os.environ)
+    ``{"capped": True, "killed": True}`` when it ran past ``timeout`` seconds. ``env``:
+    variables set for the child besides this process's (thread counts, read by the
+    libraries as they load); a None value removes the variable."""
+    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
     # the folder that holds the gradcheck package, so the child imports this very copy
     root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)

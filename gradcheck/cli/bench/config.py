@@ -15,6 +15,7 @@ SECTIONS = {
     "compile": "(c) Symbolic compile time against formula size",
     "engine": "(d) Engine overhead against PyTorch",
     "tensor": "(e) Layers at real sizes",
+    "speed": "(f) One point at every element against one projection (fast_mode)",
 }
 
 #: The random formulas of section (c) are built from these, over x0..x7 (shape ()).

@@ -100,5 +100,13 @@ def memory_job(job: dict) -> dict:
             "method": memory.method, "witnesses": [w.witness for w in result.witnesses]}
 
 
+def speed_job(job: dict) -> dict:
+    """Section (f)'s workload (:func:`gradcheck.cli.bench.speed.speed_job`)."""
+    from .speed import speed_job as run
+
+    return run(job)
+
+
 #: every job by its name (``job["job"]``)
-JOBS = {"memory": memory_job, "reference": compile_job, "sympy": compile_job}
+JOBS = {"memory": memory_job, "reference": compile_job, "sympy": compile_job,
+        "speed": speed_job}

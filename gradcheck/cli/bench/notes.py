@@ -36,6 +36,19 @@ def _runs(cfg: Config) -> str:
 def static_notes(cfg: Config) -> dict[str, list[str]]:
     """Each section's notes: how it measures (the text is most of the function)."""
     return {
+        "speed": [
+            "Each workload in a fresh interpreter, twice: pinned to one thread (torch's "
+            "set_num_threads(1); OMP, OpenBLAS, MKL and numexpr pools by their environment "
+            "variables) and with the default threads. Inside it, after a warm-up check, "
+            "torch fwd+bwd, gradcheck, torch fast_mode (and torch's full check at 4,096 "
+            "inputs) run in turns, one run of each at a time, the median kept: a ratio is "
+            "measured under one load.",
+            "gradcheck: run_case at one point, no extreme point, every witness, float64, "
+            "its reference compiled each run (SymPy's cache and the kernel memo off). "
+            "torch's checkers and fwd+bwd run the same formula, built from the rule "
+            "table's torch column as the torch witness builds it; fwd+bwd is backward(v) "
+            "with a fixed random v of the output's shape.",
+        ],
         "checkers": [
             f"Formula `{ELEMENTWISE}`, float64, one point. {_runs(cfg)} after a warm-up "
             f"of every checker; a run over {cfg.once_over:g} s is not repeated (the runs "

@@ -17,6 +17,7 @@ from ...reference.kernelcache import turned_off
 from .notes import environment, load_average, static_notes
 from .overhead import engine_workloads
 from .render import markdown, to_json
+from .speed import speed_workloads
 from .tensor import tensor_workloads
 
 
@@ -33,6 +34,8 @@ def _plan(cfg: Config, wanted: tuple[str, ...], notes: dict,
         plan += engine_workloads(cfg)
     if "tensor" in wanted:
         plan += tensor_workloads(cfg, notes, absent)
+    if "speed" in wanted:
+        plan += speed_workloads(cfg)
     return plan
 
 

@@ -1,0 +1,164 @@
+"""Section (f), ``speed``: one point checked at every element, every witness, against the
+checkers that verify one projection, on the layers of real sizes. Each workload runs in
+a fresh interpreter (:mod:`.child`), once pinned to one thread (torch, and the BLAS and
+OpenMP pools by their environment variables, set before anything is imported) and once
+with the default threads; inside it, side by side in turns (:func:`.checkers.
+side_by_side`, so that a ratio is measured under one load):
+
+- ``torch fwd+bwd``: the same formula (the rule table's torch column, as the torch
+  witness builds it) forward and backward once in float64: the unit of the ≤ 10× target;
+- ``gradcheck``: :func:`gradcheck.checking.case.run_case` of the case at one point, no
+  extreme point, every witness, float64, its reference compiled each run (SymPy's cache
+  cleared: compile included);
+- ``torch fast_mode``: ``torch.autograd.gradcheck(..., fast_mode=True)`` of the same
+  function (one random projection uᵀJv against a finite-difference directional
+  derivative), and at 4,096 inputs the full ``torch.autograd.gradcheck`` too;
+- ``jax check_grads``: where JAX is importable (it is optional), on the same formula
+  written in jax.numpy (order 1, reverse mode).
+
+Ratio rows: fast_mode's seconds over gradcheck's (the speed of gradcheck in units of
+fast_mode's: target ≥ 1.0), and gradcheck's over one forward and backward (target
+≤ 10)."""
+
+from __future__ import annotations
+
+import math
+
+from .child import run_child
+from .config import CHECKED, LAYERS, Config, Row, Workload
+
+#: the elementwise workload of the issue's table, beside :data:`LAYERS` and CHECKED
+ELEMENTWISE = ("sum(sin(x) * exp(-x**2) + tanh(x))",
+               ({"expr": "sum(sin(x) * exp(-x**2) + tanh(x))", "inputs": {"x": {}}},
+                {"real": {"x": [1_000_000]}, "small": {"x": [1000]}}))
+TARGET_OVER_FAST_MODE = 1.0     # gradcheck at least as fast as fast_mode
+TARGET_OVER_FWD_BWD = 10.0      # one point in at most 10 forward+backward passes
+#: thread settings each workload is measured under: label -> threads (None: default)
+THREADS = {"one thread": 1, "default threads": None}
+_ONE_THREAD = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")}
+
+
+def workloads_of(cfg: Config) -> dict[str, tuple[dict, dict]]:
+    """label -> (the case's keys, the inputs' shapes) of every workload at the config's
+    sizes."""
+    out = {}
+    for label, (keys, shapes) in {**LAYERS, ELEMENTWISE[0]: ELEMENTWISE[1]}.items():
+        out[label] = (keys, shapes[cfg.layers])
+    keys, shapes = LAYERS[CHECKED[0]]
+    out[f"{CHECKED[0]}, the checkers' size"] = (keys, CHECKED[1][cfg.layers])
+    return out
+
+
+def speed_job(job: dict) -> dict:
+    """In the child: the workload's checkers side by side (see the module's docstring);
+    ``{"seconds": {checker: (median, runs)}, "status": gradcheck's verdict}``."""
+    import numpy as np
+    import sympy
+    import torch
+
+    from ...cases import case_from_dict
+    from ...checking.case import run_case
+    from ...sampling.points import case_points
+    from ...witnesses.drive import rebuild
+    from ...witnesses.torch import applier, leaves
+    from .checkers import side_by_side
+
+    if job["threads"] == 1:
+        torch.set_num_threads(1)
+    keys, shapes = job["keys"], job["shapes"]
+    raw = {"name": job["label"], **{k: v for k, v in keys.items() if k != "inputs"},
+           "inputs": {n: {"shape": shapes[n], **spec} for n, spec in keys["inputs"].items()},
+           "points": 1, "extreme_points": 0}
+    case = case_from_dict(raw, file="<bench>")
+    point = next(case_points(case, "float64")).values
+    apply = applier(case, "float64")
+    names = [s.name for s in case.inputs if s.requires_grad]
+    fixed = leaves(case, point, "float64")
+
+    def f(*xs):
+        return rebuild(case.output, {**fixed, **dict(zip(names, xs))}, apply)
+
+    xs = [fixed[n] for n in names]
+    y = f(*xs)
+    v = torch.tensor(np.random.default_rng(0).standard_normal(tuple(y.shape)),
+                     dtype=torch.float64)
+
+    def forward_backward():
+        for x in xs:
+            x.grad = None
+        f(*xs).backward(v)
+
+    def gradcheck_one_point():
+        sympy.core.cache.clear_cache()   # (compile included)
+        result = run_case(case, "float64", timeout=None)
+        status.append(result.status)
+
+    status: list[str] = []
+    fns = {"torch fwd+bwd": forward_backward, "gradcheck": gradcheck_one_point,
+           "torch fast_mode": lambda: torch.autograd.gradcheck(f, xs, fast_mode=True)}
+    if job["full"]:
+        fns["torch full"] = lambda: torch.autograd.gradcheck(f, xs)
+    gradcheck_one_point()   # (warm-up: imports, first use; not measured)
+    cfg = Config(repeat=job["repeat"], quick=job["quick"])
+    seconds = side_by_side(fns, cfg, budget=job["budget"], block=1)
+    return {"seconds": seconds, "status": sorted(set(status)),
+            "threads": torch.get_num_threads()}
+
+
+def _rows(label: str, keys: dict, shapes: dict, threads_label: str, cfg: Config) -> list[Row]:
+    threads = THREADS[threads_label]
+    # (the CLI pins each pool to one thread where the user has not: the default
+    # threads are the libraries' own, the variables removed)
+    env = _ONE_THREAD if threads == 1 else {k: None for k in _ONE_THREAD}
+    n = sum(math.prod(s) for i, s in shapes.items()
+            if keys["inputs"][i].get("requires_grad", True))
+    answer = run_child({"job": "speed", "label": label, "keys": keys, "shapes": shapes,
+                        "threads": threads, "full": n <= 4096, "repeat": cfg.repeat,
+                        "quick": cfg.quick, "budget": 2.0 if cfg.quick else 20.0},
+                       timeout=3600, env=env)
+    if answer.get("capped"):
+        raise RuntimeError(f"{label} ran past an hour")
+    sizes = {"n": n, "shapes": shapes}
+    name = f"{label} ({answer['threads']} thread{'s' * (answer['threads'] > 1)})"
+    secs = {k: s for k, (s, _) in answer["seconds"].items()}
+    runs = {k: r for k, (_, r) in answer["seconds"].items()}
+    what = {"torch fwd+bwd": "nothing: the formula's forward and backward once (float64)",
+            "gradcheck": f"every element of vᵀJ, every witness, one point, float64, "
+                         f"compile included (verdict: {', '.join(answer['status'])})",
+            "torch fast_mode": "one random projection uᵀJv against a finite-difference "
+                               "directional derivative (float64)",
+            "torch full": "every element of the Jacobian against central differences "
+                          "(float64)"}
+    rows = [Row("speed", f"{name}: {k}", sizes, s, what[k], runs[k]) for k, s in secs.items()]
+    over_fast = secs["torch fast_mode"] / secs["gradcheck"]
+    over_pass = secs["gradcheck"] / secs["torch fwd+bwd"]
+    rows.append(Row("speed", f"{name}: fast_mode / gradcheck", sizes, None,
+                    "gradcheck's speed in units of fast_mode's", ratio=over_fast,
+                    ratio_of="torch fast_mode seconds / gradcheck seconds",
+                    target=f"≥ {TARGET_OVER_FAST_MODE:g}×",
+                    met=None if cfg.quick else over_fast >= TARGET_OVER_FAST_MODE))
+    rows.append(Row("speed", f"{name}: gradcheck / fwd+bwd", sizes, None,
+                    "one point's check in forward+backward passes", ratio=over_pass,
+                    ratio_of="gradcheck seconds / torch fwd+bwd seconds",
+                    target=f"≤ {TARGET_OVER_FWD_BWD:g}×",
+                    met=None if cfg.quick else over_pass <= TARGET_OVER_FWD_BWD))
+    if "torch full" in secs:
+        rows.append(Row("speed", f"{name}: torch full / gradcheck", sizes, None,
+                        "gradcheck's speed in units of torch's full check's",
+                        ratio=secs["torch full"] / secs["gradcheck"],
+                        ratio_of="torch full seconds / gradcheck seconds",
+                        target="≥ 50×",
+                        met=None if cfg.quick else secs["torch full"] / secs["gradcheck"] >= 50))
+    return rows
+
+
+def speed_workloads(cfg: Config) -> list[Workload]:
+    """The section's workloads: each layer under each thread setting."""
+    plan = []
+    for label, (keys, shapes) in workloads_of(cfg).items():
+        for threads_label in THREADS:
+            plan.append(Workload("speed", f"{label} ({threads_label})",
+                                 lambda label=label, keys=keys, shapes=shapes,
+                                 t=threads_label: _rows(label, keys, shapes, t, cfg)))
+    return plan
