@@ -287,3 +287,24 @@ def test_a_case_gradcheck_cannot_check_is_a_row_with_its_message_not_a_crash():
     assert "| x [2, 2] (4 elements) | 1.5000 |" in table and "| no |" in table
     capped = outcome(CliRun(400.0, -9, True, None, ""), QUICK)
     assert capped["status"] == "capped" and "ran past" in capped["error"]
+
+
+def test_speed_section_has_every_checker_side_by_side_and_its_ratios(quick):
+    """Section (f): per workload and thread setting, torch fwd+bwd, gradcheck, fast_mode
+    (and torch's full check at the checkers' size), then the two targets' ratios."""
+    speed = rows(quick[0], "speed")
+    names = [r["name"] for r in speed]
+    workloads = {n.split(": ")[0] for n in names}
+    # --quick: the first layer, one thread and the default threads
+    assert len(workloads) == 2 and all(w.startswith("sum(tanh(x @ W))") for w in workloads)
+    assert any(w.endswith("(1 thread)") for w in workloads)
+    for w in workloads:
+        got = {n.split(": ", 1)[1]: r for n, r in zip(names, speed) if n.startswith(w)}
+        assert {"torch fwd+bwd", "gradcheck", "torch fast_mode", "fast_mode / gradcheck",
+                "gradcheck / fwd+bwd"} <= set(got), sorted(got)
+        assert "verdict: passed" in got["gradcheck"]["verified"]
+        ratio = got["fast_mode / gradcheck"]
+        assert ratio["ratio"] == pytest.approx(got["torch fast_mode"]["seconds"]
+                                               / got["gradcheck"]["seconds"])
+        assert ratio["target"] == "≥ 1×" and got["gradcheck / fwd+bwd"]["target"] == "≤ 10×"
+

@@ -41,12 +41,14 @@ _ONE_THREAD = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
 
 def workloads_of(cfg: Config) -> dict[str, tuple[dict, dict]]:
     """label -> (the case's keys, the inputs' shapes) of every workload at the config's
-    sizes."""
+    sizes (of the layers it names: ``--quick`` measures the first alone)."""
     out = {}
     for label, (keys, shapes) in {**LAYERS, ELEMENTWISE[0]: ELEMENTWISE[1]}.items():
-        out[label] = (keys, shapes[cfg.layers])
-    keys, shapes = LAYERS[CHECKED[0]]
-    out[f"{CHECKED[0]}, the checkers' size"] = (keys, CHECKED[1][cfg.layers])
+        if cfg.layer_names is None or label in cfg.layer_names:
+            out[label] = (keys, shapes[cfg.layers])
+    if cfg.layer_names is None:
+        keys, shapes = LAYERS[CHECKED[0]]
+        out[f"{CHECKED[0]}, the checkers' size"] = (keys, CHECKED[1][cfg.layers])
     return out
 
 
