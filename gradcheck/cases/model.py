@@ -74,6 +74,10 @@ class Case:
     # every name the witness registry holds when the case is made (an entry added to it
     # later, a test's or a plugin's, included), in the order they run
     witnesses: tuple[str, ...] = field(default_factory=case_names)
+    # the case names its witnesses (``witnesses = [...]``): each runs at every point,
+    # finite differences too (else a large case runs them where they are needed:
+    # :func:`gradcheck.checking.case._FormulaCheck.numeric_settled`)
+    witnesses_named: bool = False
     expect: str = "pass"
     description: str = ""
     op: str | None = None                      # "module:attr" of a custom op

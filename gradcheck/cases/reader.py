@@ -85,6 +85,7 @@ class CaseReader:
             kink_points=self.read_int("kink_points", KINK_POINTS, 0, MAX_POINTS),
             seed=self.read_int("seed", 0, 0, 2**63 - 1), atol=self.read_tol("atol"),
             rtol=self.read_tol("rtol"), witnesses=self.read_witnesses(bool(op)),
+            witnesses_named=self.get("witnesses") is not None,
             expect=self.read_expect(), description=str(raw.get("description", "")),
             op=op, outputs=outputs, args=args, kwargs=kwargs, forward=forward,
             forward_expr=forward_texts, call=call,

@@ -22,6 +22,7 @@ from ..cases.memory import check_case
 from ..process.budgets import exhausted
 from ..cases import Case
 from .compare import Tally
+from .spared import NUMERIC, reason as spared_reason, spared
 from .diagnose import Kept, Sample
 from ..base.dtypes import round_to
 from ..base.errors import CaseFileError, GradcheckError, describe_exception, exception_text
@@ -193,6 +194,8 @@ class _FormulaCheck:
         # it), which no witness is checked at, and how many points were checked
         self.beyond: dict[int, str] = {}
         self.checked_points = 0
+        # the points finite differences were not needed at (:mod:`.spared`)
+        self.spared: list[int] = []
 
     def run(self, ref) -> None:
         """Every point (the bulk's, then the extremes), every witness that still runs."""
@@ -220,6 +223,9 @@ class _FormulaCheck:
             expected = exact()
             for w in self.names:
                 if w not in self.errors and w not in self.skipped:
+                    if w == NUMERIC and spared(self, i):
+                        self.spared.append(i)
+                        continue
                     self._compare(w, i, point, v, expected, bounds, ref, at)
             del point, v, expected, bounds, at   # before the next point is drawn
 
@@ -318,6 +324,12 @@ class _FormulaCheck:
         out = []
         for w in self.names:
             r = self.tallies[w].result()
+            if w == NUMERIC and self.spared:
+                why = spared_reason(self.case, self.spared, self.checked_points)
+                if len(self.spared) == self.checked_points:
+                    self.skipped[w] = why
+                else:
+                    r = dataclasses.replace(r, notes=(*r.notes, why))
             if w in self.skipped:
                 r = dataclasses.replace(r, status=SKIPPED, message=self.skipped[w])
             elif w in self.errors:

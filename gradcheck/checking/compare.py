@@ -153,6 +153,9 @@ class Tally:
         self.grad_fn: tuple[str, ...] | None = None
         # the error maps being built, by quantity (None: build none)
         self.maps: dict[str, MapAccumulator] | None = {}
+        # each point's largest |diff| / tolerance over every gradient element compared
+        # there (inf for NaN): how far inside their tolerances the exact witnesses agree
+        self.point_worst: dict[int, float] = {}
         # a Jacobian's rows that agreed at the current point, by map, before any row
         # differed: (point, [row, ...]), mapped only once one of that point does
         self._pending: dict[str, tuple[int, list]] = {}
@@ -206,6 +209,8 @@ class Tally:
                                       max(self.max_rel, other.max_rel))
         self.worst_kept = sorted(self.worst_kept + other.worst_kept,
                                  key=lambda pair: -pair[0])[:WORST_KEPT]
+        for point, worst in other.point_worst.items():
+            self.point_worst[point] = max(self.point_worst.get(point, 0.0), worst)
         self.problems += other.problems
         self.notes += other.notes
         self.diagnoses += other.diagnoses
@@ -283,6 +288,9 @@ class Tally:
                                                         allowed[where], largest)
             local = ratio.reshape(-1)
             most = float(local.max())   # (NaN where any ratio is)
+            if quantity != "value":
+                self.point_worst[point] = max(self.point_worst.get(point, 0.0),
+                                              most if most == most else math.inf)
             bad = 0 if most <= 1 else int(np.count_nonzero(ratio > 1))
             self.mismatched += bad
             if near is None:
