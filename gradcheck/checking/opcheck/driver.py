@@ -120,13 +120,18 @@ class OpCheck:
 
     def paths(self) -> None:
         """The checks of other paths through the op, once the points are done: op.vmap
-        on the first points' batch, op.registration at the first point."""
+        on the first points' batch, op.layout's expanded inputs and op.registration at
+        the first point."""
         if self.batch:
             batch = [self.batch[j % len(self.batch)] for j in range(BATCH)]
             done = self.op.vmap([e.point for e in batch], [e.vs for e in batch])
             for tally in vmap(done, batch, lambda: self._tally("vmap")):
                 self.tallies["vmap"].merge(tally)
             self.batch = None
+        if self.first is not None and self.on("layout") and not self.op.info.get("engine"):
+            # expanded inputs: a point of their own, taken once the points' arrays are
+            # freed (at a layer's size they were the check's peak)
+            self.record("layout", expanded(self, 0, self.vs(0, 0)))
         if (self.first is not None and self.op.info.get("library")
                 and self.on("registration")):
             self.record("registration", registration(self.op.registration(self.first)))
@@ -273,8 +278,6 @@ class OpCheck:
         if self.on("layout"):
             self.record("layout", layout(op.layouts(point, vs), values, got, i, tolerance,
                                          point))
-            if i == 0 and not op.info.get("engine"):   # (a point of its own: once)
-                self.record("layout", expanded(self, i, vs))
         if i == 0 and self.on("contract"):   # (the first point only: a dozen calls)
             contract(self, i, point, vs, got, tolerance, exact_ones)
         if self.batch is not None and i < min(BATCH, self.case.points):
