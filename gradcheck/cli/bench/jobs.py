@@ -107,6 +107,13 @@ def speed_job(job: dict) -> dict:
     return run(job)
 
 
+def block_job(job: dict) -> dict:
+    """Section (f)'s transformer block (:func:`gradcheck.cli.bench.speed.block_job`)."""
+    from .speed import block_job as run
+
+    return run(job)
+
+
 #: every job by its name (``job["job"]``)
 JOBS = {"memory": memory_job, "reference": compile_job, "sympy": compile_job,
-        "speed": speed_job}
+        "speed": speed_job, "block": block_job}

@@ -31,6 +31,37 @@ from .config import CHECKED, LAYERS, Config, Row, Workload
 ELEMENTWISE = ("sum(sin(x) * exp(-x**2) + tanh(x))",
                ({"expr": "sum(sin(x) * exp(-x**2) + tanh(x))", "inputs": {"x": {}}},
                 {"real": {"x": [1_000_000]}, "small": {"x": [1000]}}))
+#: a transformer block as one formula: pre-norm attention with 4 heads and a GELU MLP,
+#: d = 256, T = 128, batch 8 (checked with default settings, every element)
+BLOCK_SHAPE = {"real": (8, 128, 256, 4), "small": (2, 4, 8, 2)}
+
+
+def block(batch: int, t: int, d: int, heads: int) -> tuple[dict, dict]:
+    """The transformer block's case keys and its inputs' shapes."""
+    split = f"[{batch}, {t}, {heads}, {d // heads}]"
+    let = {
+        "mu1": "mean(x, axis=-1, keepdims=True)",
+        "h": "(x - mu1) / sqrt(mean((x - mu1)**2, axis=-1, keepdims=True) + 0.00001) "
+             "* g1 + b1",
+        **{n: f"permute(reshape(h @ W{n}, {split}), [0, 2, 1, 3])" for n in "qkv"},
+        "a": f"softmax(q @ transpose(k) / {(d // heads) ** 0.5:g}, axis=-1) @ v",
+        "r": f"x + reshape(permute(a, [0, 2, 1, 3]), [{batch}, {t}, {d}]) @ Wo",
+        "mu2": "mean(r, axis=-1, keepdims=True)",
+        "h2": "(r - mu2) / sqrt(mean((r - mu2)**2, axis=-1, keepdims=True) + 0.00001) "
+              "* g2 + b2",
+    }
+    gains = {"domain": [0.5, 1.5]}
+    keys = {"let": let, "expr": "r + gelu(h2 @ W1) @ W2", "gradient": "random",
+            "inputs": {"x": {}, "g1": gains, "b1": {}, "Wq": {}, "Wk": {}, "Wv": {},
+                       "Wo": {}, "g2": gains, "b2": {}, "W1": {}, "W2": {}}}
+    square = [d, d]
+    shapes = {"x": [batch, t, d], "g1": [d], "b1": [d], "Wq": square, "Wk": square,
+              "Wv": square, "Wo": square, "g2": [d], "b2": [d], "W1": [d, 4 * d],
+              "W2": [4 * d, d]}
+    return keys, shapes
+
+
+TARGET_BLOCK_SECONDS = 10.0
 TARGET_OVER_FAST_MODE = 1.0     # gradcheck at least as fast as fast_mode
 TARGET_OVER_FWD_BWD = 10.0      # one point in at most 10 forward+backward passes
 #: thread settings each workload is measured under: label -> threads (None: default)
@@ -155,12 +186,53 @@ def _rows(label: str, keys: dict, shapes: dict, threads_label: str, cfg: Config)
     return rows
 
 
+def block_job(job: dict) -> dict:
+    """In the child: the transformer block checked with the default settings (its
+    points and extreme points), compile included, once: seconds and the verdict."""
+    import time
+
+    from ...cases import case_from_dict
+    from ...checking.case import run_case
+
+    keys, shapes = job["keys"], job["shapes"]
+    case = case_from_dict({"name": "transformer block",
+                           **{k: v for k, v in keys.items() if k != "inputs"},
+                           "inputs": {n: {"shape": shapes[n], **spec}
+                                      for n, spec in keys["inputs"].items()}},
+                          file="<bench>")
+    start = time.perf_counter()
+    result = run_case(case, "float64", timeout=None)
+    return {"seconds": time.perf_counter() - start, "status": result.status,
+            "witnesses": {w.witness: w.status for w in result.witnesses}}
+
+
+def _block_rows(cfg: Config) -> list[Row]:
+    keys, shapes = block(*BLOCK_SHAPE[cfg.layers])
+    answer = run_child({"job": "block", "keys": keys, "shapes": shapes}, timeout=3600,
+                       env={k: None for k in _ONE_THREAD})
+    if answer.get("capped"):
+        raise RuntimeError("the transformer block ran past an hour")
+    n = sum(math.prod(s) for s in shapes.values())
+    return [Row("speed", "transformer block (pre-norm attention, 4 heads, GELU MLP), "
+                "default settings, default threads", {"n": n, "shapes": shapes},
+                answer["seconds"],
+                f"every element of vᵀJ by every witness at the default points, float64, "
+                f"compile included (verdict: {answer['status']}; witnesses: "
+                + ", ".join(f"{w} {st}" for w, st in answer["witnesses"].items()) + ")",
+                target=f"< {TARGET_BLOCK_SECONDS:g} s",
+                met=None if cfg.quick else answer["seconds"] < TARGET_BLOCK_SECONDS)]
+
+
 def speed_workloads(cfg: Config) -> list[Workload]:
-    """The section's workloads: each layer under each thread setting."""
+    """The section's workloads: each layer under each thread setting, and the
+    transformer block (not in ``--quick``)."""
     plan = []
     for label, (keys, shapes) in workloads_of(cfg).items():
         for threads_label in THREADS:
             plan.append(Workload("speed", f"{label} ({threads_label})",
                                  lambda label=label, keys=keys, shapes=shapes,
                                  t=threads_label: _rows(label, keys, shapes, t, cfg)))
+    if not cfg.quick:
+        plan.append(Workload("speed", "transformer block, default settings",
+                             lambda: _block_rows(cfg)))
     return plan
