@@ -10,6 +10,7 @@ import time
 from ...process.peak_memory import PeakMemory
 from .checkers import check_passed, elementwise_case
 from .formulas import formula_case, formula_point
+from .speed_jobs import block_job, speed_job
 
 
 class _Capped(Exception):
@@ -98,20 +99,6 @@ def memory_job(job: dict) -> dict:
     return {"compile_seconds": compile_seconds, "check_seconds": check_seconds,
             "baseline_bytes": memory.baseline, "peak_bytes": memory.peak(),
             "method": memory.method, "witnesses": [w.witness for w in result.witnesses]}
-
-
-def speed_job(job: dict) -> dict:
-    """Section (f)'s workload (:func:`gradcheck.cli.bench.speed.speed_job`)."""
-    from .speed import speed_job as run
-
-    return run(job)
-
-
-def block_job(job: dict) -> dict:
-    """Section (f)'s transformer block (:func:`gradcheck.cli.bench.speed.block_job`)."""
-    from .speed import block_job as run
-
-    return run(job)
 
 
 #: every job by its name (``job["job"]``)
