@@ -432,7 +432,7 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
     from .opcheck.process import OpRaised
 
     try:
-        results, output = run_op_case(case, dtype, cache)
+        results, unchecked, output = run_op_case(case, dtype, cache)
     except OpDtypeError as exc:   # an engine op in float16/bfloat16: as its witness is
         # (decided by the judge, from what the op is: an op raising this is no skip)
         return CaseResult(**base, status=SKIPPED, message=str(exc), mode="op",
@@ -453,7 +453,7 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
                       seconds=time.perf_counter() - start, mode="op", error_kind=kind,
                       notes=tuple(dict.fromkeys([*(n for r in results for n in r.notes),
                                                  *convention])),
-                      output=output)
+                      output=output, unchecked=unchecked)
 
 
 def op_failure(case: Case, base: dict, message: str, kind: str,

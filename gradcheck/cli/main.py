@@ -67,9 +67,10 @@ def _bench_arguments(bench: argparse.ArgumentParser, dtypes) -> None:
     # seeds in four dtypes (tens of minutes), a different kind of measurement
     bench.add_argument("--section", action="append", metavar="NAME",
                        choices=["checkers", "memory", "compile", "engine", "tensor",
-                                "verdicts", "sweep"],
+                                "opchecks", "verdicts", "sweep"],
                        help="only this section (repeatable): checkers, memory, compile, "
-                            "engine, tensor (the default is these five), verdicts (every "
+                            "engine, tensor, opchecks (each newer op check's cost on the "
+                            "bundled ops; the default is these six), verdicts (every "
                             "case under --cases over --seeds seeds in every --dtype, and "
                             "the op cases against torch.autograd.gradcheck; saved as "
                             "verdicts.json and verdicts.md), or sweep (--formulas random "
