@@ -22,8 +22,13 @@ KINK_POINTS = 2      # points close to the formula's kinks, after the extremes (
 #: the checks of an op case, in the order reports show them (``op.<name>``); those a
 #: case, ``[defaults]``, ``[tool.gradcheck]`` or ``--skip-check`` may switch off
 OP_CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
-             "layout", "double", "jvp", "vmap", "contract", "registration")
+             "layout", "double", "jvp", "vmap", "contract", "registration", "compile")
 SKIPPABLE = OP_CHECKS[2:]
+#: the backends op.compile may run torch.compile with (``compile_backend``): aot_eager
+#: (AOTAutograd's forward and backward graphs, run eagerly: what compile does to
+#: autograd, without a code generator), eager (Dynamo's graph alone), inductor (the
+#: code torch.compile generates by default; a C++ compiler on CPU)
+COMPILE_BACKENDS = ("aot_eager", "eager", "inductor")
 
 
 #: dtypes an input may declare besides the case's float dtype: integer and boolean

@@ -129,6 +129,9 @@ class OpProcess:
             pass
         else:
             _forward_mode_ready()
+            if "op.compile" not in self.case.skip_checks:   # (once per judge: ~1 s)
+                from .compiled import warm
+                warm()
         self.capture = Capture("gradcheck-op-output")
         ours, theirs = socket.socketpair()
         judge = os.getpid()
