@@ -73,15 +73,21 @@ def _no_compiler(device: str) -> str | None:
             f"{device}, and it is not installed")
 
 
-def warm() -> None:
+def warm(case) -> bool:
     """Compile and run a function of gradcheck's own (no op's) once, forward and
-    backward, with aot_eager, in the judge before it forks an op's process: Dynamo's
-    and AOTAutograd's lazy imports and first-compile setup (most of a compile's cost in
-    a fresh process) are then paid once per judge, not in every op's process. Whatever
-    fails here is left to op.compile in the op's process to meet and report."""
+    backward, with aot_eager, in the judge before it forks the op's process of a case
+    that runs op.compile: Dynamo's and AOTAutograd's lazy imports and first-compile
+    setup (most of a compile's cost in a fresh process) are then paid once per judge,
+    not in every op's process (one started as a new interpreter, a CUDA case's, gains
+    nothing). :func:`gradcheck.checking.case.run_case` calls it before the case's time
+    limit starts (a short limit is the op's, not the judge's setup's), a pool worker's
+    supervisor before it forks the case process (:mod:`gradcheck.session.worker`), the
+    fork again: a no-op after the first. Whatever fails here is left to op.compile in
+    the op's process to meet and report. True where it warmed just now."""
     global _warm
-    if _warm:
-        return
+    if (_warm or case.op is None or case.device != "cpu"
+            or "op.compile" in case.skip_checks):
+        return False
     _warm = True
     try:
         import torch
@@ -98,6 +104,7 @@ def warm() -> None:
         torch._dynamo.reset()   # (its cache holds nothing an op's process needs)
     except Exception:
         pass
+    return True
 
 
 def plan(case) -> dict:
