@@ -21,7 +21,7 @@ STATUSES = (PASSED, APPROXIMATE, FAILED, ERROR, SKIPPED)
 #: here, below the case files (:mod:`gradcheck.cases.vocabulary` names them for
 #: ``skip_checks``) and the renderers, which lay out an op case's checks in this order
 OP_CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
-             "layout", "double", "jvp", "vmap", "contract", "registration")
+             "layout", "double", "jvp", "vmap", "contract", "registration", "compile")
 
 
 def _plain(x: Any) -> Any:

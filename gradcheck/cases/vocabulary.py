@@ -25,6 +25,11 @@ KINK_POINTS = 2      # points close to the formula's kinks, after the extremes (
 #: op.backward (OP_CHECKS, every check in report order, is gradcheck.base.result's,
 #: below the renderers, which lay an op case's checks out in its order too)
 SKIPPABLE = OP_CHECKS[2:]
+#: the backends op.compile may run torch.compile with (``compile_backend``): aot_eager
+#: (AOTAutograd's forward and backward graphs, run eagerly: what compile does to
+#: autograd, without a code generator), eager (Dynamo's graph alone), inductor (the
+#: code torch.compile generates by default; a C++ compiler on CPU)
+COMPILE_BACKENDS = ("aot_eager", "eager", "inductor")
 
 
 #: dtypes an input may declare besides the case's float dtype: integer and boolean

@@ -18,6 +18,7 @@ from ..diagnose import Kept, Sample, summarize
 from ...base.dtypes import round_to
 from ...base.result import FAILED, SKIPPED, WitnessResult
 from ...sampling.points import case_points, case_rng
+from .compiled import compiled, unavailable
 from .checks import (backward, determinism, forward, inplace, jacobian, jacobian_checked,
                      jacobian_rows, layout, zero)
 from .contract import contract
@@ -88,6 +89,11 @@ class OpCheck:
             if why is not None:
                 self.record("vmap", [Finding(note=str(why))])
         self.first: dict | None = None   # the first point (op.registration's)
+        # why op.compile does not run (an engine op, no torch.compile, no compiler for
+        # the case's backend): a note, the check reported as skipped with it
+        self.no_compile = unavailable(case, op.info) if self.on("compile") else None
+        if self.no_compile:
+            self.record("compile", [Finding(note=self.no_compile)])
 
     def on(self, check: str) -> bool:
         """Whether ``check`` runs: not switched off by the case's skip_checks (which
@@ -281,6 +287,8 @@ class OpCheck:
                                          point))
         if i == 0 and self.on("contract"):   # (the first point only: a dozen calls)
             contract(self, i, point, vs, got, tolerance, exact_ones)
+        if i == 0 and self.on("compile") and not self.no_compile:   # (a compile or two)
+            compiled(self, i, point, vs, values, got, wanted, expected, tolerance, loose)
         if self.batch is not None and i < min(BATCH, self.case.points):
             self.batch.append(Element(i, point, vs, values, got, wanted, expected,
                                       tolerance, self._loose_at(point, vs, wanted, expected)))
