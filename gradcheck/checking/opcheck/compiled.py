@@ -132,9 +132,8 @@ def plan(case) -> dict:
 def ask(op, case, point: dict, vs: list, todo: dict) -> dict:
     """The op's process's answer (:func:`gradcheck.checking.opcheck.compile_op.
     compiled`), its form checked: ``{"unsupported": why}``, ``{"raised": text}`` or
-    ``{"outputs", "grads"}``,
-    with ``"graph_break"`` where fullgraph=True broke, and ``"pair"`` (None, or
-    ``{"shared", "eager", "separate"}``, or ``{"error"}``)."""
+    ``{"outputs", "grads"}``, with ``"graph_break"`` where fullgraph=True broke, and
+    ``"pair"`` (None, or ``{"shared", "eager", "separate"}``, or ``{"error"}``)."""
     reply = op.call("compile", point=point, vs=vs, plan=todo)
     out: dict = {}
     if "unsupported" in reply:
