@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import sys
 import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -212,6 +213,8 @@ def _float32_inside():
     spec = importlib.util.spec_from_file_location("approximations_test",
                                                   CASES.with_suffix(".py"))
     module = importlib.util.module_from_spec(spec)
+    # (as an import would: torch.compile, op.compile's, looks the op's module up by name)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 

@@ -289,8 +289,65 @@ def test_a_case_gradcheck_cannot_check_is_a_row_with_its_message_not_a_crash():
     assert capped["status"] == "capped" and "ran past" in capped["error"]
 
 
+def _well_formed_opchecks(rows_, table: str) -> None:
+    """Section (f)'s rows: every check first, then one per check of COSTED (derived
+    from OP_CHECKS), each with what it adds to every case run; never its timings."""
+    from gradcheck.cli.bench.opcost import COSTED, EVERY
+
+    assert [r["name"] for r in rows_] == [EVERY] + [f"without {n}" for n in COSTED]
+    every = rows_[0]
+    cases = every["extra"]["per_case"]
+    assert cases and every["sizes"]["cases"] == len(cases)
+    assert every["seconds"] == pytest.approx(sum(cases.values()))
+    assert every["extra"]["skip_checks"] == [] and every["ratio"] is None
+    for r, check in zip(rows_[1:], COSTED):
+        extra = r["extra"]
+        assert extra["skip_checks"] == [check] and check in r["verified"]
+        assert set(extra["added_per_case"]) == set(cases)
+        assert extra["added_seconds"] == pytest.approx(every["seconds"] - r["seconds"])
+        assert extra["most"]["case"] in cases
+        assert r["ratio"] == pytest.approx(extra["added_seconds"] / every["seconds"])
+        assert check in r["ratio_of"] and r["target"] is None and r["runs"] == 1
+        assert any(line.startswith(f"| {r['name']} ({check} adds ")
+                   for line in table.splitlines())
+
+
+def test_opchecks_section_costs_each_newer_check_side_by_side(quick):
+    from gradcheck.base.result import OP_CHECKS
+    from gradcheck.cli.bench.opcost import COSTED
+
+    saved, table = quick[0], quick[1]
+    # the newer checks, from op.jvp on, whatever OP_CHECKS holds after it
+    assert COSTED == tuple(f"op.{c}" for c in OP_CHECKS[OP_CHECKS.index("jvp"):])
+    assert {"op.jvp", "op.vmap", "op.contract", "op.registration"} <= set(COSTED)
+    _well_formed_opchecks(rows(saved, "opchecks"), table)
+    # --quick: the one library op of paths.toml, in float64
+    assert list(rows(saved, "opchecks")[0]["extra"]["per_case"]) == [
+        "paths/custom-op-swish[float64]"]
+
+
+def test_opchecks_rows_from_measurements(monkeypatch):
+    """The rows and their table from made-up measurements (no case run)."""
+    from gradcheck.cli.bench import Report, opcost
+
+    every = {"ops/a[float64]": 1.0, "ops/b[float64]": 3.0}
+    found = {opcost.EVERY: {"wall": 5.0, "cases": every}}
+    for k, name in enumerate(opcost.COSTED):
+        found[name] = {"wall": 4.0, "cases": {"ops/a[float64]": 0.5,
+                                              "ops/b[float64]": 3.0 - 0.1 * k}}
+    monkeypatch.setattr(opcost, "measure", lambda cfg: found)
+    made = opcost.opcost_rows(QUICK)
+    saved = to_json(Report(True, made, {"opchecks": ["a note"]}, {"opchecks": []}, {}, 1.0))
+    _well_formed_opchecks(saved["rows"], markdown(Report(True, made, {"opchecks": []},
+                                                         {"opchecks": []}, {}, 1.0)))
+    jvp = saved["rows"][1]["extra"]
+    assert jvp["added_per_case"] == {"ops/a[float64]": 0.5, "ops/b[float64]": 0.0}
+    assert jvp["added_mean"] == 0.25 and jvp["most"] == {"case": "ops/a[float64]",
+                                                         "seconds": 0.5}
+
+
 def test_speed_section_has_every_checker_side_by_side_and_its_ratios(quick):
-    """Section (f): per workload and thread setting, torch fwd+bwd, gradcheck, fast_mode
+    """Section (g): per workload and thread setting, torch fwd+bwd, gradcheck, fast_mode
     (and torch's full check at the checkers' size), then the two targets' ratios."""
     speed = rows(quick[0], "speed")
     names = [r["name"] for r in speed]
@@ -307,4 +364,5 @@ def test_speed_section_has_every_checker_side_by_side_and_its_ratios(quick):
         assert ratio["ratio"] == pytest.approx(got["torch fast_mode"]["seconds"]
                                                / got["gradcheck"]["seconds"])
         assert ratio["target"] == "≥ 1×" and got["gradcheck / fwd+bwd"]["target"] == "≤ 10×"
+
 

@@ -31,10 +31,10 @@ def bundled():
             for n in CASES for d in BUNDLED}
 
 
-def _others_pass(result, check: str) -> None:
-    """Every check but ``check`` passes (or is skipped): the bug is on its path only."""
+def _others_pass(result, *checks: str) -> None:
+    """Every check but ``checks`` passes (or is skipped): the bug is on their paths only."""
     for w in result.witnesses:
-        if w.witness != check:
+        if w.witness not in checks:
             assert w.status in ("passed", "skipped"), (w.witness, w.message)
 
 
@@ -87,7 +87,10 @@ def test_a_custom_op_whose_fake_drops_an_axis_is_caught(bundled, dtype):
             in registration.message)
     assert "Shapes torch.Size([4, 6]) and torch.Size([4]) are not equal" in (
         registration.message)
-    _others_pass(result, "op.registration")
+    # a fake is what torch.compile plans with: the compiled op raises
+    assert result.witness("op.compile").message.startswith(
+        "under torch.compile (backend aot_eager), the op raised BackendCompilerFailed")
+    _others_pass(result, "op.registration", "op.compile")
 
 
 # --------------------------------------------------------------------------- ops written here
@@ -227,14 +230,15 @@ def test_skip_checks_turns_either_check_off(dtype):
     wrong twins then pass, neither check reported."""
     import dataclasses
 
-    for name, check in [("softmax-vmap-batch-last-wrong", "op.vmap"),
-                        ("custom-op-fake-shape-wrong", "op.registration")]:
+    # (a wrong fake is what torch.compile plans with: op.compile catches it too)
+    for name, checks in [("softmax-vmap-batch-last-wrong", ("op.vmap",)),
+                         ("custom-op-fake-shape-wrong", ("op.registration", "op.compile"))]:
         case = dataclasses.replace(CASES[name], expect="pass")
         assert run_case(case, dtype, timeout=None).status == "failed"
-        object.__setattr__(case, "skip_checks", (check,))   # (a key of its own branch)
+        object.__setattr__(case, "skip_checks", checks)   # (a key of its own branch)
         result = run_case(case, dtype, timeout=None)
         assert result.status == "passed", result.message
-        assert all(w.witness != check for w in result.witnesses)
+        assert all(w.witness not in checks for w in result.witnesses)
 
 
 def test_a_custom_op_without_a_fake_has_those_sub_tests_noted_not_failed(tmp_path):
@@ -280,6 +284,10 @@ def test_a_custom_op_without_a_fake_has_those_sub_tests_noted_not_failed(tmp_pat
             "torch.library.opcheck's test_faketensor",
             "torch.library.opcheck's test_aot_dispatch_dynamic"]
         assert "no fake impl registered" in registration.notes[0]
+        # torch.compile plans with the fake: op.compile is skipped, saying why
+        compiled = cube.witness("op.compile")
+        assert compiled.status == "skipped" and compiled.message.startswith(
+            "torch.compile not supported: the op has no fake impl (register_fake): ")
         sin = results["aten-sin", dtype]
         assert sin.status == "passed", sin.message
         assert sin.witness("op.registration").checked == 4

@@ -11,6 +11,7 @@ import pytest
 
 import gradcheck
 from gradcheck.base.errors import CaseFileError
+from gradcheck.base.result import OP_CHECKS
 from gradcheck.cases import load_cases
 from gradcheck.cli.main import main
 
@@ -52,8 +53,31 @@ def test_a_case_switches_checks_off(tmp_path):
     assert case.skip_checks == ("op.jacobian", "op.layout")
     result = gradcheck.run([path], dtype="float64")
     assert _checks(result) == everything - {"op.jacobian", "op.layout"}
-    assert any("switched off (skip_checks): op.jacobian, op.layout" in n
-               for n in result.cases[0].notes)
+    # each says why it did not run, as every report shows it
+    unchecked = dict(result.cases[0].unchecked)
+    assert unchecked["op.jacobian"] == unchecked["op.layout"] == "switched off by skip_checks"
+    # and those not asked of this op (a plain function, order 1), in OP_CHECKS order
+    assert unchecked["op.double"] == "order = 1: no second derivatives asked"
+    assert unchecked["op.registration"] == "not a torch.library op"
+    assert unchecked["op.shapes"].startswith("not a torch.autograd.Function")
+    order = [f"op.{c}" for c in OP_CHECKS]
+    assert list(unchecked) == sorted(unchecked, key=order.index)
+    assert not set(unchecked) & {w.witness for w in result.cases[0].witnesses}
+
+
+def test_why_a_check_did_not_run():
+    from types import SimpleNamespace
+
+    from gradcheck.checking.opcheck.unchecked import NOTHING, SWITCHED_OFF, why
+
+    case = SimpleNamespace(skip_checks=("op.vmap",), order=1)
+    assert why("vmap", case, {"engine": True}) == SWITCHED_OFF   # the case's word first
+    assert why("vmap", SimpleNamespace(skip_checks=()), {"engine": True}).startswith(
+        "a gradcheck.engine op")
+    assert why("registration", case, {"library": False}) == "not a torch.library op"
+    assert why("double", case, {}).startswith("order = 1")
+    # a check without a rule of its own (one added later too) still says something
+    assert why("inplace", case, {}) == why("newcheck", case, {}) == NOTHING
 
 
 def test_defaults_and_the_run_add_to_the_case(tmp_path):
@@ -82,7 +106,9 @@ def test_the_command_line_and_the_project_table(tmp_path, capsys, monkeypatch):
     assert main(["run", str(path), "--dtype", "float64", "-v", "--skip-check",
                  "op.jacobian"]) == 0
     out = capsys.readouterr().out
-    assert "op.backward" in out and "op.jacobian" not in out.split("switched off")[0]
+    row = out.splitlines()[0]
+    assert "op.backward" in row and "op.jacobian" not in row
+    assert "op.jacobian: skipped: switched off by skip_checks" in out   # -v: why
     (tmp_path / "pyproject.toml").write_text(
         '[tool.gradcheck]\nskip-checks = ["op.layout"]\n')
     assert main(["run", str(path), "--dtype", "float64"]) == 0

@@ -17,6 +17,11 @@ INCONCLUSIVE = "inconclusive"
 APPROXIMATE = "approximate"
 #: every status, in the order summaries count them
 STATUSES = (PASSED, APPROXIMATE, FAILED, ERROR, SKIPPED)
+#: the checks of an op case, in the order reports show them (witness ``op.<name>``);
+#: here, below the case files (:mod:`gradcheck.cases.vocabulary` names them for
+#: ``skip_checks``) and the renderers, which lay out an op case's checks in this order
+OP_CHECKS = ("forward", "backward", "jacobian", "zero", "determinism", "shapes", "inplace",
+             "layout", "double", "jvp", "vmap", "contract", "registration", "compile")
 
 
 def _plain(x: Any) -> Any:
@@ -189,6 +194,10 @@ class CaseResult:
     # too), kept for the report, which shows it scrubbed as every text; never printed
     # as it came
     output: str = ""
+    # an op case's checks (OP_CHECKS) that did not run, each (``op.<name>``, why: not
+    # asked of this op, switched off by skip_checks), in OP_CHECKS order; a check that
+    # ran, or that the op does not support (a skipped witness saying why), is a witness
+    unchecked: tuple[tuple[str, str], ...] = ()
 
     def witness(self, name: str) -> WitnessResult | None:
         return next((w for w in self.witnesses if w.witness == name), None)
@@ -203,6 +212,8 @@ class CaseResult:
             "error_kind": self.error_kind or None, "peak_memory": self.peak_memory,
             **({"gradients": dict(self.gradients)} if self.gradients else {}),
             **({"output": self.output} if self.output else {}),
+            # (only where some are: a formula case's report stays as it was)
+            **({"unchecked": dict(self.unchecked)} if self.unchecked else {}),
         })
 
     @classmethod
@@ -219,7 +230,8 @@ class CaseResult:
                    notes=tuple(data.get("notes", ())),
                    error_kind=data.get("error_kind") or "",
                    gradients=tuple(data.get("gradients", {}).items()),
-                   peak_memory=data.get("peak_memory"), output=data.get("output", ""))
+                   peak_memory=data.get("peak_memory"), output=data.get("output", ""),
+                   unchecked=tuple(data.get("unchecked", {}).items()))
 
 
 @dataclass(frozen=True)

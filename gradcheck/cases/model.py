@@ -106,6 +106,8 @@ class Case:
     # op checks switched off ("op.jvp"): skip_checks in the case, [defaults],
     # [tool.gradcheck] or --skip-check (cases.vocabulary.SKIPPABLE)
     skip_checks: tuple[str, ...] = ()
+    # op.compile's torch.compile backend (cases.vocabulary.COMPILE_BACKENDS)
+    compile_backend: str = "aot_eager"
 
     def __reduce__(self):
         # the formula DAG is written out as a flat table: pickle's own recursion (a few

@@ -20,15 +20,15 @@ from .files import Lines
 from .inputs import INPUT_KEYS, numbers, read_input
 from .traced import FUNCTION_KEYS, renamed, translation
 from .model import Case, InputSpec
-from .vocabulary import (DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS, KINK_POINTS, MAX_POINTS,
-                         SECOND_ORDERS, SKIPPABLE)
+from .vocabulary import (COMPILE_BACKENDS, DEVICES, DTYPES, EXTREME_POINTS, GRADIENTS,
+                         KINK_POINTS, MAX_POINTS, SECOND_ORDERS, SKIPPABLE)
 
 # order under [defaults] is its op cases' order (a formula case has no second order)
 DEFAULT_KEYS = {"dtype", "points", "extreme_points", "kink_points", "seed", "atol", "rtol",
-                "witnesses", "strict", "order", "skip_checks"}
+                "witnesses", "strict", "order", "skip_checks", "compile_backend"}
 _OP_KEYS = {"op", "reference", "args", "order", "second_order", "device", "nondet_tol",
             "strict_shapes", "forward", "call", "reference_function", "reference_call",
-            "skip_checks",
+            "skip_checks", "compile_backend",
             "forward_function"}
 _CASE_KEYS = DEFAULT_KEYS | _OP_KEYS | {"name", "description", "expr", "inputs", "let",
                                         "gradient", "retain_grad", "expect",
@@ -95,6 +95,7 @@ class CaseReader:
             strict_shapes=self.read_bool("strict_shapes", False),
             strict=self.read_bool("strict", False),
             skip_checks=self.read_skip_checks(),
+            compile_backend=self.read_compile_backend(),
         )
 
     def as_written(self, case: Case) -> Case | None:
@@ -380,6 +381,16 @@ class CaseReader:
         raw = self.get("skip_checks", [])
         raw = [raw] if isinstance(raw, str) else raw
         return skip_checks(raw, lambda message: self.fail(message, "skip_checks"))
+
+    def read_compile_backend(self) -> str:
+        """op.compile's torch.compile backend (:data:`~.vocabulary.COMPILE_BACKENDS`);
+        under [defaults] it is its op cases' (a formula case naming one is refused with
+        the other op keys, :meth:`read_op`)."""
+        value = self.get("compile_backend", COMPILE_BACKENDS[0])
+        if value not in COMPILE_BACKENDS:
+            raise self.fail(f"compile_backend must be one of {', '.join(COMPILE_BACKENDS)}, "
+                            f"got {value!r}", "compile_backend")
+        return value
 
     def read_bool(self, key: str, default: bool) -> bool:
         value = self.get(key, default)

@@ -113,6 +113,9 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
                           message=f"device = {case.device!r}, but no such device is "
                                   "present here")
     check = _FormulaCheck(case, dtype)
+    if case.op is not None:   # (torch.compile's first compile, once per judge: no case's
+        from .opcheck.compiled import warm   # time, so before the limit starts)
+        warm(case)
     try:
         with time_limit(timeout):
             check_case(case)   # its memory budget, before any point is sampled
@@ -444,7 +447,7 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
     from .opcheck.process import OpRaised
 
     try:
-        results, output = run_op_case(case, dtype, cache)
+        results, unchecked, output = run_op_case(case, dtype, cache)
     except OpDtypeError as exc:   # an engine op in float16/bfloat16: as its witness is
         # (decided by the judge, from what the op is: an op raising this is no skip)
         return CaseResult(**base, status=SKIPPED, message=str(exc), mode="op",
@@ -465,7 +468,7 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
                       seconds=time.perf_counter() - start, mode="op", error_kind=kind,
                       notes=tuple(dict.fromkeys([*(n for r in results for n in r.notes),
                                                  *convention])),
-                      output=output)
+                      output=output, unchecked=unchecked)
 
 
 def op_failure(case: Case, base: dict, message: str, kind: str,

@@ -67,10 +67,11 @@ def _bench_arguments(bench: argparse.ArgumentParser, dtypes) -> None:
     # seeds in four dtypes (tens of minutes), a different kind of measurement
     bench.add_argument("--section", action="append", metavar="NAME",
                        choices=["checkers", "memory", "compile", "engine", "tensor",
-                                "speed", "verdicts", "sweep"],
+                                "opchecks", "speed", "verdicts", "sweep"],
                        help="only this section (repeatable): checkers, memory, compile, "
-                            "engine, tensor, speed (the default is these six: speed is "
-                            "one point at every element against fast_mode), verdicts (every "
+                            "engine, tensor, opchecks (each newer op check's cost on the "
+                            "bundled ops), speed (one point at every element against "
+                            "fast_mode; the default is these seven), verdicts (every "
                             "case under --cases over --seeds seeds in every --dtype, and "
                             "the op cases against torch.autograd.gradcheck; saved as "
                             "verdicts.json and verdicts.md), or sweep (--formulas random "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..base.result import INCONCLUSIVE, PASSED, SKIPPED
 from .mismatch import chain, describe, shown_error  # noqa: F401  (chain: for the renderers)
+from .opchecks import op_paths, skipped_lines
 from .scrub import split_lines
 
 
@@ -62,7 +63,10 @@ def skip_line(w) -> str:
 
 def skipped(case) -> list[str]:
     """One :func:`skip_line` per witness of ``case`` that did not run, or ran and could
-    not settle (inconclusive)."""
+    not settle (inconclusive); of an op case, one per check skipped or not run, why
+    included, in OP_CHECKS order (:func:`gradcheck.report.opchecks.skipped_lines`)."""
+    if op_paths(case):
+        return skipped_lines(case)
     return [skip_line(w) for w in case.witnesses if w.status in (SKIPPED, INCONCLUSIVE)]
 
 
@@ -88,10 +92,9 @@ def full_text(case) -> str:
     if case.message:
         out += split_lines(case.message)
     for w in case.witnesses:
-        if w.status in (SKIPPED, INCONCLUSIVE):
-            out.append(skip_line(w))
-        elif w.status != PASSED:
+        if w.status not in (PASSED, SKIPPED, INCONCLUSIVE):
             out += witness_lines(w)
+    out += skipped(case)
     agreed = [f"{w.witness} {shown_error(w)}" for w in case.witnesses if w.status == PASSED]
     if agreed:
         out.append("agreed (worst error/tolerance): " + ", ".join(agreed))

@@ -4,6 +4,8 @@ CDN; the pictures are inline PNG ``data:`` URLs, the style and the script inline
 - the summary (counts, seconds, the incomplete marker of an interrupted run);
 - a table of every case run in file order, sortable by clicking a header (JavaScript;
   ``#sort=KEY`` in the address sorts at load; see :mod:`.html_assets`);
+- where there are op cases, a table of their checks, one column each
+  (:mod:`.html_checks`): what each check did, or that it was skipped and why;
 - per case that did not pass, a section: its diagnosis (the text of
   :func:`gradcheck.report.details.full_text`), per witness that did not pass its message
   and diagnosis (:func:`gradcheck.report.mismatch.describe`), its worst elements, its
@@ -23,6 +25,7 @@ import html
 from ..base.result import APPROXIMATE, INCONCLUSIVE, PASSED, SKIPPED
 from .details import failing_witnesses, full_text, incomplete_line, title, where
 from .html_assets import CSS, JS
+from .html_checks import op_table
 from .mismatch import describe, shown_error, tolerances_off
 from .scrub import neutral, one_line, printable
 
@@ -221,7 +224,7 @@ def _skipped(result) -> list[str]:
 def render_html(result) -> str:
     sections = {i for i, c in enumerate(result.cases) if c.status != PASSED
                 and c.status != SKIPPED}
-    body = _summary(result) + _table(result, sections)
+    body = _summary(result) + _table(result, sections) + op_table(result, sections)
     if sections:
         body.append('<h2 id="problems">Cases that did not pass</h2>')
         maps = sum(len(w.error_maps) for i in sections for w in result.cases[i].witnesses)

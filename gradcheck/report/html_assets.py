@@ -35,6 +35,13 @@ pre { background: #f6f8fa; padding: 0.5em; overflow-x: auto; white-space: pre-wr
 figure { display: inline-block; vertical-align: top; margin: 0.5em 1em 0.5em 0; }
 figcaption { font-size: 0.85em; color: #555; max-width: 512px; }
 code { font-family: monospace; }
+.wide { overflow-x: auto; }
+#op-checks td.check { font-size: 0.85em; max-width: 10em; padding: 0.2em 0.35em; }
+#op-checks th[scope="col"] { white-space: nowrap; font-size: 0.9em; }
+#op-checks th[scope="row"] { font-weight: normal; max-width: 16em; }
+#op-checks th.failed, #op-checks th.error { font-weight: bold; }
+#op-checks .err { font-size: 0.9em; } #op-checks .err span { white-space: nowrap; }
+#op-checks .why { color: #555; }
 """
 
 JS = """

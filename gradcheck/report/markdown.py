@@ -21,6 +21,7 @@ import re
 from ..base.result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
 from .details import counts, incomplete_line, skipped, where
 from .mismatch import FAILED_MARK, failing, shown_error
+from .opchecks import NAMES, rank
 from .scrub import neutral, printable, unlinked
 
 _ICON = {PASSED: "✅ passed", APPROXIMATE: "⚠️ approximate", FAILED: "❌ failed",
@@ -79,14 +80,18 @@ def _problem_rows(case) -> list[list[str]]:
 
 def _all_rows(result) -> tuple[list[str], list[list[str]]]:
     names = list(dict.fromkeys(w.witness for c in result.cases for w in c.witnesses))
+    # an op case's checks in the order they run, after the formulas' witnesses (as
+    # they come: a run of formulas keeps its columns)
+    names.sort(key=lambda n: (1, rank(n)) if n in NAMES else (0, 0))
     header = ["status", "case", "dtype", "location", *names, "time"]
     rows = []
     for c in result.cases:
         errs = []
+        unchecked = dict(c.unchecked)   # (why: in the list under the table)
         for name in names:
             w = c.witness(name)
-            errs.append("" if w is None else "skipped" if w.status == SKIPPED
-                        else shown_error(w))
+            errs.append("skipped" if name in unchecked else "" if w is None
+                        else "skipped" if w.status == SKIPPED else shown_error(w))
         rows.append([_ICON[c.status], cell(c.name, _NAME_MAX, code=True), cell(c.dtype),
                      cell(where(c), _NAME_MAX, code=True),
                      *(cell(e) for e in errs), f"{c.seconds:.2f}s"])

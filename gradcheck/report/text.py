@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..base.result import APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
 from .details import chain, counts, full_text, gradient_lines, incomplete_line, skip_line, where
 from .mismatch import APPROX_MARK, FAILED_MARK, describe, shown_error
+from .opchecks import NAMES, op_paths, rank, skipped_lines, skipped_summary
 # (the CLI imports these from here: the one scrubber is report.scrub)
 from .scrub import neutral, one_line, printable, split_lines
 
@@ -35,9 +36,11 @@ def _errs(cases, color: bool) -> list[str]:
     names: dict[tuple, list[str]] = {}
     for c in cases:
         names.setdefault(_family(c), []).extend(w.witness for w in c.witnesses)
+    # (an op case's checks in OP_CHECKS order, whichever case has one first)
     widths = {family: {n: max(len(p.get(n, "")) for c, p in zip(cases, parts)
                               if _family(c) == family)
-                       for n in dict.fromkeys(these)}
+                       for n in sorted(dict.fromkeys(these),
+                                       key=lambda n: rank(n) if n in NAMES else -1)}
               for family, these in names.items()}
     rows = []
     for c, row in zip(cases, parts):
@@ -88,9 +91,11 @@ def _details(c, verbose: bool) -> list[str]:
     if c.status != PASSED:
         out.append(f"      at {one_line(where(c))}")
     out += [f"      {one_line(line)}" for line in split_lines(c.message or "")]
+    checks = {p.name for p in op_paths(c)}   # an op case's: said below, all together
     for w in c.witnesses:
         if w.status in (SKIPPED, INCONCLUSIVE):
-            if c.status != SKIPPED:   # a skipped case's message already gives the reasons
+            # (a skipped case's message already gives the reasons)
+            if c.status != SKIPPED and w.witness not in checks:
                 out.append(f"      {one_line(skip_line(w))}")
             continue
         if w.status != PASSED and w.worst is not None:
@@ -98,6 +103,11 @@ def _details(c, verbose: bool) -> list[str]:
                        f"{one_line(describe(w).worst_line)}")
         if w.grad_fn is not None and (verbose or c.status != PASSED):
             out.append(f"      {one_line(w.witness)} grad_fn: {one_line(chain(w.grad_fn))}")
+    # the checks an op case skipped: -v each with the whole of why, else one line
+    # (the row's columns show which ran)
+    skips = [] if c.status == SKIPPED else skipped_lines(c) if verbose \
+        else [skipped_summary(c)]
+    out += [f"      {one_line(line)}" for line in skips if line]
     if verbose or c.status != PASSED:
         out += [f"      {one_line(line)}" for line in gradient_lines(c)]
     out += [f"      note: {one_line(n)}" for n in c.notes]

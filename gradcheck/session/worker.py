@@ -126,6 +126,13 @@ class _CaseProcess:
     def run(self, task: Task) -> CaseResult:
         """``task``'s result from the case process, or the case's error when the process
         dies or runs past its kill deadline (it is killed; the next task forks anew)."""
+        from ..checking.opcheck.compiled import warm
+
+        # torch.compile's first-compile setup for op.compile, here (the deadline below
+        # is the case's alone) before the case process is forked, so that it inherits
+        # it; one forked before it is retired (the next fork inherits it)
+        if warm(task.case) and self.pid:
+            self.stop()
         if not self.pid:
             self._start()
         start = time.monotonic()

@@ -20,6 +20,10 @@ Each check is reported by name, as a witness result ``op.<check>``:
 - ``op.contract`` (first point): grad_output strided, transposed and expanded, every
   subset of the inputs requiring grad, one tensor in two slots, each against the op's
   own call at the same values (:mod:`~gradcheck.checking.opcheck.contract`);
+- ``op.compile`` (first point): the op's call under ``torch.compile`` (the case's
+  ``compile_backend``, aot_eager by default), its outputs and vᵀJ against the exact
+  values and its own eager call, one tensor in two slots; a graph break is a note
+  (:mod:`~gradcheck.checking.opcheck.compiled`);
 - ``op.double`` (``order = 2``): double backward against the exact second derivatives:
   d(vᵀJ u)/dx (the Hessian-vector product) and d(vᵀJ u)/dv (= J u), as gradgradcheck;
   the reference builds them (``prepare_second``) before the op runs, at tensor level,

@@ -93,7 +93,7 @@ def contract(check, i: int, point: dict, vs: list, got: dict,
     ``exact_ones``: the exact evaluation for v = ones). An op of up to
     :data:`ONE_CALL_UP_TO` elements is asked every path in one call; a larger one a path
     at a time, so that the judge holds one path's gradients, not a dozen."""
-    case, judge = check.case, _Judge(check.tallies["contract"], i, point)
+    case, judge = check.case, PathJudge(check.tallies["contract"], i, point)
     if check.op.info.get("engine"):
         check.record("contract", [Finding(note=ENGINE)])
     whole = plan(case)
@@ -145,26 +145,45 @@ def _judged(check, judge, todo: dict, done: dict, point: dict, vs: list, got: di
 def _pair(check, judge, pair: list[str], done: dict, point: dict, vs: list):
     """The shared tensor's outcomes: its gradient against the sum of the two slots',
     every other input's against its own, with separate tensors."""
+    first, second = pair
+    what = f"with {first} passed as both {first} and {second} (one tensor in both slots)"
+    label = f"{first} as both {first} and {second}"
+    if "error" in done:
+        return judge(what, label, done, {}, {}, SUMMED.format(first=first, second=second))
+    return judge(what, label, {"grads": done["shared"]}, summed(done["separate"], pair),
+                 pair_tolerance(check, pair, point, vs),
+                 SUMMED.format(first=first, second=second))
+
+
+#: what a shared tensor's gradient that is not the sum of its two slots' is
+SUMMED = ("its gradient is not the sum of {first}'s and {second}'s with two separate "
+          "tensors of the same values")
+
+
+def pair_tolerance(check, pair: list[str], point: dict, vs: list) -> dict:
+    """op.backward's tolerances at ``point`` with ``pair``'s second holding the first's
+    values (:func:`shared_point`), for ``vs``: the first's is the sum of the two slots'
+    (its gradient is their sum), None where either is. (The point is another one: its
+    tolerances of their own; the kept forward passes are the first point's.)"""
     from .tolerances import OpTolerance
 
     first, second = pair
-    what = f"with {first} passed as both {first} and {second} (one tensor in both slots)"
-    differ = (f"its gradient is not the sum of {first}'s and {second}'s with two "
-              "separate tensors of the same values")
-    label = f"{first} as both {first} and {second}"
-    if "error" in done:
-        return judge(what, label, done, {}, {}, differ)
     at = shared_point(point, pair)
     (ex,) = exact_rows(check.refs, at, [vs], check.keep)
-    # the point is another one: its tolerances of their own (the kept forward passes
-    # are the first point's)
     allowed = OpTolerance(check.case, check.dtype)(at, vs, grad_quantities(ex.grads),
                                                    keep=False)
-    separate = dict(done["separate"])
-    separate[first] = _sum(separate.pop(first), separate.pop(second))
     a, b = allowed.get(f"{first}.grad"), allowed.get(f"{second}.grad")
     allowed[f"{first}.grad"] = None if a is None or b is None else a + b
-    return judge(what, label, {"grads": done["shared"]}, separate, allowed, differ)
+    return allowed
+
+
+def summed(separate: dict, pair: list[str]) -> dict:
+    """Gradients with two separate tensors (by input name), the pair's two summed as
+    the first's: what one tensor in both slots must get."""
+    first, second = pair
+    out = dict(separate)
+    out[first] = _sum(out.pop(first), out.pop(second))
+    return out
 
 
 def _sum(a, b):
@@ -174,7 +193,7 @@ def _sum(a, b):
     return a + b
 
 
-class _Judge:
+class PathJudge:
     """One path's outcomes: its comparison with the op's own call, and, where it
     mismatches, a problem naming the path (the tally's message then says which)."""
 

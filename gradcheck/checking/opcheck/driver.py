@@ -18,6 +18,7 @@ from ..diagnose import Kept, Sample, summarize
 from ...base.dtypes import round_to
 from ...base.result import FAILED, SKIPPED, WitnessResult
 from ...sampling.points import case_points, case_rng
+from .compiled import compiled, unavailable
 from .checks import (backward, determinism, forward, inplace, jacobian, jacobian_checked,
                      jacobian_rows, layout, zero)
 from .contract import contract
@@ -28,6 +29,7 @@ from .exact import (exact_rows, forward_references, forward_values, grad_quantit
 from .jvp import cotangent, jvp, sampled_hots
 from .shapes import shapes
 from .tolerances import OpTolerance
+from .unchecked import why
 from .vmap import BATCH, Element, registration, too_large, vmap
 from ...cases.vocabulary import OP_CHECKS
 
@@ -87,6 +89,11 @@ class OpCheck:
             if why is not None:
                 self.record("vmap", [Finding(note=str(why))])
         self.first: dict | None = None   # the first point (op.registration's)
+        # why op.compile does not run (an engine op, no torch.compile, no compiler for
+        # the case's backend): a note, the check reported as skipped with it
+        self.no_compile = unavailable(case, op.info) if self.on("compile") else None
+        if self.no_compile:
+            self.record("compile", [Finding(note=self.no_compile)])
 
     def on(self, check: str) -> bool:
         """Whether ``check`` runs: not switched off by the case's skip_checks (which
@@ -280,6 +287,8 @@ class OpCheck:
                                          point))
         if i == 0 and self.on("contract"):   # (the first point only: a dozen calls)
             contract(self, i, point, vs, got, tolerance, exact_ones)
+        if i == 0 and self.on("compile") and not self.no_compile:   # (a compile or two)
+            compiled(self, i, point, vs, values, got, wanted, expected, tolerance, loose)
         if self.batch is not None and i < min(BATCH, self.case.points):
             self.batch.append(Element(i, point, vs, values, got, wanted, expected,
                                       tolerance, self._loose_at(point, vs, wanted, expected)))
@@ -323,17 +332,31 @@ class OpCheck:
         out = []
         for check in CHECKS:
             tally = self.tallies[check]
+            if self._silent(check):   # (said in unchecked())
+                continue
             if tally.checked == 0 and not tally.mismatched:
-                if tally.notes:   # a check the op does not support: why, as a skip
-                    out.append(dataclasses.replace(
-                        tally.result(), status=SKIPPED, message="; ".join(tally.notes),
-                        notes=()))
+                # a check the op does not support: why, as a skip
+                out.append(dataclasses.replace(
+                    tally.result(), status=SKIPPED, message="; ".join(tally.notes),
+                    notes=()))
                 continue
             result = tally.result()
             if result.status == FAILED and check in _DIAGNOSED:
                 result = dataclasses.replace(result, diagnosis=self.diagnosis())
             out.append(result)
         return out
+
+    def unchecked(self) -> tuple[tuple[str, str], ...]:
+        """Each check that reported nothing in :meth:`results` (neither ran nor was
+        skipped saying why), with why, in CHECKS order (``CaseResult.unchecked``)."""
+        return tuple((f"op.{c}", why(c, self.case, self.op.info)) for c in CHECKS
+                     if self._silent(c))
+
+    def _silent(self, check: str) -> bool:
+        """Whether ``check`` has nothing to report: it looked at nothing and noted
+        nothing (a note alone is a skip saying why)."""
+        tally = self.tallies[check]
+        return tally.checked == 0 and not tally.mismatched and not tally.notes
 
 
 def _elements(case) -> int:
@@ -357,9 +380,7 @@ def _row(every: Callable[[], list], j: int) -> Callable[[], dict]:
 def _case_notes(case) -> list[str]:
     """What the report says of how the case checks its op: a surrogate's two formulas,
     the inputs the op is not given."""
-    notes = []
-    if case.skip_checks:
-        notes.append(f"switched off (skip_checks): {', '.join(case.skip_checks)}")
+    notes = []   # (a check switched off says so itself: OpCheck.unchecked)
     if case.surrogate:
         notes.append(f"surrogate: op.forward checks the op's outputs against forward = "
                      f"{case.forward_expr!r}; every gradient check against the vᵀJ of "
@@ -371,16 +392,20 @@ def _case_notes(case) -> list[str]:
     return notes
 
 
-def run_op_case(case, dtype: str, cache: dict) -> tuple[list[WitnessResult], str]:
-    """Every check of ``case`` (which has ``op``) in ``dtype``, and what the op printed.
-    Whatever the checks raise carries the op's output as ``output``."""
+def run_op_case(case, dtype: str,
+                cache: dict) -> tuple[list[WitnessResult], tuple[tuple[str, str], ...], str]:
+    """Every check of ``case`` (which has ``op``) in ``dtype``, the checks that did not
+    run with why (:meth:`OpCheck.unchecked`), and what the op printed. Whatever the
+    checks raise carries the op's output as ``output``."""
     from .process import OpProcess
 
     process = OpProcess(case, dtype)
     try:
         with process:
-            results = OpCheck(case, dtype, cache, process).run()
+            check = OpCheck(case, dtype, cache, process)
+            results = check.run()
+            unchecked = check.unchecked()
     except BaseException as exc:
         exc.output = process.output
         raise
-    return results, process.output
+    return results, unchecked, process.output

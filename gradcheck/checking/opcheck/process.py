@@ -129,6 +129,8 @@ class OpProcess:
             pass
         else:
             _forward_mode_ready()
+            from .compiled import warm
+            warm(self.case)   # (where it runs op.compile: once per judge, ~1 s)
         self.capture = Capture("gradcheck-op-output")
         ours, theirs = socket.socketpair()
         judge = os.getpid()

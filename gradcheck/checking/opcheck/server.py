@@ -214,6 +214,11 @@ class Server:
 
         return vmapped(self.runner, points, vs)
 
+    def call_compile(self, point: dict, vs: list, plan: dict) -> dict:
+        from .compile_op import compiled
+
+        return compiled(self.runner, point, vs, plan)
+
     def call_registration(self, point: dict) -> dict:
         from .batching import registration
 

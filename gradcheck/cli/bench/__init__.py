@@ -1,6 +1,6 @@
 """``gradcheck bench``: fixed workloads measured side by side, one comparison table.
 
-Five sections, each a list of :class:`Row` (data only; printing is the caller's):
+Six sections, each a list of :class:`Row` (data only; printing is the caller's):
 
 (a) ``checkers`` (:mod:`.checkers`): gradcheck's full check against
     ``torch.autograd.gradcheck`` (slow and fast mode) and, when JAX is importable,
@@ -18,6 +18,9 @@ Five sections, each a list of :class:`Row` (data only; printing is the caller's)
     formulas that mix elements (matmul, attention, layer norm, cross-entropy) at real
     sizes: wall time and peak memory; ``sum(tanh(x @ W))`` at 4096 inputs against
     ``torch.autograd.gradcheck`` and JAX; the bundled cases once, and their compile.
+(f) ``opchecks`` (:mod:`.opcost`): the bundled op cases with every check, and with each
+    of the newer ones (op.jvp and those after it in OP_CHECKS) switched off in turn:
+    seconds, and what each check adds to each case run.
 
 Rows with a target say whether it was met (``met``); in a ``--quick`` run the sizes are
 too small for the targets, which are then not assessed (``met`` is ``None``).

@@ -4,9 +4,12 @@ and what a measurement is (:class:`Row`, :class:`Report`, :class:`Workload`): da
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 ELEMENTWISE = "sum(log(1 + exp(x)) * tanh(x) + sigmoid(x)**2)"
+#: Where the bundled cases live (the repository's cases/, next to the package).
+BUNDLED = Path(__file__).resolve().parents[3] / "cases"
 VERSION = 2
 
 SECTIONS = {
@@ -15,7 +18,8 @@ SECTIONS = {
     "compile": "(c) Symbolic compile time against formula size",
     "engine": "(d) Engine overhead against PyTorch",
     "tensor": "(e) Layers at real sizes",
-    "speed": "(f) One point at every element against one projection (fast_mode)",
+    "opchecks": "(f) What each newer op check costs on the bundled ops",
+    "speed": "(g) One point at every element against one projection (fast_mode)",
 }
 
 #: The random formulas of section (c) are built from these, over x0..x7 (shape ()).
@@ -79,6 +83,9 @@ class Config:
     cache_cases: str = ""               # (e): the file below cases/ run ("": all)
     cache_keyword: str | None = None    # (e): and its -k
     cli_cap: float = 300.0              # (e): seconds one `gradcheck run` may take
+    op_files: tuple[str, ...] = ()      # (f): the files of cases/ops run (): all)
+    op_keyword: str | None = None       # (f): and their -k
+    op_dtype: str | None = None         # (f): and their --dtype (None: the cases' own)
     repeat: int = 3                     # runs per measurement (the median is kept)
     once_over: float = 5.0              # a run longer than this is not repeated
     quick: bool = False
@@ -87,8 +94,9 @@ class Config:
 FULL = Config()
 QUICK = Config(sizes=(10, 100), big=1000, memory_n=10_000, depths=(2, 3), large_ops=60,
                chain=(100, 8), layers="small", layer_names=("sum(tanh(x @ W))",),
-               cache_cases="layers.toml", cache_keyword="dot-product", repeat=1,
-               quick=True)
+               cache_cases="layers.toml", cache_keyword="dot-product",
+               op_files=("paths.toml",), op_keyword="custom-op-swish", op_dtype="float64",
+               repeat=1, quick=True)
 
 # Targets, at the full configuration's sizes.
 TARGET_MEMORY_SECONDS = 10.0

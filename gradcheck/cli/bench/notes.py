@@ -8,6 +8,7 @@ import platform
 import sys
 
 from .config import ELEMENTWISE, TARGET_BACKWARD_FORWARD, TARGET_ENGINE_TORCH, Config
+from .opcost import opcost_notes
 from .overhead import chain_runs
 
 
@@ -90,6 +91,7 @@ def static_notes(cfg: Config) -> dict[str, list[str]]:
             f"{TARGET_ENGINE_TORCH:g}.",
         ],
         "tensor": _tensor_notes(cfg),
+        "opchecks": opcost_notes(cfg),
     }
 
 

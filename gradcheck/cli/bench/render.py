@@ -71,6 +71,12 @@ def _row_line(r: Row, quick: bool) -> str:
         name += " (gradients DISAGREE)"
     if r.extra.get("error"):
         name += f" ({r.extra['status'].upper()}: {r.extra['error']})"
+    if "added_seconds" in r.extra:   # (opchecks: what the check switched off costs)
+        most, check = r.extra["most"], ", ".join(r.extra["skip_checks"])
+        name += (f" ({check} adds {r.extra['added_seconds']:+.2f} s in all, "
+                 f"{1000 * r.extra['added_mean']:+.0f} ms per case run on average, "
+                 f"median {1000 * r.extra['added_median']:+.0f} ms, at most "
+                 f"{1000 * most['seconds']:+.0f} ms: {most['case']})")
     if r.extra.get("peak_bytes") is not None:
         name += (f": {r.extra['peak_bytes'] / 2**20:.1f} MiB over "
                  f"{r.extra['input_bytes'] / 2**20:.1f} MiB of input")

@@ -15,6 +15,7 @@ from .config import FULL, QUICK, SECTIONS, Config, Report, Row, Workload
 from .memory import memory_workloads
 from ...reference.kernelcache import turned_off
 from .notes import environment, load_average, static_notes
+from .opcost import opcost_rows
 from .overhead import engine_workloads
 from .render import markdown, to_json
 from .speed import speed_workloads
@@ -34,6 +35,9 @@ def _plan(cfg: Config, wanted: tuple[str, ...], notes: dict,
         plan += engine_workloads(cfg)
     if "tensor" in wanted:
         plan += tensor_workloads(cfg, notes, absent)
+    if "opchecks" in wanted:
+        plan.append(Workload("opchecks", "the bundled op cases, each newer check off in "
+                             "turn", lambda: opcost_rows(cfg)))
     if "speed" in wanted:
         plan += speed_workloads(cfg)
     return plan

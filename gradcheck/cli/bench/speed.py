@@ -1,4 +1,4 @@
-"""Section (f), ``speed``: one point checked at every element, every witness, against the
+"""Section (g), ``speed``: one point checked at every element, every witness, against the
 checkers that verify one projection, on the layers of real sizes. Each workload runs in
 a fresh interpreter (:mod:`.child`), once pinned to one thread (torch, and the BLAS and
 OpenMP pools by their environment variables, set before anything is imported) and once

@@ -1,4 +1,4 @@
-"""Section (f)'s measurements in the child process (:mod:`gradcheck.cli.bench.child`
+"""Section (g)'s measurements in the child process (:mod:`gradcheck.cli.bench.child`
 runs them through :mod:`.jobs`; the parent's side, the rows, is :mod:`.speed`)."""
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ...base.dtypes import NAMES
+from .config import BUNDLED
 from .render import cell, environment_line
 
 VERSION = 1
@@ -38,9 +39,8 @@ MESSAGE_CHARS = 200
 #: atol 1e-5, are below float32's rounding of a central difference).
 TORCH_SETTINGS = {"float64": {}, "float32": {"eps": 1e-3, "atol": 1e-3, "rtol": 1e-2}}
 
-#: Where the bundled cases live (the repository's cases/, next to the package).
-BUNDLED = Path(__file__).resolve().parents[3] / "cases"
 
+# (BUNDLED, where the bundled cases live, is config's: cache.py reads it here too)
 def _bundled() -> Path:
     # relative to the working folder where it lies below it: the report's file names
     # then read as `gradcheck run` prints them
