@@ -190,9 +190,11 @@ def test_a_signal_half_way_leaves_an_incomplete_report_and_no_worker(tmp_path, s
         env=worker_env(HOSTILE_MARKS=str(marks), HOSTILE_SLOW_SECONDS="0.3"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # half-way: three of the eight cases begun (each leaves a mark as it starts)
+        # half-way: three of the eight cases begun (each leaves a mark as it starts, by
+        # its op's process: one more at the point of op.layout's expanded inputs)
         end = time.monotonic() + 180   # a safety net only
-        while len(list(marks.iterdir())) < 3 and process.poll() is None:
+        while (len({m.name.split("-")[0] for m in marks.iterdir()}) < 3
+               and process.poll() is None):
             assert time.monotonic() < end, "the cases never began"
             time.sleep(0.05)
         workers = _descendants(process.pid)

@@ -34,7 +34,12 @@ def compiled(runner, point: dict, vs: list, plan: dict) -> dict:
     ["pair"]`` (``[first, second]``, or None), :func:`_shared`'s gradients, or an
     error."""
     import torch
+    import torch._functorch.config
 
+    # the runner's vᵀJ keeps the graph (retain_graph, as every other check calls the
+    # op's backward): a compiled backward whose buffers are donated refuses that, an
+    # error of the call's, not the op's (a kink op's backward met it)
+    torch._functorch.config.donated_buffer = False
     backend = str(plan["backend"])
     names = [s.name for s in runner.case.inputs]
     call = _call(runner, names)
