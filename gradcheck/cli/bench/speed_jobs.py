@@ -6,6 +6,16 @@ from __future__ import annotations
 from .config import Config
 
 
+def bench_case(name: str, keys: dict, shapes: dict, **more):
+    """The case of a workload's keys at its inputs' shapes (``more``: other keys)."""
+    from ...cases import case_from_dict
+
+    return case_from_dict({"name": name, **{k: v for k, v in keys.items() if k != "inputs"},
+                           "inputs": {n: {"shape": shapes[n], **spec}
+                                      for n, spec in keys["inputs"].items()}, **more},
+                          file="<bench>")
+
+
 def speed_job(job: dict) -> dict:
     """The workload's checkers side by side (see :mod:`.speed`'s docstring);
     ``{"seconds": {checker: (median, runs)}, "status": gradcheck's verdict}``."""
@@ -15,7 +25,6 @@ def speed_job(job: dict) -> dict:
     import sympy
     import torch
 
-    from ...cases import case_from_dict
     from ...checking.case import run_case
     from ...sampling.points import case_points
     from ...witnesses.drive import rebuild
@@ -24,11 +33,8 @@ def speed_job(job: dict) -> dict:
 
     if job["threads"] == 1:
         torch.set_num_threads(1)
-    keys, shapes = job["keys"], job["shapes"]
-    raw = {"name": job["label"], **{k: v for k, v in keys.items() if k != "inputs"},
-           "inputs": {n: {"shape": shapes[n], **spec} for n, spec in keys["inputs"].items()},
-           "points": 1, "extreme_points": 0}
-    case = case_from_dict(raw, file="<bench>")
+    case = bench_case(job["label"], job["keys"], job["shapes"], points=1,
+                      extreme_points=0)
     point = next(case_points(case, "float64")).values
     apply = applier(case, "float64")
     names = [s.name for s in case.inputs if s.requires_grad]
@@ -75,15 +81,9 @@ def block_job(job: dict) -> dict:
     points and extreme points), compile included, once: seconds and the verdict."""
     import time
 
-    from ...cases import case_from_dict
     from ...checking.case import run_case
 
-    keys, shapes = job["keys"], job["shapes"]
-    case = case_from_dict({"name": "transformer block",
-                           **{k: v for k, v in keys.items() if k != "inputs"},
-                           "inputs": {n: {"shape": shapes[n], **spec}
-                                      for n, spec in keys["inputs"].items()}},
-                          file="<bench>")
+    case = bench_case("transformer block", job["keys"], job["shapes"])
     start = time.perf_counter()
     result = run_case(case, "float64", timeout=None)
     return {"seconds": time.perf_counter() - start, "status": result.status,
