@@ -35,22 +35,11 @@ def tangents(runner, kind, point: dict, directions: list[dict]) -> dict:
     tangent, ...], ...]}``, a tangent None where the output carries none; or
     ``{"unsupported": why}`` (the op does not do forward mode), or ``{"raised": what the
     op raised}`` (it claims to and fails)."""
-    from ...base.errors import describe_exception
-
-    if kind.engine:
-        return {"unsupported": "gradcheck.engine has no forward mode"}
-    claimed = claims_jvp(kind)
-    out = []
-    try:
-        for u in directions:
-            out.append(_one(runner, point, u))
-    except Exception as exc:
-        text = describe_exception(exc)
-        first = (text.strip().splitlines() or [type(exc).__name__])[0][:500]
-        if not claimed and (kind.function or _unsupported(exc)):
-            return {"unsupported": first}
-        return {"raised": text[:2000]}
-    if not claimed and any(t is None and grad for row in out for t, grad in row):
+    out: list = []
+    refused = _attempt(kind, lambda: out.extend(_one(runner, point, u) for u in directions))
+    if refused is not None:
+        return refused
+    if not claims_jvp(kind) and any(t is None and grad for row in out for t, grad in row):
         return {"unsupported": "an output that requires grad carries no tangent "
                                "(no forward-mode rule: PyTorch drops the tangent)"}
     return {"tangents": [[t for t, _ in row] for row in out]}
@@ -62,29 +51,36 @@ def over_reverse(runner, kind, point: dict, vs: list, us: dict) -> dict:
     Hessian-vector product Σₖ ∇²(vₖᵀyₖ) u, as torch's gradgradcheck(check_fwd_over_rev)
     takes it. ``{"grads": {name: array or None}}``, or ``{"unsupported": why}``, or
     ``{"raised": ...}``, as :func:`tangents` decides."""
+    grads: dict = {}
+    refused = _attempt(kind, lambda: grads.update(_over_reverse(runner, point, vs, us)))
+    return refused if refused is not None else {"grads": grads}
+
+
+def _attempt(kind, run) -> dict | None:
+    """``run()`` under forward mode, or what its failure means: ``{"unsupported": why}``
+    where the op does not claim forward mode (a Function without ``jvp``, or PyTorch's
+    own "not implemented for forward AD"), ``{"raised": what}`` where it claims it; None
+    where it ran."""
     from ...base.errors import describe_exception
 
     if kind.engine:
         return {"unsupported": "gradcheck.engine has no forward mode"}
-    claimed = claims_jvp(kind)
     try:
-        grads = _over_reverse(runner, point, vs, us)
+        run()
     except Exception as exc:
         text = describe_exception(exc)
         first = (text.strip().splitlines() or [type(exc).__name__])[0][:500]
-        if not claimed and (kind.function or _unsupported(exc)):
+        if not claims_jvp(kind) and (kind.function or _unsupported(exc)):
             return {"unsupported": first}
         return {"raised": text[:2000]}
-    return {"grads": grads}
+    return None
 
 
 def _over_reverse(runner, point: dict, vs: list, us: dict) -> dict:
     import torch.autograd.forward_ad as fwad
 
-    leaves = runner.leaves(point)
     with fwad.dual_level():
-        given = {n: (fwad.make_dual(t, runner.tensor(us[n]).reshape(t.shape))
-                     if n in us else t) for n, t in leaves.items()}
+        given = _duals(runner, point, us)
         outs = runner.forward(given)
         # (create_graph: the backward's own operations then carry the tangents)
         grads = runner.vjp(given, outs, vs, create_graph=True)
@@ -103,18 +99,23 @@ def _one(runner, point: dict, u: dict) -> list[tuple]:
     tangent ``u``: the inputs it moves made dual, the others as the runner makes them."""
     import torch.autograd.forward_ad as fwad
 
-    leaves = runner.leaves(point)
     with fwad.dual_level():
-        # (the dual inputs require grad as the leaves do: an output's graph then shows
-        # that reverse mode would differentiate it)
-        given = {n: (fwad.make_dual(t, runner.tensor(u[n]).reshape(t.shape))
-                     if n in u else t) for n, t in leaves.items()}
-        outs = runner.forward(given)
+        outs = runner.forward(_duals(runner, point, u))
         row = []
         for y in outs:
             tangent = fwad.unpack_dual(y).tangent if hasattr(y, "requires_grad") else None
             row.append((plain(tangent), _moves(y, tangent)))
     return row
+
+
+def _duals(runner, point: dict, u: dict) -> dict:
+    """The leaves at ``point``, those of ``u`` made dual with its tangents (inside a
+    ``dual_level``). The dual inputs require grad as the leaves do: an output's graph
+    then shows that reverse mode would differentiate it."""
+    import torch.autograd.forward_ad as fwad
+
+    return {n: (fwad.make_dual(t, runner.tensor(u[n]).reshape(t.shape)) if n in u else t)
+            for n, t in runner.leaves(point).items()}
 
 
 def _moves(y, tangent) -> bool:
