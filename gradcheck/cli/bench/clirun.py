@@ -14,12 +14,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...process.threads import VARIABLES
+
 #: what a row timing one ``gradcheck run`` (:func:`run_cli`) measures
 CLI_WALL = ("wall time of `gradcheck run` in a fresh process (start-up, imports, parsing, "
             "the reference's compile, the check)")
 #: every thread pool of the child on one thread, as the rest of the bench measures
-_ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                                "OPENBLAS_NUM_THREADS")}
+_ONE_THREAD = {k: "1" for k in VARIABLES}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+from ...process.threads import VARIABLES
 from .child import run_child
 from .config import CHECKED, LAYERS, Config, Row, Workload
 
@@ -66,8 +67,9 @@ TARGET_OVER_FAST_MODE = 1.0     # gradcheck at least as fast as fast_mode
 TARGET_OVER_FWD_BWD = 10.0      # one point in at most 10 forward+backward passes
 #: thread settings each workload is measured under: label -> threads (None: default)
 THREADS = {"one thread": 1, "default threads": None}
-_ONE_THREAD = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")}
+#: the thread pools' variables, each pinned to 1 (process.threads names them; numexpr's
+#: too, which SymPy's lambdify may use)
+_ONE_THREAD = {v: "1" for v in (*VARIABLES, "NUMEXPR_NUM_THREADS")}
 
 
 def workloads_of(cfg: Config) -> dict[str, tuple[dict, dict]]:
