@@ -1,8 +1,8 @@
-"""The README's CI recipe works as written: its GitHub Actions workflow's ``run:`` steps,
+"""The CI recipe (docs/ci.md) works as written: its GitHub Actions workflow's ``run:`` steps,
 in order up to and including ``gradcheck run``, run in a fresh virtualenv on a small
 project and write every report, and the GitLab CI example runs the same commands.
 
-What differs from the README is :data:`SUBSTITUTIONS`, and nothing else: the tests run
+What differs from docs/ci.md is :data:`SUBSTITUTIONS`, and nothing else: the tests run
 without a network, so the package comes from this project's path instead of its
 ``git+https`` URL, and torch's CPU build from the local package store under
 ``constraints.txt``'s pin instead of PyTorch's CPU index. The workflow's ``uses:`` steps
@@ -31,9 +31,9 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-README = (REPO / "README.md").read_text(encoding="utf-8")
+CI_PAGE = (REPO / "docs" / "ci.md").read_text(encoding="utf-8")
 
-#: README text -> what the test runs instead (each must occur in the workflow's steps)
+#: docs/ci.md's text -> what the test runs instead (each must occur in the workflow's steps)
 SUBSTITUTIONS = {
     # PyTorch's CPU index needs the network: the same CPU build, pinned, from the
     # machine's package store
@@ -67,8 +67,8 @@ dtype = ["float64", "float32"]
 
 
 def _yaml_block(first_line: str) -> dict:
-    """The README's ```yaml block whose first line is ``first_line``, parsed."""
-    blocks = re.findall(r"```yaml\n(.*?)```", README, re.S)
+    """docs/ci.md's ```yaml block whose first line is ``first_line``, parsed."""
+    blocks = re.findall(r"```yaml\n(.*?)```", CI_PAGE, re.S)
     (block,) = [b for b in blocks if b.splitlines()[0].strip() == first_line]
     return yaml.safe_load(block)
 
@@ -87,7 +87,7 @@ def substituted(commands: list[str], source: Path) -> list[str]:
     """``commands`` with :data:`SUBSTITUTIONS` made (each one used)."""
     text = "\n".join(commands)
     for readme, ours in SUBSTITUTIONS.items():
-        assert readme in text, f"the README's workflow no longer says {readme!r}"
+        assert readme in text, f"docs/ci.md's workflow no longer says {readme!r}"
         text = text.replace(readme, ours.format(source=source))
     return text.split("\n")
 
@@ -99,6 +99,22 @@ def test_the_gitlab_example_runs_the_same_commands():
     junit = re.search(r"--report junit:(\S+)", workflow_commands()[-1]).group(1)
     assert job["artifacts"]["reports"]["junit"] == junit
     assert job["artifacts"]["when"] == "always"
+
+
+def test_the_dry_run_is_the_workflows_commands():
+    """docs/ci.md's local dry run is a fresh virtualenv, then the workflow's ``run:``
+    steps as they are (the folded ``>-`` step on one line)."""
+    dry = CI_PAGE[CI_PAGE.index("## A local dry run"):]
+    (block,) = re.findall(r"```sh\n(.*?)```", dry[:dry.index("\n## ")], re.S)
+    first, *steps = block.strip().split("\n")
+    assert first.startswith("python3 -m venv ") and "/bin/activate" in first
+    assert steps == workflow_commands()
+
+
+def test_the_cpu_index_fails_fast():
+    """The CPU index's step bounds pip's retries and socket timeout."""
+    (torch_step,) = [c for c in workflow_commands() if "download.pytorch.org" in c]
+    assert re.search(r"--retries \d+", torch_step) and re.search(r"--timeout \d+", torch_step)
 
 
 def test_the_workflow_keeps_its_reports_when_cases_fail():

@@ -222,8 +222,8 @@ def test_cli_refuses_a_module_outside_the_project(monkeypatch, capsys):
         setup("examples.doctor_gallery:mse")
 
 
-def test_readme_output_is_the_commands_real_output(monkeypatch, capsys):
-    readme = (ROOT / "README.md").read_text()
+def test_the_documented_output_is_the_commands_real_output(monkeypatch, capsys):
+    readme = (ROOT / "docs" / "doctor.md").read_text()
     (block,) = re.findall(r"```console\n\$ gradcheck doctor (\S+)\n(.*?)```", readme, re.S)
     monkeypatch.chdir(ROOT)
     assert main(["doctor", block[0]]) == 1

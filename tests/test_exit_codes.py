@@ -207,8 +207,8 @@ def test_the_help_states_the_codes(capsys):
     assert "5 no case selected" in text
 
 
-def test_readme_states_the_codes():
-    readme = Path(__file__).resolve().parent.parent / "README.md"
+def test_the_docs_state_the_codes():
+    readme = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
     text = " ".join(readme.read_text().split())
     assert "5 no case selected" in text
     assert '`error_kind = "op raised"`' in text and '`error_kind = "timeout"`' in text

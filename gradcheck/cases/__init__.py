@@ -1,7 +1,7 @@
 """Case files (TOML, or YAML with the same keys) -> validated :class:`Case` objects.
 
 Every problem is a :class:`CaseFileError` naming the file, the case and the line.
-The contract is section 7 of docs/design.md; the README documents the keys.
+The contract is section 7 of docs/design.md; docs/case-files.md documents the keys.
 
 The parts: :mod:`.vocabulary` (the values a key may take, the default counts),
 :mod:`.model` (the :class:`Case` and what its keys may hold), :mod:`.files` (TOML and

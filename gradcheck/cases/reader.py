@@ -1,6 +1,6 @@
 """Validation of one case's table (a ``[[case]]`` of a case file, or a dict) into a
 :class:`~gradcheck.cases.model.Case`. Every problem is a :class:`CaseFileError` naming
-the file, the case and the line; the messages are the README's contract."""
+the file, the case and the line; the messages are the documented contract (docs/case-files.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The approximate verdict: a float64 check whose mismatched elements all lie within the
-tolerance the same check has in float32 is ``approximate``, not failed (README,
-Tolerances). The float32 tolerance is the check's own rule with float32's rounding
+tolerance the same check has in float32 is ``approximate``, not failed
+(docs/tolerances.md). The float32 tolerance is the check's own rule with float32's rounding
 bounds at the same point (:func:`gradcheck.bounds.tolerance.witness_tolerance` in float32; an
 op's model and its peer, PyTorch's autograd of the formula, in float32), taken only once
 an element fails float64's, so that a check that passes pays nothing for it; a check

@@ -1,6 +1,6 @@
 """The expression language's documentation, generated from the rows themselves: what
-``gradcheck functions`` (and ``python -m gradcheck.formula``) prints, and the README's
-function table (``--markdown``; a test keeps the README equal to it).
+``gradcheck functions`` (and ``python -m gradcheck.formula``) prints, and the
+function table of docs/functions.md (``--markdown``; a test keeps the page equal to it).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def text() -> str:
 
 
 def markdown() -> str:
-    """The README's function table."""
+    """The function table of docs/functions.md."""
     lines = ["| function | example | `grad_fn` | computes |", "|---|---|---|---|"]
     for sig, ex, node, doc in rows():
         cells = [f"`{sig}`", f"`{ex}`", node, doc]

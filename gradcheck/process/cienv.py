@@ -2,7 +2,7 @@
 files through which a GitHub Actions step sets the next steps' environment, outputs,
 ``PATH``, state and job summary, and the runner's tokens. Removing them from a child's
 environment is a guard, not a wall: the files' folder is on the disk the child can read,
-and the parent's ``/proc/PID/environ`` is readable by the same user (README, Security)."""
+and the parent's ``/proc/PID/environ`` is readable by the same user (docs/security.md)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def _grad_lines(e) -> list[str]:
         label = f"{g.name}.grad"
         if g.value is None:
             # (the reason out of brackets: PyTorch's words hold an apostrophe, and the
-            # README quotes this text where Python tokenizes it)
+            # docs/explain.md quotes this text where Python tokenizes it)
             out.append(f"{label} = None   {what} {list(g.shape)}: {_short(g.why)}")
             continue
         out += _block(label, g.value)
@@ -106,7 +106,7 @@ def render_text(e) -> str:
     lines += ["", "grad_fn graph of PyTorch and of the engine, from y.grad_fn:"]
     if e.torch_graph:
         lines += _graph_lines(e)
-        # (no bracket before the #: the README quotes this, and Python tokenizes it)
+        # (no bracket before the #: docs/explain.md quotes this, and Python tokenizes it)
         lines.append("  next_functions: #k is node k, - is no edge, to a constant operand; "
                      "ḡ in a VJP is the gradient arriving at the node")
     else:

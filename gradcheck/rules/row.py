@@ -217,7 +217,7 @@ class Rule:
     (a layout row: an integer or boolean operand 0 gives a result of its dtype),
     ``stops_gradient`` (detach: value kept, derivative zero), ``example``
     (a formula using the row over the inputs of :data:`gradcheck.formula.docs.EXAMPLE_INPUTS`,
-    shown by ``gradcheck functions`` and the README; empty: the row applied to ``x``).
+    shown by ``gradcheck functions`` and docs/functions.md; empty: the row applied to ``x``).
     """
 
     name: str
