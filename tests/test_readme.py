@@ -363,11 +363,21 @@ def test_the_readme_starts_with_the_users_job():
     assert pages - linked == set(), f"docs pages the README does not link: {pages - linked}"
 
 
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes of a page's headings."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
 def test_every_relative_link_resolves():
+    """Each link between the pages names a file that exists, and a heading of it."""
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
-        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
-            assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
+        for target, anchor in re.findall(r"\]\(([^)#:]*)(?:#([^)]*))?\)", text):
+            linked = page.parent / target if target else page
+            assert linked.exists(), f"{page.name}: broken link {target}"
+            if anchor and linked.suffix == ".md":
+                assert anchor in _anchors(linked), f"{page.name}: no #{anchor} in {target}"
 
 
 # ---------------------------------------------------------------- the reference pages
