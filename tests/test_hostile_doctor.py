@@ -135,7 +135,7 @@ def test_the_factory_sees_no_control_variable(tmp_path, monkeypatch):
 
 @pytest.mark.xfail(strict=True, reason="not held: code of the same user can open the "
                    "doctor's (or the step's shell's) /proc/PID/fd/1 and write the log "
-                   "directly; only a separate user or a sandbox stops that (README)")
+                   "directly; only a separate user or a sandbox stops that (docs/doctor.md)")
 def test_a_write_through_the_parents_proc_fd_is_caught(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))

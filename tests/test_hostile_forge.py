@@ -170,7 +170,7 @@ def test_a_spawned_op_process_holds_as_a_forked_one(tmp_path):
 
 def test_where_no_op_process_can_start_the_same_calls_run_with_the_judge(monkeypatch):
     """Off Linux the op is served in the judge's process through the same calls (no
-    isolation, README: Security): the verdicts are the same, and a raising op is still
+    isolation, docs/security.md): the verdicts are the same, and a raising op is still
     the op's failure."""
     import gradcheck.checking.opcheck.process as opprocess
 

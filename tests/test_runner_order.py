@@ -88,7 +88,7 @@ def test_keyword_keeps_the_order_of_what_it_selects(tmp_path):
 
 
 def test_run_takes_its_options_as_keywords_or_as_one_object(tmp_path):
-    """gradcheck.run(paths, **options), as the README documents it, is
+    """gradcheck.run(paths, **options), as docs/testing.md documents it, is
     run(paths, RunOptions(**options)); a keyword overrides the object's field."""
     import gradcheck
     from gradcheck.session.runner import RunOptions
