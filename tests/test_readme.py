@@ -21,7 +21,8 @@ The convention (a new block that is none of these fails
 - ```sh and ```bash: each command (lines, ``&&`` and ``;`` split them; comments
   dropped) that starts with ``gradcheck`` is run so, its output not compared;
   ``pip install`` is the environment's set-up, not run (this environment has it).
-- every gradcheck command is parsed by the CLI's own argparse parser first, and a
+- every gradcheck command is parsed by the CLI's own argparse parser first (as shown,
+  and as run when a marker narrows it), and a
   command that is run must exit 0 or 1 (a verdict: passed, or the failure or finding
   the block shows), never 2 (usage), 3 (internal) or 5 (nothing selected); each report
   file it names is then written.
@@ -136,9 +137,9 @@ def test_the_markers_are_read():
 # ---------------------------------------------------------------- commands
 
 
-def commands(block: Block) -> list[tuple[str, str | None]]:
-    """The block's commands, each with its expected output (console blocks; None: not
-    compared), the markers' replacements made."""
+def commands(block: Block) -> list[tuple[str, str, str | None]]:
+    """The block's commands: each as shown, as run (the markers' replacements made) and
+    with its expected output (console blocks; None: not compared)."""
     if block.lang == "console":
         found, current = [], None
         for line in block.text.rstrip("\n").split("\n"):
@@ -161,10 +162,14 @@ def commands(block: Block) -> list[tuple[str, str | None]]:
                     command = []
                 else:
                     command.append(word)
-    for spec in block.marker("replace"):
-        old, new = (s.strip() for s in spec.split("=>"))
-        pairs = [(c.replace(old, new), out) for c, out in pairs]
-    return pairs
+    out = []
+    for shown, expected in pairs:
+        run = shown
+        for spec in block.marker("replace"):
+            old, new = (s.strip() for s in spec.split("=>"))
+            run = run.replace(old, new)
+        out.append((shown, run, expected))
+    return out
 
 
 def _parsed(argv: list[str], where: str):
@@ -252,13 +257,14 @@ def test_commands_run_as_shown(block, in_project, capsys):
     from gradcheck.cli.main import main
 
     ran = 0
-    for command, expected in commands(block):
+    for shown, command, expected in commands(block):
         argv = shlex.split(command)
         if argv[:2] == ["pip", "install"]:
             continue                        # the environment's set-up: installed here
         assert argv[0] == "gradcheck", (
             f"{block.where}: {command!r} is no gradcheck command: mark the block "
             "<!-- test: skip WHY -->")
+        _parsed(shlex.split(shown)[1:], block.where)    # the command as the page shows it
         args = _parsed(argv[1:], block.where)
         if block.marker("parse"):
             continue
@@ -466,3 +472,19 @@ def test_the_json_schema_names_every_key():
     keys |= set(data["cases"][0]["witnesses"]["torch"])
     missing = sorted(k for k in keys if f'"{k}"' not in schema)
     assert not missing, f"keys the JSON schema in docs/reports.md leaves out: {missing}"
+
+
+def test_expensive_commands_must_be_narrowed(monkeypatch):
+    """A block that would run every bundled case, or the bench, is refused unless a
+    marker narrows it; the marker's form is what runs, the page's is parsed."""
+    monkeypatch.chdir(ROOT)
+    assert _too_slow(_parsed(["run", "cases/"], "t"))
+    assert _too_slow(_parsed(["bench", "--quick"], "t"))
+    assert not _too_slow(_parsed(["run", "cases/ops/ops.toml", "-k", "swish"], "t"))
+    block = Block("p.md", 1, "sh", "pip install x && gradcheck run cases/  # all\n",
+                  ["replace cases/ => cases/a.toml"])
+    assert commands(block) == [("pip install x", "pip install x", None),
+                               ("gradcheck run cases/", "gradcheck run cases/a.toml", None)]
+    shown = Block("p.md", 1, "console", "$ gradcheck list a.toml\nx\n...\n$ gradcheck list b\n")
+    assert commands(shown) == [("gradcheck list a.toml",) * 2 + ("x\n...",),
+                               ("gradcheck list b", "gradcheck list b", None)]
