@@ -2,7 +2,8 @@
 the repository (what the tests read, and ``cases/``), the wheel built from that sdist
 carries the bundled cases as package data (identical to ``cases/``), and, installed
 into a bare folder, ``gradcheck bench`` finds its case files and ``gradcheck run``
-checks a bundled case, from a working folder outside the repository.
+checks a bundled case, and ``gradcheck init`` writes its files, from a working folder
+outside the repository.
 
 Everything is built offline, without build isolation, from a copy of the checkout (a
 build writes build/ and *.egg-info beside its sources). The bench's section is
@@ -124,6 +125,13 @@ def test_the_installed_bench_and_run_find_their_case_files(built):
     (section,) = report["sections"]
     assert section["id"] == "opchecks" and section["absent"] == []
     assert [r for r in report["rows"] if r["section"] == "opchecks"]
+
+    # init's templates are the package's own (the workflow, the test), no repository file
+    (cwd / "cube_ops.py").write_text("class Cube:\n    def forward(ctx, x):\n"
+                                     "        return x ** 3\n")
+    out = _python(["-m", "gradcheck", "init", "cube_ops:Cube"], cwd, env)
+    assert "gradcheck run cases/cube.toml" in out
+    assert (cwd / ".github" / "workflows" / "gradcheck.yml").is_file()
 
     case = built["site"] / "gradcheck" / "bundled_cases" / "activations.toml"
     out = _python(["-m", "gradcheck", "run", str(case), "-k", "tanh", "--points", "1"],
