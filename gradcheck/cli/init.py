@@ -69,7 +69,9 @@ def command(args) -> int:
     try:
         files, run = _planned(args)
     except (OpSourceError, SyntaxError, UnicodeDecodeError, OSError) as exc:
-        hint = suggest(exc.name, exc.known, suffix="") if getattr(exc, "known", ()) else ""
+        known = getattr(exc, "known", ())
+        hint = (suggest(exc.name, known, suffix="") or f"; it defines {', '.join(known)}"
+                if known else "")
         print(f"gradcheck: error: {printable(exc)}{hint}", file=sys.stderr)
         return ExitCode.USAGE
     # a file that already holds the same text (the workflow, for a second op) is kept

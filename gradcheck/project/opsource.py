@@ -112,8 +112,9 @@ def _signature(spec: str, file: Path, tree: ast.Module) -> OpSource:
     name = spec.split(":", 1)[1]
     found = _lookup(tree, name.split("."))
     if found is None:
-        known = tuple(n.name for n in tree.body
-                      if isinstance(n, (ast.ClassDef, ast.FunctionDef)))
+        known = tuple(dict.fromkeys(
+            n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))
+            and not n.name.startswith("_")))
         raise OpSourceError(f"{file} has no class or function {name}", known, name)
     if isinstance(found, ast.ClassDef):
         forward = _method(tree, found, "forward")
