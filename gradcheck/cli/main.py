@@ -7,7 +7,8 @@ import argparse
 import os
 import sys
 
-from . import doctor as doctor_cli, run as run_command, tracing as trace_cli
+from . import doctor as doctor_cli, init as init_cli, run as run_command
+from . import tracing as trace_cli
 from .exit_codes import ExitCode
 
 
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
                     "reports/bench.md."), DTYPES)
     doctor_cli.add_parser(sub)
     trace_cli.add_parser(sub)
+    init_cli.add_parser(sub)
     return p
 
 
@@ -233,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {"run": run_command.command, "list": _cmd_list, "cache": _cmd_cache,
                     "bench": _cmd_bench, "functions": _cmd_functions,
-                    "doctor": doctor_cli.command,
+                    "doctor": doctor_cli.command, "init": init_cli.command,
                     "explain": _cmd_explain, "trace": trace_cli.command}
         return int(commands[args.command](args))
     except CaseFileError as exc:

@@ -4,12 +4,23 @@ and what a measurement is (:class:`Row`, :class:`Report`, :class:`Workload`): da
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Callable
 
 ELEMENTWISE = "sum(log(1 + exp(x)) * tanh(x) + sigmoid(x)**2)"
-#: Where the bundled cases live (the repository's cases/, next to the package).
-BUNDLED = Path(__file__).resolve().parents[3] / "cases"
+
+
+def _bundled() -> Path:
+    """Where the bundled cases live: the installed package's own copy (a wheel carries
+    the repository's cases/ as gradcheck/bundled_cases/: setup.py), else the checkout's
+    cases/, beside the package (a clone, an editable install). A folder on the disk, not
+    any resource: an op case's module is imported from its case file's folder."""
+    shipped = Path(str(files("gradcheck"))) / "bundled_cases"
+    return shipped if shipped.is_dir() else Path(__file__).resolve().parents[3] / "cases"
+
+
+BUNDLED = _bundled()
 VERSION = 2
 
 SECTIONS = {
