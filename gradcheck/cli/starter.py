@@ -26,7 +26,7 @@ jobs:
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-      - run: pip install torch --index-url https://download.pytorch.org/whl/cpu
+      - run: pip install torch --index-url https://download.pytorch.org/whl/cpu --retries 2 --timeout 30
       - run: pip install "gradcheck @ git+https://github.com/OWNER/gradcheck"
       - run: >-
           gradcheck run cases/
