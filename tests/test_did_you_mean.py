@@ -160,3 +160,20 @@ def test_a_misspelled_setting_is_answered_at_its_line(tmp_path):
     assert info.value.line == 6
     assert str(info.value).startswith(f"{tmp_path / 'pyproject.toml'}:6: ")
     assert "no key 'poinst'; did you mean 'points'?" in str(info.value)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["run", "--seeed", "1", "cases"], "unrecognized arguments: --seeed; did you mean "
+                                       "'--seed'?"),
+    (["run", "--jbos=2", "cases"], "did you mean '--jobs'?"),
+    (["rnu", "cases"], "invalid choice: 'rnu' (choose from 'run', "),
+    (["run", "--format", "jsn", "cases"], "did you mean 'json'?"),
+])
+def test_a_misspelled_command_line_option_is_answered(capsys, argv, says):
+    from gradcheck.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and says in err, err
+    assert argv[0] != "rnu" or err.rstrip().endswith("; did you mean 'run'?")
