@@ -329,8 +329,9 @@ def _attribute(module: types.ModuleType, attr: str, policy: _Policy) -> Any:
 
 def _defined(holder: Any, what: str) -> list[str]:
     """The names of ``holder`` (a module, or a class on an attribute path) that a case
-    could have meant: for an op, its classes, Function subclasses and torch.library ops;
-    for a function (``reference_function``), its functions. Read where the module was
+    could have meant: for an op, its classes, Function subclasses, torch.library ops and
+    the functions it defines (an op may be a plain callable); for a function
+    (``reference_function``), its functions. Read where the module was
     imported (the op's process, the tracing child), so the names are the module's own
     as it runs, never parsed by the judge; ``vars`` calls no ``__getattr__``."""
     try:
@@ -343,7 +344,7 @@ def _defined(holder: Any, what: str) -> list[str]:
         if name.startswith("_"):
             continue
         if what == "op" and (_function_class(value) or is_library_op(value)
-                             or isinstance(value, type)
+                             or isinstance(value, (type, types.FunctionType))
                              and getattr(value, "__module__", None) == home):
             out.append(name)
         elif what != "op" and isinstance(value, types.FunctionType):
