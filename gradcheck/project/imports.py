@@ -116,7 +116,8 @@ def load(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
     Raises:
         OpRefused: the module is no file of the project and no pattern allows it (it is
             then never imported), or the attribute is not an op of a permitted module.
-        OpImportError: the module or the attribute cannot be imported.
+        OpImportError: the module or the attribute cannot be imported (a misspelled
+            one: with the name meant, :func:`_misspelled`, :func:`_defined`).
         SettingsError: the pyproject.toml that would hold the patterns is invalid.
     """
     module_name, _, attr = spec.partition(":")
@@ -137,6 +138,8 @@ def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
     before any worker starts. Returns the policy and the module's folder (None: an
     installed module a pattern allows). ``command``: the gradcheck command whose flag
     the message names (``run``, ``doctor``); ``what``: what ``spec`` names, in it.
+    A module that is nowhere but close to a project file's name is a typo:
+    :class:`OpImportError` naming the file meant (:func:`_misspelled`).
     A pattern that would admit the standard library is refused too (see
     :mod:`gradcheck.project.op_patterns`), whichever module ``spec`` names."""
     module_name = spec.partition(":")[0]
