@@ -398,7 +398,8 @@ def test_unknown_top_level_key(tmp_path):
     error(tmp_path, """
         [[cases]]
         name = "a"
-    """, r"unknown top-level key cases \(allowed: defaults, case\)")
+    """, r"unknown key cases in the file's top level; did you mean 'case'\? \(allowed: "
+          r"case, defaults\)", line=1)
 
 
 def test_unknown_yaml_keys(tmp_path):
@@ -538,7 +539,7 @@ def test_non_string_yaml_keys(tmp_path):
             expr: sum(x)
             inputs: {1: [3]}
     """, r"1 is not a valid name", "c.yaml", line=4)
-    error(tmp_path, "1: 2\ncase: []\n", r"unknown top-level key 1", "d.yaml")
+    error(tmp_path, "1: 2\ncase: []\n", r"unknown key 1 in the file's top level", "d.yaml")
 
 
 # --------------------------------------------------------------------------- errors: inputs

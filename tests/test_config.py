@@ -175,7 +175,8 @@ def test_a_bad_table_is_a_usage_error_naming_the_file_and_the_key(capsys, projec
     path = configure(project, table)
     code, out, err = gc(capsys, "run", "cases")
     assert code == ExitCode.USAGE and out == ""
-    assert err.startswith(f"gradcheck: error: {path}: [tool.gradcheck]")
+    # (the key's line: the table's first, under [project] and [tool.gradcheck])
+    assert err.startswith(f"gradcheck: error: {path}:5: [tool.gradcheck]"), err
     for word in words:
         assert word in err
 

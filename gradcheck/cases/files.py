@@ -169,6 +169,10 @@ class Lines:
         """The line of the first character of the string value of ``dotted``."""
         return self.key(index, dotted)
 
+    def top(self, dotted: str) -> int | None:
+        """The line of a key outside the cases (``defaults.seed``, a top-level key)."""
+        return None
+
 
 class TomlLines(Lines):
     """Line numbers by scanning the TOML text (tomllib does not report them)."""
@@ -180,24 +184,30 @@ class TomlLines(Lines):
     def __init__(self, text: str):
         self.cases: list[int] = []
         self.keys: list[dict[str, int]] = []
+        self.tops: dict[str, int] = {}   # the keys outside the cases, dotted
         self.source = text.splitlines()
-        prefix = ""
+        prefix, outside = "", True
         for number, line in enumerate(self.source, 1):
             if self._header.match(line):
                 self.cases.append(number)
                 self.keys.append({})
-                prefix = ""
+                prefix, outside = "", False
             elif m := self._table.match(line):
                 prefix = m.group(1).replace('"', "") + "."
                 if self.keys:
                     self.keys[-1].setdefault(prefix[:-1], number)
+            elif m := re.match(r"^\s*\[\[?\s*([A-Za-z0-9_.\"-]+)\s*\]", line):
+                # some other table ([defaults], [[cases]]): not a case's
+                prefix, outside = m.group(1).replace('"', "") + ".", True
+                self.tops.setdefault(prefix[:-1], number)
             elif re.match(r"^\s*\[", line):
-                prefix = "\0"  # some other table: not a case's
-            elif (m := self._key.match(line)) and self.keys and prefix != "\0":
+                prefix, outside = "\0", False
+            elif (m := self._key.match(line)) and prefix != "\0":
                 dotted = prefix + m.group(1).replace('"', "")
+                keys = self.tops if outside else self.keys[-1] if self.keys else {}
                 parts = dotted.split(".")
                 for i in range(1, len(parts) + 1):
-                    self.keys[-1].setdefault(".".join(parts[:i]), number)
+                    keys.setdefault(".".join(parts[:i]), number)
 
     def case(self, index: int) -> int | None:
         return self.cases[index] if index < len(self.cases) else None
@@ -209,6 +219,9 @@ class TomlLines(Lines):
             if ".".join(parts[:i]) in keys:
                 return keys[".".join(parts[:i])]
         return self.case(index)
+
+    def top(self, dotted: str) -> int | None:
+        return self.tops.get(dotted)
 
     def text(self, index: int, dotted: str) -> int | None:
         line = self.key(index, dotted)
@@ -222,6 +235,7 @@ class TomlLines(Lines):
 class YamlLines(Lines):
     def __init__(self, root):
         self.cases = []
+        self.root = root
         import yaml
 
         if isinstance(root, yaml.MappingNode):
@@ -242,13 +256,20 @@ class YamlLines(Lines):
         # a block scalar (| or >) starts on the line after its indicator
         return value.start_mark.line + 1 + (getattr(value, "style", None) in ("|", ">"))
 
-    def _find(self, index: int, dotted: str):
-        """(line of the deepest key of ``dotted`` found, its value node if all found)."""
+    def top(self, dotted: str) -> int | None:
+        return self._find(None, dotted)[0]
+
+    def _find(self, index: int | None, dotted: str):
+        """(line of the deepest key of ``dotted`` found, its value node if all found),
+        in case ``index`` (None: from the top of the file)."""
         import yaml
 
-        if index >= len(self.cases):
+        if index is None:
+            node, best = self.root, None
+        elif index >= len(self.cases):
             return None, None
-        node, best = self.cases[index], self.case(index)
+        else:
+            node, best = self.cases[index], self.case(index)
         for part in dotted.split("."):
             if not isinstance(node, yaml.MappingNode):
                 return best, None

@@ -12,7 +12,7 @@ from ..base.errors import CaseFileError
 from .files import Lines, read_text
 from .model import Case
 from .vocabulary import SUFFIXES
-from .reader import DEFAULT_KEYS, CaseReader
+from .reader import DEFAULT_KEYS, CaseReader, unknown
 
 __all__ = ["read_file", "read_paths", "read_entries", "case_files", "load_cases",
            "case_from_dict"]
@@ -36,17 +36,18 @@ def _file_entries(path: Path) -> list[Case | CaseFileError]:
         return [exc]
     if not isinstance(data, dict):
         return [CaseFileError("the file must be a table with [[case]] entries", file=file)]
-    extra = sorted(map(str, set(data) - {"defaults", "case"}))
-    if extra:
-        return [CaseFileError(f"unknown top-level key {', '.join(extra)} (allowed: "
-                              "defaults, case)", file=file)]
+    def fail(message: str, key: str | None = None) -> CaseFileError:
+        return CaseFileError(message, file=file, line=lines.top(key) if key else None)
+
     defaults = data.get("defaults", {})
-    if not isinstance(defaults, dict):
-        return [CaseFileError("[defaults] must be a table", file=file)]
-    bad = sorted(map(str, set(defaults) - DEFAULT_KEYS))
-    if bad:
-        return [CaseFileError(f"unknown key {', '.join(bad)} in [defaults] (allowed: "
-                              f"{', '.join(sorted(DEFAULT_KEYS))})", file=file)]
+    try:
+        unknown(data, {"defaults", "case"}, "the file's top level", fail)
+        if not isinstance(defaults, dict):
+            raise fail("[defaults] must be a table", "defaults")
+        unknown(defaults, DEFAULT_KEYS, "[defaults]",
+                lambda message, key: fail(message, f"defaults.{key}"))
+    except CaseFileError as exc:
+        return [exc]
     raws = data.get("case", [])
     if not isinstance(raws, list):
         return [CaseFileError("case must be an array of tables ([[case]])", file=file)]
@@ -153,7 +154,6 @@ def case_from_dict(raw: dict, *, defaults: dict | None = None,
     Raises:
         CaseFileError: the table is not a valid case.
     """
-    bad = sorted(set(defaults or {}) - DEFAULT_KEYS)
-    if bad:
-        raise CaseFileError(f"unknown default {', '.join(bad)}", file=file)
+    unknown(defaults or {}, DEFAULT_KEYS, "defaults",
+            lambda message, key: CaseFileError(message, file=file))
     return CaseReader(raw, 0, file, Lines(), defaults or {}).read()

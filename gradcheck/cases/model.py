@@ -81,6 +81,9 @@ class Case:
     expect: str = "pass"
     description: str = ""
     op: str | None = None                      # "module:attr" of a custom op
+    # the line of the key that names the op (op =, or an as-written twin's
+    # expr_function =): an op that cannot be imported is that line's error
+    op_line: int | None = None
     outputs: tuple[Node, ...] = ()             # the reference, one node per op output
     # a surrogate's forward: what the op's outputs must equal (one node per output),
     # when it is not the reference, whose vᵀJ the op's backward must be; () otherwise

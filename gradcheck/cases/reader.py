@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..base.errors import CaseFileError
+from ..base.spelling import did_you_mean
 from ..formula.parser import CONSTANTS, parse
 from ..formula.tree import Node, differentiable_names
 from ..witnesses.registry import OP, REFERENCE, case_names, formula_names
@@ -56,7 +57,7 @@ class CaseReader:
     def read(self) -> Case:
         raw = self.raw
         name = self.read_name()
-        _unknown(raw, _CASE_KEYS, "case", self.fail)
+        unknown(raw, _CASE_KEYS, "case", self.fail)
         inputs = self.read_inputs()
         nodes: dict[str, Node] = {spec.name: Node("input", shape=spec.shape, name=spec.name,
                                                   dtype=spec.dtype) for spec in inputs}
@@ -87,7 +88,8 @@ class CaseReader:
             rtol=self.read_tol("rtol"), witnesses=self.read_witnesses(bool(op)),
             witnesses_named=self.get("witnesses") is not None,
             expect=self.read_expect(), description=str(raw.get("description", "")),
-            op=op, outputs=outputs, args=args, kwargs=kwargs, forward=forward,
+            op=op, op_line=self.lines.key(self.index, "op") if op else None,
+            outputs=outputs, args=args, kwargs=kwargs, forward=forward,
             forward_expr=forward_texts, call=call,
             order=self.read_order(bool(op)), second_order=self.read_second_order(),
             device=self.read_device(),
@@ -114,6 +116,7 @@ class CaseReader:
                               file=self.file, case=self.name, callee="f", key="expr_call",
                               line=self.lines.text(self.index, "expr_call"))
         return dataclasses.replace(case, name=f"{case.name}/as-written", op=spec,
+                                   op_line=self.lines.key(self.index, "expr_function"),
                                    outputs=(case.output,), call=call,
                                    witnesses=(REFERENCE, OP), order=1)
 
@@ -295,7 +298,7 @@ class CaseReader:
             spec = {"shape": spec}
         if not isinstance(spec, dict):
             raise self.fail(f"input {name!r} must be a table such as {{ shape = [3] }}", key)
-        _unknown(spec, INPUT_KEYS, f"input {name!r}",
+        unknown(spec, INPUT_KEYS, f"input {name!r}",
                  lambda m, k: self.fail(m, f"{key}.{k}"))
         return read_input(name, spec, lambda m: self.fail(m, key))
 
@@ -427,12 +430,15 @@ class CaseReader:
         return value
 
 
-def _unknown(raw: dict, allowed: set[str], what: str, fail) -> None:
-    """``fail(message, key)`` for unknown keys; ``key`` is the first, to locate the line."""
+def unknown(raw: dict, allowed: set[str], what: str, fail) -> None:
+    """``fail(message, key)`` for unknown keys, with the allowed key closest to the first
+    (``key``: that one, to locate the line). Every table of a case file is checked
+    here: a case's keys, an input's, ``[defaults]``, the file's top level."""
     extra = sorted(set(raw) - allowed, key=str)
     if extra:
         raise fail(f"unknown key{'s' if len(extra) > 1 else ''} "
-                   f"{', '.join(map(str, extra))} in {what} (allowed: "
+                   f"{', '.join(map(str, extra))} in {what}"
+                   f"{did_you_mean(str(extra[0]), allowed)} (allowed: "
                    f"{', '.join(sorted(allowed))})", str(extra[0]))
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..cases.memory import check_case
 from ..process.budgets import exhausted
+from ..project.imports import OpImportError
 from ..cases import Case
 from .compare import Tally
 from .spared import NUMERIC, reason as spared_reason, spared
@@ -124,7 +125,7 @@ def run_case(case: Case, dtype: str, *, cache: dict | None = None,
             ref = _reference(case, cache)
             check.run(ref)
     except Exception as exc:
-        return _raised(base, exc, start)
+        return _raised(*_at_op(case, base, exc), start)
     results = check.results()
     status, message, kind = verdict(case, results)
     results = strictly(case, results)
@@ -148,8 +149,17 @@ def preflight(case: Case, dtype: str) -> CaseResult | None:
 
             refuse(case.op, case.file, case.allow_op_modules)
     except GradcheckError as exc:
-        return _raised(case_base(case, dtype), exc, start)
+        return _raised(*_at_op(case, case_base(case, dtype), exc), start)
     return None
+
+
+def _at_op(case: Case, base: dict, exc: Exception) -> tuple[dict, Exception]:
+    """An op that cannot be imported is the error of its key: at that line, in the
+    case file errors' words (``file:line: case 'name': ...``)."""
+    if not isinstance(exc, OpImportError) or case.op_line is None:
+        return base, exc
+    return dict(base, line=case.op_line), CaseFileError(
+        exception_text(exc), file=case.file, case=case.name, line=case.op_line)
 
 
 def _raised(base: dict, exc: Exception, start: float) -> CaseResult:

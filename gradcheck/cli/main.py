@@ -12,11 +12,40 @@ from . import tracing as trace_cli
 from .exit_codes import ExitCode
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors name the option or choice meant (each command's
+    parser is one too: ``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def error(self, message: str):
+        import re
+
+        from ..base.spelling import did_you_mean
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:
+            message += did_you_mean(choice.group(1), re.findall(r"'([^']*)'",
+                                                                choice.group(2)))
+        super().error(message)
+
+    def unrecognized(self, args: argparse.Namespace, extra: list[str]):
+        """Exit as ``parse_args`` does for ``extra``, with the closest option of the
+        command given (``--seeed``: ``--seed``)."""
+        from ..base.spelling import did_you_mean
+
+        commands = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        command = commands[0].choices.get(getattr(args, "command", None)) if commands \
+            else None
+        known = [o for a in (command or self)._actions for o in a.option_strings]
+        first = next((e.partition("=")[0] for e in extra if e.startswith("-")), None)
+        hint = did_you_mean(first, known) if first else ""
+        self.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
 def _parser() -> argparse.ArgumentParser:
     from ..base import __version__
     from ..base.dtypes import NAMES as DTYPES
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="gradcheck",
         description="Check gradients against the exact symbolic derivative.")
     p.add_argument("--version", action="version", version=f"gradcheck {__version__}")
@@ -225,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            parser.unrecognized(args, extra)
     except RecursionError:   # an argument's own parser recursed on a deep nesting
         print(f"gradcheck: error: {_TOO_DEEP}", file=sys.stderr)
         return ExitCode.USAGE

@@ -18,11 +18,11 @@ SettingsError` naming the pyproject.toml, the key and what it expects (exit 2); 
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..base.spelling import did_you_mean
 from ..cases.vocabulary import MAX_POINTS
 from ..process import limits
 from ..process.timelimit import DEFAULT_TIMEOUT
@@ -159,14 +159,34 @@ def check(found: Settings) -> None:
     for key, value in found.table.items():
         spec = KEYS.get(key)
         if spec is None:
-            close = difflib.get_close_matches(str(key), KEYS, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(str(key), KEYS)
             raise SettingsError(f"[tool.gradcheck] has no key {key!r}{hint} (known keys: "
-                                f"{', '.join(KEYS)})", file=str(found.path))
+                                f"{', '.join(KEYS)})", file=str(found.path),
+                                line=_key_line(found, str(key)))
         if not spec.check(value):
             raise SettingsError(f"[tool.gradcheck] {key} must be {spec.expects()}, got "
-                                f"{value!r}", file=str(found.path))
+                                f"{value!r}", file=str(found.path),
+                                line=_key_line(found, str(key)))
     _vet_patterns(found)
+
+
+def _key_line(found: Settings, key: str) -> int | None:
+    """The line of ``key`` under ``[tool.gradcheck]`` in ``found``'s pyproject.toml
+    (tomllib reports no lines; None where the scan does not find it: a key written
+    as ``tool.gradcheck.seed`` under ``[tool]``, an inline table)."""
+    import re
+
+    try:
+        text = Path(found.path).read_text(encoding="utf-8")
+    except (OSError, TypeError, UnicodeDecodeError):
+        return None
+    inside = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.match(r"^\s*\[", line):
+            inside = re.match(r"^\s*\[\s*tool\s*\.\s*gradcheck\s*\]", line) is not None
+        elif inside and re.match(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+            return number
+    return None
 
 
 def _vet_patterns(found: Settings) -> None:

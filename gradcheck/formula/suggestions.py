@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-import difflib
-
+from ..base.spelling import closest
 from ..rules import FUNCTIONS, RULES
 
 # Names people reach for, from NumPy and PyTorch, and the row that does the job.
@@ -25,10 +24,10 @@ def suggest(name: str, known=None, suffix: str = "(...)") -> str:
     known = sorted(FUNCTIONS) if rows else list(known)
     if rows and name in _ALIASES or name in _ALIASES and _ALIASES[name] in known:
         return f"; did you mean {usage(_ALIASES[name])}?"
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75 if rows else 0.6)
-    if not close:
+    close = closest(name, known, cutoff=0.75 if rows else 0.6)
+    if close is None:
         return ""
-    return f"; did you mean {usage(close[0]) if suffix == '(...)' else close[0] + suffix}?"
+    return f"; did you mean {usage(close) if suffix == '(...)' else close + suffix}?"
 
 
 def suggest_arity(fname: str, count: int) -> str:

@@ -36,6 +36,7 @@ import fnmatch
 import hashlib
 import importlib
 import importlib.machinery
+import importlib.util
 import sys
 import threading
 import types
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import GradcheckError, describe_exception
+from ..base.spelling import closest, did_you_mean
 from .settings import project_root
 
 
@@ -114,7 +116,8 @@ def load(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
     Raises:
         OpRefused: the module is no file of the project and no pattern allows it (it is
             then never imported), or the attribute is not an op of a permitted module.
-        OpImportError: the module or the attribute cannot be imported.
+        OpImportError: the module or the attribute cannot be imported (a misspelled
+            one: with the name meant, :func:`_misspelled`, :func:`_defined`).
         SettingsError: the pyproject.toml that would hold the patterns is invalid.
     """
     module_name, _, attr = spec.partition(":")
@@ -135,6 +138,8 @@ def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
     before any worker starts. Returns the policy and the module's folder (None: an
     installed module a pattern allows). ``command``: the gradcheck command whose flag
     the message names (``run``, ``doctor``); ``what``: what ``spec`` names, in it.
+    A module that is nowhere but close to a project file's name is a typo:
+    :class:`OpImportError` naming the file meant (:func:`_misspelled`).
     A pattern that would admit the standard library is refused too (see
     :mod:`gradcheck.project.op_patterns`), whichever module ``spec`` names."""
     module_name = spec.partition(":")[0]
@@ -142,6 +147,7 @@ def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
     policy.patterns(what)   # raises for a pattern too wide, before anything is found
     folder = op_folder(module_name, case_file)
     if folder is None and not policy.allows(module_name):
+        _misspelled(policy, module_name, case_file)
         searched = " and ".join(map(str, dict.fromkeys((policy.here,
                                                          project_root(case_file)))))
         raise OpRefused(f"{what} {spec!r} refused: module {module_name!r} is no file of this "
@@ -149,6 +155,44 @@ def refuse(spec: str, case_file: str = "", allowed: tuple[str, ...] = (),
                         f"other module unless it is allowed. "
                         f"{policy.how(module_name, command)}{policy.nested(module_name)}")
     return policy, folder
+
+
+def _misspelled(policy: "_Policy", module_name: str, case_file: str) -> None:
+    """Raise :class:`OpImportError` for a module that is nowhere (no file of the
+    project, no installed module) but whose name is close to one that is a file next
+    to the case file or under the project root, or that an allow pattern names: a typo,
+    not a module to allow (that advice is for a module that exists outside the
+    project)."""
+    try:   # (a top-level name only: finding a submodule would import its parent)
+        if importlib.util.find_spec(module_name.partition(".")[0]) is not None:
+            return
+    except (ImportError, ValueError):   # not a module name: the import will say so
+        return
+    root = project_root(case_file).resolve()
+    folders = dict.fromkeys((policy.here, root))
+    close = closest(module_name, [*(m for f in folders for m in module_names(f, module_name)),
+                                  *(p for p in policy.patterns() if p.isidentifier())])
+    if close is None:
+        return
+    where = f"next to {case_file}" if case_file else f"in {policy.here}"
+    raise OpImportError(f"cannot import {policy.what} {policy.spec!r}: no module "
+                        f"{module_name!r} {where} or under the project root {root}; did "
+                        f"you mean {close!r}?")
+
+
+def module_names(folder: Path, module_name: str) -> list[str]:
+    """The modules beside where ``module_name`` would be under ``folder`` (``a.b``: the
+    ``.py`` files and packages of ``folder/a``), as dotted names: what a misspelled
+    module name is compared with."""
+    parts = module_name.split(".")[:-1]
+    try:
+        entries = list(folder.joinpath(*parts).iterdir())
+    except OSError:
+        return []
+    names = [e.stem for e in entries if e.suffix == ".py" and e.stem.isidentifier()]
+    names += [e.name for e in entries if e.name.isidentifier()
+              and (e / "__init__.py").is_file()]
+    return [".".join([*parts, n]) for n in sorted(names)]
 
 
 class _Policy:
@@ -267,7 +311,8 @@ def _attribute(module: types.ModuleType, attr: str, policy: _Policy) -> Any:
             # it was imported (gradcheck_op_<hash>.myops)
             where = shown if obj is module else repr(".".join(parts[:i]))
             raise OpImportError(f"cannot import {policy.what} {spec!r}: AttributeError: "
-                                f"{where} has no attribute {part!r}") from None
+                                f"{where} has no attribute {part!r}"
+                                f"{did_you_mean(part, _defined(obj, policy.what))}") from None
         except Exception as exc:  # a module's __getattr__ is user code too
             raise OpImportError(f"cannot import {policy.what} {spec!r}: "
                                 f"{describe_exception(exc)}") from None
@@ -283,6 +328,31 @@ def _attribute(module: types.ModuleType, attr: str, policy: _Policy) -> Any:
             + (f"; or allow its module. {policy.how(home)}" if callable(obj)
                and isinstance(home, str) and home else ""))
     return obj
+
+
+def _defined(holder: Any, what: str) -> list[str]:
+    """The names of ``holder`` (a module, or a class on an attribute path) that a case
+    could have meant: for an op, its classes, Function subclasses, torch.library ops and
+    the functions it defines (an op may be a plain callable); for a function
+    (``reference_function``), its functions. Read where the module was
+    imported (the op's process, the tracing child), so the names are the module's own
+    as it runs, never parsed by the judge; ``vars`` calls no ``__getattr__``."""
+    try:
+        names = dict(vars(holder))
+    except TypeError:
+        return []
+    home = getattr(holder, "__name__", None)
+    out = []
+    for name, value in names.items():
+        if name.startswith("_"):
+            continue
+        if what == "op" and (_function_class(value) or is_library_op(value)
+                             or isinstance(value, (type, types.FunctionType))
+                             and getattr(value, "__module__", None) == home):
+            out.append(name)
+        elif what != "op" and isinstance(value, types.FunctionType):
+            out.append(name)
+    return out
 
 
 def _what(obj: Any, home: object) -> str:

@@ -17,6 +17,7 @@ import re
 import numpy as np
 import sympy
 
+from . import shown
 from .kernelcache import cached_lambdify, enabled
 from .lowering import lower_cut
 from ..rules import COMPARISON, ELEMENTWISE
@@ -68,6 +69,10 @@ class Kernel:
         self.fn = cached_lambdify(key, lambda: self.program.lambdify(
             self.symbols, outputs, modules=MODULES), modules=MODULES)
         self._tree_sizes: tuple[dict, int] = ({}, 0)
+        # a region with a row printed by its name (sigmoid): printed from an expression
+        # of its own (:mod:`.shown`), built when first printed
+        cut = {id(n): s for n, s in zip(cuts, self.symbols)}
+        self._shown = (root, cut) if shown.has_shown(root, cut) else None
 
     def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
         from ..base.arrays import run_kernel
@@ -83,8 +88,12 @@ class Kernel:
         printed tree would have more than :data:`SHOWN_OPERATIONS` operations (a DAG
         unfolds exponentially) is named, not printed. Only the outputs a report shows
         are printed (SymPy's printing is most of the cost of ``formulas()``)."""
-        inlined = output != 0
-        expr = sympy.sympify(self.outputs[output]) if inlined else self.expr
+        if self._shown is not None:
+            expr = self._shown_output(output)
+            inlined = False
+        else:
+            inlined = output != 0
+            expr = sympy.sympify(self.outputs[output]) if inlined else self.expr
         size = _tree_size(expr, self._sizes() if inlined else {})
         if size > SHOWN_OPERATIONS:
             return f"a formula of {size:.3g} operations, not printed"
@@ -97,13 +106,23 @@ class Kernel:
             expr = expr.doit()
         except Exception:
             pass
-        text = sympy.sstr(expr)
+        text = shown.text(expr)
         for s, (name, atomic) in zip(self.symbols, names):
             if not atomic:
                 text = re.sub(rf"\({s.name}\)", lambda m: f"({name})", text)
             text = re.sub(rf"\b{s.name}\b", lambda m: name if atomic else f"({name})",
                           text)
         return text
+
+    def _shown_output(self, output: int):
+        """Output ``output`` printed through :mod:`.shown`: the region's value in the
+        rows' own names, or its derivative by the argument whose partial it is."""
+        if not isinstance(self._shown, sympy.Basic):
+            self._shown = shown.lower_shown(*self._shown)
+        if output == 0:
+            return self._shown
+        i = next(i for i, _, k in self.partials if k == output)
+        return sympy.diff(self._shown, self.symbols[i])
 
     def _sizes(self) -> dict:
         """The printed tree size of each program symbol's definition (kept, and extended

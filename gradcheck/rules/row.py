@@ -255,6 +255,14 @@ class Rule:
     # in the dtype (take, gather: PyTorch's index_add_/scatter_add_ backward), rather
     # than summing them in an accumulator and rounding once (expand's sum_to_size)
     scatters: bool = False
+    # how the row is printed (explain, reports' formulas): by its name, and its
+    # derivative with respect to each operand as these formulas of the language over
+    # its operands (x; a, b), in the rows' own spelling. For a row whose sympy meaning
+    # is a numerically stable rewriting (a Piecewise, exp(-|w|)), which SymPy would
+    # print, and differentiate, as that rewriting; a function of the parameters where
+    # they change it (gelu's approximate). Only printing reads it
+    # (gradcheck.reference.shown): what is computed is the sympy column's
+    shown: tuple[str, ...] | Callable[..., tuple[str, ...]] = ()
 
     def __post_init__(self):
         if self.engine is not None and self.engine.op != self.name:

@@ -219,5 +219,10 @@ def execute(task: Task) -> CaseResult:
     except Exception as exc:
         return _task_error(task, f"{describe_exception(exc)}\n"
                                  f"{traceback.format_exc(limit=-3)}", "internal")
-    return dataclasses.replace(result, file=task.file,
+    # (a message located in the case file, an op's that cannot be imported, names it
+    # as the run was given it, not as it travelled)
+    sent = f"{task.case.file}:"
+    message = (task.file + result.message[len(sent) - 1:]
+               if result.message.startswith(sent) else result.message)
+    return dataclasses.replace(result, file=task.file, message=message,
                                peak_memory=memory.above() if memory else None)

@@ -188,6 +188,16 @@ def sym_gelu(x, approximate):
     return x * sympy.erfc(-x / sympy.sqrt(2)) / 2
 
 
+def gelu_shown(approximate) -> tuple[str, ...]:
+    """gelu's derivative as printed (the row's ``shown``): Φ(x) + x·φ(x), or that of its
+    tanh form, 0.5·(1 + tanh(u)) + 0.5·x·(1 - tanh(u)²)·u'."""
+    if approximate == "tanh":
+        u = f"sqrt(2 / pi) * (x + {KAPPA} * x ** 3)"
+        return (f"(1 + tanh({u})) / 2 + x * (1 - tanh({u}) ** 2) * sqrt(2 / pi) * "
+                f"(1 + {3 * KAPPA} * x ** 2) / 2",)
+    return ("(1 + erf(x / sqrt(2))) / 2 + x * exp(-x ** 2 / 2) / sqrt(2 * pi)",)
+
+
 def _phi(x):
     """The standard normal density."""
     return np.exp(-0.5 * np.square(x)) / math.sqrt(2 * math.pi)

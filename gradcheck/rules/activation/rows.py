@@ -44,6 +44,7 @@ ROWS: list[Rule] = [
     elementwise_binary(
         name="logaddexp", sympy=ac.sym_logaddexp, numpy=np.logaddexp,
         torch=torch_fn("logaddexp"), doc="log(exp(a) + exp(b))", example="logaddexp(x, y)",
+        shown=("sigmoid(a - b)", "sigmoid(b - a)"),
         # m + log1p(exp(-|a - b|)): the log1p term (at most ln 2) can cancel against m
         rounding=Terms(2, lambda t, a, b: np.abs(t) + 1),
         engine=engine_rule("LogaddexpBackward0", ac.logaddexp_vjp,
@@ -83,17 +84,19 @@ ROWS: list[Rule] = [
         name="gelu", sympy=ac.sym_gelu, numpy=ac.np_gelu, torch=ac.torch_gelu,
         params=(Param("approximate", CHOICE, "none", choices=("none", "tanh")),),
         shape=ac.same_shape, doc='x * Phi(x); approximate="tanh": its tanh form',
-        example='gelu(x, approximate="tanh")',
+        example='gelu(x, approximate="tanh")', shown=ac.gelu_shown,
         rounding=Terms(3, ac.gelu_terms, (ac.gelu_vjp_terms,)),
         engine=engine_rule("GeluBackward0", ac.gelu_vjp)),
     elementwise_unary(
         name="silu", sympy=ac.sym_silu, numpy=lambda x: x * ac._expit(x),
         torch=ac.torch_activation("silu"), doc="x * sigmoid(x)", exponential=True,
+        shown=("sigmoid(x) * (1 + x * (1 - sigmoid(x)))",),
         rounding=Terms(4, None, (ac.silu_vjp_terms,)),
         engine=engine_rule("SiluBackward0", ac.silu_vjp)),
     elementwise_unary(
         name="mish", sympy=ac.sym_mish, numpy=ac.np_mish, torch=ac.torch_activation("mish"),
         doc="x * tanh(softplus(x))", exponential=True,
+        shown=("tanh(softplus(x)) + x * sigmoid(x) * (1 - tanh(softplus(x)) ** 2)",),
         rounding=Terms(5, None, (ac.mish_vjp_terms,)),
         engine=engine_rule("MishBackward0", ac.mish_vjp)),
     elementwise_unary(

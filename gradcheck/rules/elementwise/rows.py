@@ -175,10 +175,12 @@ ROWS: list[Rule] = [
     elementwise_unary(
         name="sigmoid", sympy=ec.sym_sigmoid, numpy=ec.np_sigmoid, torch=torch_fn("sigmoid"),
         doc="1 / (1 + exp(-x))", exponential=True,
+        shown=("sigmoid(x) * (1 - sigmoid(x))",),
         engine=engine_rule("SigmoidBackward0", lambda g, ans, x: g * (1 - ans) * ans)),
     elementwise_unary(
         name="softplus", sympy=ec.sym_softplus, numpy=lambda x: np.logaddexp(0.0, x),
         torch=ec.torch_softplus, doc="log(1 + exp(x))", exponential=True,
+        shown=("sigmoid(x)",),
         engine=engine_rule("SoftplusBackward0", lambda g, ans, x: g * ec.np_sigmoid(x))),
     elementwise_unary(
         name="relu", sympy=ec.sym_relu, numpy=lambda x: np.maximum(x, 0.0), torch=torch_fn("relu"),
