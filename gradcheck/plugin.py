@@ -45,6 +45,7 @@ _STATE = pytest.StashKey["_State"]()
 _PENDING = pytest.StashKey[list]()      # per item: CaseResults recorded in the current phase
 _ORDER = pytest.StashKey[int]()         # per item: its index in the session's collection
 _CASE = pytest.StashKey[Any]()          # per marked item: the CaseResult of its case
+_SEEN = pytest.StashKey[list]()         # per item: every CaseResult its test was given
 
 
 # --------------------------------------------------------------------------- set-up
@@ -64,6 +65,7 @@ class _State:
     last_case: int | None = None      # id() of the case whose reference is cached
     cache: dict | None = None
     reporter: "_Reporter | None" = None
+    item: pytest.Item | None = None   # the test running now (its results: _SEEN)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -301,8 +303,11 @@ def gradcheck_case(request: pytest.FixtureRequest):
     if not isinstance(run, _Run):
         pytest.fail("the gradcheck_case fixture is for tests marked "
                     "@pytest.mark.gradcheck_cases(...)", pytrace=False)
-    result = _located(request.config, run.result(request.config))
+    from .testing import CheckedCase
+
+    result = CheckedCase.of(_located(request.config, run.result(request.config)))
     _record(request.node, result)
+    _given(request.node, result)
     request.node.stash[_CASE] = result
     if result.status == "skipped":
         pytest.skip(result.message or "skipped")
@@ -316,6 +321,67 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     result = item.stash.get(_CASE, None)
     if result is not None:
         _fail_unless_passed(result)
+
+
+# --------------------------------------------------------------------------- failures
+
+def _given(item: pytest.Item, result) -> Any:
+    """Remember ``result`` (a CaseResult or RunResult) as given to ``item``'s test: a
+    failed plain ``assert`` in it then shows the report of what did not pass."""
+    cases = getattr(result, "cases", None)
+    item.stash.setdefault(_SEEN, []).extend(cases if cases is not None else (result,))
+    return result
+
+
+def _unpassed(item: pytest.Item | None) -> list:
+    return [c for c in (item.stash.get(_SEEN, []) if item is not None else ())
+            if c.status not in ("passed", "approximate", "skipped")]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    state = _state(item.config)
+    state.item = item
+    try:
+        yield
+    finally:
+        state.item = None
+
+
+def pytest_assertrepr_compare(config: pytest.Config, op: str, left, right):
+    """``assert result.status == "passed"`` (or any comparison of a status, or of
+    ``result.passed``) in a test given gradcheck results that did not pass: the
+    comparison, then the text report of each such case (as ``assert_passed()`` says)."""
+    from .base.result import STATUSES
+
+    def shaped(a) -> bool:
+        return isinstance(a, bool) or (isinstance(a, str) and a in STATUSES)
+
+    if not (shaped(left) and shaped(right)) or left == right:
+        return None
+    cases = _unpassed(_state(config).item)
+    if not cases:
+        return None
+    lines = [f"{left!r} {op} {right!r}"]
+    for case in cases:
+        lines += [""] + failure_text(case).splitlines()
+    return lines
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    # Any other failed assertion in a test given results that did not pass (``assert
+    # result.passed``, a comparison of anything else): their report in a section of
+    # its own, unless the failure's message holds it already.
+    report = (yield).get_result()
+    if call.when != "call" or not report.failed or call.excinfo is None \
+            or not call.excinfo.errisinstance(AssertionError):
+        return
+    said = str(call.excinfo.value)
+    texts = [failure_text(c) for c in _unpassed(item)]
+    texts = [t for t in texts if t.splitlines()[0] not in said]
+    if texts:
+        report.sections.append(("gradcheck report", "\n\n".join(texts)))
 
 
 # --------------------------------------------------------------------------- fixture
@@ -347,14 +413,17 @@ class GradcheckFixture:
 
         if "k" in options:   # as the marker and the command line spell it
             options["keyword"] = options.pop("k")
-        result = gradcheck.run([self.path(path)], **options)
+        from .testing import CheckedRun
+
+        result = CheckedRun.of(gradcheck.run([self.path(path)], **options))
         for case in result.cases:
             _record(self._node, case)
-        return result
+        return _given(self._node, result)
 
     def check_op(self, op, reference, inputs, **options):
-        """:func:`gradcheck.check_op`: the CaseResult of a custom op against its formula."""
-        return _api("check_op")(op, reference, inputs, **options)
+        """:func:`gradcheck.check_op`: the CaseResult of a custom op against its formula
+        (with ``assert_passed()``)."""
+        return _given(self._node, _api("check_op")(op, reference, inputs, **options))
 
     def assert_op(self, op, reference, inputs, **options):
         """:func:`gradcheck.assert_op`: raises ``GradientMismatch`` with the diagnosis."""
@@ -362,8 +431,8 @@ class GradcheckFixture:
         return _api("assert_op")(op, reference, inputs, **options)
 
     def check(self, expr, inputs, **options):
-        """:func:`gradcheck.check`: the CaseResult of a formula."""
-        return _api("check")(expr, inputs, **options)
+        """:func:`gradcheck.check`: the CaseResult of a formula (with ``assert_passed()``)."""
+        return _given(self._node, _api("check")(expr, inputs, **options))
 
     def assert_gradients(self, expr, inputs, **options):
         """:func:`gradcheck.assert_gradients`: raises ``GradientMismatch`` on a failure."""
