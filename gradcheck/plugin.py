@@ -351,7 +351,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left, right):
     """``assert result.status == "passed"`` (or any comparison of a status, or of
     ``result.passed``) in a test given gradcheck results that did not pass: the
-    comparison, then the text report of each such case (as ``assert_passed()`` says)."""
+    comparison, then each such case's title and diagnoses. (pytest cuts an explanation
+    to 8 lines unless -vv: the whole report follows in a section of the failure, see
+    :func:`pytest_runtest_makereport`.)"""
     from .base.result import STATUSES
 
     def shaped(a) -> bool:
@@ -364,22 +366,24 @@ def pytest_assertrepr_compare(config: pytest.Config, op: str, left, right):
         return None
     lines = [f"{left!r} {op} {right!r}"]
     for case in cases:
-        lines += [""] + failure_text(case).splitlines()
+        lines.append(failure_text(case).splitlines()[0])
+        lines += [f"  diagnosis: {d}" for d in dict.fromkeys(
+            w.diagnosis for w in case.witnesses if w.diagnosis)]
     return lines
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
-    # Any other failed assertion in a test given results that did not pass (``assert
-    # result.passed``, a comparison of anything else): their report in a section of
-    # its own, unless the failure's message holds it already.
+    # A failed assertion in a test given results that did not pass: the text report of
+    # each (as assert_passed() raises it) in a section of the failure, unless the
+    # failure's message holds it already (assert_passed's own).
     report = (yield).get_result()
     if call.when != "call" or not report.failed or call.excinfo is None \
             or not call.excinfo.errisinstance(AssertionError):
         return
     said = str(call.excinfo.value)
     texts = [failure_text(c) for c in _unpassed(item)]
-    texts = [t for t in texts if t.splitlines()[0] not in said]
+    texts = [t for t in texts if t.splitlines()[-1] not in said]
     if texts:
         report.sections.append(("gradcheck report", "\n\n".join(texts)))
 
