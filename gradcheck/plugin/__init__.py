@@ -15,6 +15,11 @@ installed).
   json``) of every case-file case run in the session, written atomically at the end, also
   under pytest-xdist (results travel to the controller on the test reports).
 * ``--gradcheck-collect``: ``pytest cases/`` collects the case files themselves.
+* The results a test is given (the marker's case, the fixture's calls) have
+  ``assert_passed()`` (:class:`gradcheck.testing.CheckedCase`); a plain ``assert`` on
+  them that fails shows their report too: ``pytest_assertrepr_compare`` after a
+  comparison of statuses (or of ``passed``), and a ``gradcheck report`` section of the
+  failure with the whole text report.
 
 pytest imports this module in every project that has gradcheck installed, so it imports
 nothing heavy (torch, SymPy, NumPy) until a gradcheck feature is used.
@@ -31,8 +36,10 @@ from typing import Any
 
 import pytest
 
-from .process.timelimit import DEFAULT_TIMEOUT
-from .report.text import failure_text
+from ..process.timelimit import DEFAULT_TIMEOUT
+from ..report.text import failure_text
+from . import failures
+from .failures import given as _given
 
 __all__ = ["GradcheckFixture", "CaseFile", "CaseItem"]
 
@@ -45,7 +52,6 @@ _STATE = pytest.StashKey["_State"]()
 _PENDING = pytest.StashKey[list]()      # per item: CaseResults recorded in the current phase
 _ORDER = pytest.StashKey[int]()         # per item: its index in the session's collection
 _CASE = pytest.StashKey[Any]()          # per marked item: the CaseResult of its case
-_SEEN = pytest.StashKey[list]()         # per item: every CaseResult its test was given
 
 
 # --------------------------------------------------------------------------- set-up
@@ -65,7 +71,6 @@ class _State:
     last_case: int | None = None      # id() of the case whose reference is cached
     cache: dict | None = None
     reporter: "_Reporter | None" = None
-    item: pytest.Item | None = None   # the test running now (its results: _SEEN)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -77,6 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "of these gradcheck case files (paths relative to the test file's folder) as its "
         "own test item; the test takes a `gradcheck_case` argument, the CaseResult")
     state = _State(cache={})
+    # (its hooks: a failed plain assert on a result shows the result's report)
+    config.pluginmanager.register(failures, "gradcheck-failures")
     report = config.getoption("gradcheck_report", None)
     if report:
         path = Path(report).expanduser()
@@ -92,8 +99,8 @@ def _confined(path: Path, start: Path) -> None:
     """Raise pytest's usage error where ``--gradcheck-report`` would write outside the
     project pytest runs in (see :mod:`gradcheck.project.confine`): addopts in a pyproject.toml
     can set it, and a pull request can change that file."""
-    from .project.confine import write_problem
-    from .project.settings import project_root
+    from ..project.confine import write_problem
+    from ..project.settings import project_root
 
     problem = write_problem(path, project_root(start))
     if problem:
@@ -166,9 +173,9 @@ class _Reporter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput"):   # an xdist worker: the controller writes
             return
-        from .base.io import write_atomic
-        from .report.json import render_json
-        from .base.result import CaseResult, RunResult
+        from ..base.io import write_atomic
+        from ..report.json import render_json
+        from ..base.result import CaseResult, RunResult
 
         # a record is a dict (it may have come from an xdist worker): back to the result
         records = sorted(self.records, key=lambda r: r["order"])
@@ -196,10 +203,10 @@ class _Run:
 
     def result(self, config: pytest.Config):
         if self.error is not None:
-            from .checking.case import file_error
+            from ..checking.case import file_error
 
             return file_error(self.error)
-        from .checking.case import run_case
+        from ..checking.case import run_case
 
         state = _state(config)
         # A case's symbolic reference is reused across its dtypes (adjacent items); keep
@@ -227,7 +234,7 @@ def _warn_if_approximate(result) -> None:
     if result.status == "approximate":
         import warnings
 
-        from .base.errors import ApproximateGradient
+        from ..base.errors import ApproximateGradient
 
         warnings.warn(ApproximateGradient(failure_text(result)), stacklevel=2)
 
@@ -236,11 +243,11 @@ def _runs_for(marker, base: Path) -> tuple[list[_Run], list[str]]:
     """The runs of one ``gradcheck_cases`` marker and their ids, ``file::case[dtype]``
     (``file::name`` for a case-file error). Files come in order, each file's errors
     before its cases; ``file`` is relative to the named folder (the name of a file)."""
-    from .cases import case_files, read_file
-    from .checking.case import file_error
-    from .base.errors import CaseFileError
-    from .report.details import title
-    from .session.runner import RunOptions, select
+    from ..cases import case_files, read_file
+    from ..checking.case import file_error
+    from ..base.errors import CaseFileError
+    from ..report.details import title
+    from ..session.runner import RunOptions, select
 
     options = dict(marker.kwargs)
     unknown = sorted(set(options) - _MARKER_OPTIONS)
@@ -303,7 +310,7 @@ def gradcheck_case(request: pytest.FixtureRequest):
     if not isinstance(run, _Run):
         pytest.fail("the gradcheck_case fixture is for tests marked "
                     "@pytest.mark.gradcheck_cases(...)", pytrace=False)
-    from .testing import CheckedCase
+    from ..testing import CheckedCase
 
     result = CheckedCase.of(_located(request.config, run.result(request.config)))
     _record(request.node, result)
@@ -321,71 +328,6 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     result = item.stash.get(_CASE, None)
     if result is not None:
         _fail_unless_passed(result)
-
-
-# --------------------------------------------------------------------------- failures
-
-def _given(item: pytest.Item, result) -> Any:
-    """Remember ``result`` (a CaseResult or RunResult) as given to ``item``'s test: a
-    failed plain ``assert`` in it then shows the report of what did not pass."""
-    cases = getattr(result, "cases", None)
-    item.stash.setdefault(_SEEN, []).extend(cases if cases is not None else (result,))
-    return result
-
-
-def _unpassed(item: pytest.Item | None) -> list:
-    return [c for c in (item.stash.get(_SEEN, []) if item is not None else ())
-            if c.status not in ("passed", "approximate", "skipped")]
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem):
-    state = _state(item.config)
-    state.item = item
-    try:
-        yield
-    finally:
-        state.item = None
-
-
-def pytest_assertrepr_compare(config: pytest.Config, op: str, left, right):
-    """``assert result.status == "passed"`` (or any comparison of a status, or of
-    ``result.passed``) in a test given gradcheck results that did not pass: the
-    comparison, then each such case's title and diagnoses. (pytest cuts an explanation
-    to 8 lines unless -vv: the whole report follows in a section of the failure, see
-    :func:`pytest_runtest_makereport`.)"""
-    from .base.result import STATUSES
-
-    def shaped(a) -> bool:
-        return isinstance(a, bool) or (isinstance(a, str) and a in STATUSES)
-
-    if not (shaped(left) and shaped(right)) or left == right:
-        return None
-    cases = _unpassed(_state(config).item)
-    if not cases:
-        return None
-    lines = [f"{left!r} {op} {right!r}"]
-    for case in cases:
-        lines.append(failure_text(case).splitlines()[0])
-        lines += [f"  diagnosis: {d}" for d in dict.fromkeys(
-            w.diagnosis for w in case.witnesses if w.diagnosis)]
-    return lines
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call):
-    # A failed assertion in a test given results that did not pass: the text report of
-    # each (as assert_passed() raises it) in a section of the failure, unless the
-    # failure's message holds it already (assert_passed's own).
-    report = (yield).get_result()
-    if call.when != "call" or not report.failed or call.excinfo is None \
-            or not call.excinfo.errisinstance(AssertionError):
-        return
-    said = str(call.excinfo.value)
-    texts = [failure_text(c) for c in _unpassed(item)]
-    texts = [t for t in texts if t.splitlines()[-1] not in said]
-    if texts:
-        report.sections.append(("gradcheck report", "\n\n".join(texts)))
 
 
 # --------------------------------------------------------------------------- fixture
@@ -409,7 +351,8 @@ class GradcheckFixture:
 
     def run_case_file(self, path: str | Path, **options):
         """Run the cases of a case file or folder; returns the
-        :class:`~gradcheck.base.result.RunResult`. Options as :func:`gradcheck.run` (``k`` or
+        :class:`~gradcheck.base.result.RunResult` (a :class:`~gradcheck.testing.CheckedRun`,
+        with ``assert_passed()``). Options as :func:`gradcheck.run` (``k`` or
         ``keyword``, ``dtype``, ``seed``, ``points``, ``extreme_points``, ``witnesses``,
         ``timeout``, ``device``, ``allow_op_modules``). It does not fail the test: assert
         on the result."""
@@ -417,7 +360,7 @@ class GradcheckFixture:
 
         if "k" in options:   # as the marker and the command line spell it
             options["keyword"] = options.pop("k")
-        from .testing import CheckedRun
+        from ..testing import CheckedRun
 
         result = CheckedRun.of(gradcheck.run([self.path(path)], **options))
         for case in result.cases:
@@ -508,10 +451,10 @@ class CaseFile(pytest.File):
     """A case file collected by ``--gradcheck-collect``: one item per case and dtype."""
 
     def collect(self):
-        from .cases import read_file
-        from .checking.case import file_error
-        from .report.details import title
-        from .session.runner import select
+        from ..cases import read_file
+        from ..checking.case import file_error
+        from ..report.details import title
+        from ..session.runner import select
 
         cases, errors = read_file(self.path)
         for e in errors:
