@@ -130,6 +130,24 @@ def test_no_structure_claimed_for_a_right_jacobian_or_an_arbitrary_error(points)
     assert _read(near) is None
 
 
+def test_a_weight_left_out_scales_each_row_by_its_reciprocal(points):
+    # RMSNorm's x̄ computed from g, not g · w: J_op = diag(1/w) J, row by row
+    w = np.linspace(0.5, 1.5, N)
+    pairs = [(_rms_norm(x, w) / np.tile(w, ROWS)[:, None], _rms_norm(x, w), x)
+             for x in points]
+    jacobians = [Jacobian(i, ((ROWS, N),), {"x": o}, {"x": e}, {"x": x, "w": w})
+                 for i, (o, e, x) in enumerate(pairs)]
+    found = jacobian_structure("x", jacobians, RTOL, ATOL)
+    assert found is not None
+    assert "each output's row of its Jacobian is the exact one times a factor" in found
+    assert found.endswith("D = 1/w, a factor w of grad_output left out of this gradient")
+    # an elementwise op's Jacobian is diagonal: any wrong one is "rows scaled", which
+    # says nothing, and is not said
+    x = points[0]
+    exact = np.diag(np.cos(x).reshape(-1))
+    assert _read([(exact * np.diag(np.exp(x).reshape(-1)), exact, x)]) is None
+
+
 def test_rank_one_is_not_claimed_for_blocks_too_small_to_tell():
     # 2 × 2 blocks: any error is rank at most two, one is no evidence
     x = np.array([[1.0, 2.0], [0.5, -1.0]])

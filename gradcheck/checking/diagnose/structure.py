@@ -8,7 +8,9 @@ leaves behind.
   the off-diagonal entries are wrong (cross terms); or the error is rank one within
   each block of outputs and inputs that depend on each other (E ≈ a bᵀ per row of a
   norm or softmax: a projection or mean term), with b constant (a mean) or along the
-  input (a projection along x) said where it is.
+  input (a projection along x) said where it is; or each output's row is the exact one
+  times a factor of its own (J_op = D·J: a weight of the output left out, or applied
+  twice, said where D is an input or its reciprocal).
 - vᵀJ along an axis (any size): the error of every slice along the axis is a constant
   (a mean term: Σ_j v_j a_j times a vector of ones) or a multiple of the input's own
   slice, or of it less its mean (a projection along x).
@@ -135,6 +137,47 @@ def _rank_one(js, values, rtol, atol) -> str | None:
             f"{what} is missing or wrong")
 
 
+def _row_factors(js, points, rtol, atol) -> str | None:
+    """J_op = D·J with D diagonal and not a constant: each output's row scaled by a
+    factor of its own, in rows of at least MIN_SIZE clearly non-zero entries (a row of
+    one entry fits any factor). ``points``: (the point's inputs, the output's shape)."""
+    factors = []
+    for o, e in js:
+        ee = np.einsum("ij,ij->i", e, e)
+        with np.errstate(all="ignore"):
+            d = np.where(ee > 0, np.einsum("ij,ij->i", o, e) / ee, 1.0)
+        wrong = ~np.all(matches(o, e, rtol, atol), axis=1)
+        if (not _fits(o, e, d[:, None] * e - e, rtol, atol)
+                or np.any(strong(e, atol)[wrong].sum(axis=1) < MIN_SIZE)):
+            return None
+        factors.append(d)
+    every = np.concatenate(factors)
+    if np.allclose(every, every[0], rtol=1e-6):   # one factor: gradient.py's pattern
+        return None
+    return (f"each output's row of its Jacobian is the exact one times a factor of its "
+            f"own (J_op = D·J, D diagonal, from {every.min():.3g} to {every.max():.3g})"
+            + _factor_is(factors, points))
+
+
+def _factor_is(factors, points) -> str:
+    """``: D = 1/w ...`` where the row factors are an input (or its reciprocal)
+    broadcast to the output's shape at every point."""
+    names = set.intersection(*(set(values or {}) for values, _ in points)) if points else ()
+    for name in sorted(names):
+        try:
+            per = [np.broadcast_to(np.asarray(values[name], float), shape).reshape(-1)
+                   for values, shape in points]
+        except ValueError:
+            continue
+        for power, text in ((-1, f": D = 1/{name}, a factor {name} of grad_output left "
+                                  "out of this gradient"),
+                            (1, f": D = {name}, {name} applied once too often")):
+            with np.errstate(all="ignore"):
+                if all(np.allclose(d, v ** power, rtol=1e-6) for d, v in zip(factors, per)):
+                    return text
+    return ""
+
+
 def _direction(b: np.ndarray, x: np.ndarray | None) -> str:
     """What the rank-one error's input side b is: constant ("mean"), along the point's
     own input x ("x"), or neither ("")."""
@@ -168,7 +211,10 @@ def jacobian_structure(name: str, jacobians: list[Jacobian], rtol: float,
         return (f"{label(name)}: the op's Jacobian is the exact one transposed (J_op = "
                 "Jᵀ): the backward applies the forward's map to grad_output, not its "
                 "transpose")
-    found = _cross_terms(js, r, a) or _rank_one(js, values, r, a)
+    points = [(jac.values, jac.shapes[0]) for jac in jacobians] \
+        if all(len(jac.shapes) == 1 for jac in jacobians) else []
+    found = (_cross_terms(js, r, a) or _rank_one(js, values, r, a)
+             or _row_factors(js, points, r, a))
     return f"{label(name)}: {found}" if found else None
 
 
