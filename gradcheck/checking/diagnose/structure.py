@@ -108,7 +108,9 @@ def _rank_one(js, values, rtol, atol) -> str | None:
     worst, counts, sizes, kinds = 0.0, [], set(), set()
     for (o, e), x in zip(js, values):
         error, wrong = o - e, 0
-        for rows, cols in _blocks((np.abs(e) > 0) | (np.abs(error) > 0)):
+        # (entries within the tolerance of zero, e.g. the rounding of a cancelled
+        # term, join no blocks)
+        for rows, cols in _blocks((np.abs(e) > atol) | (np.abs(error) > atol)):
             ob, eb = o[np.ix_(rows, cols)], e[np.ix_(rows, cols)]
             if np.all(matches(ob, eb, rtol, atol)):
                 continue
