@@ -8,6 +8,9 @@ Public API (imported on first use, so ``import gradcheck`` stays light):
 
 - :func:`check`, :func:`assert_gradients`: a formula, in a test;
 - :func:`check_op`, :func:`assert_op`: a custom autograd op against its formula;
+- :func:`assert_passed`: a result (``CaseResult`` or ``RunResult``) that did not pass
+  fails with its text report (also the method ``assert_passed()`` of the results these
+  calls and the pytest plugin give);
 - :func:`run` (its options: :class:`RunOptions`), :func:`load_cases`: case files;
 - :func:`explain`: what autograd computes for one formula (``gradcheck explain``);
 - :func:`doctor`, :func:`assert_healthy`: a training setup's wiring (``gradcheck.health``);
@@ -30,6 +33,7 @@ _LAZY = {
     "assert_gradients": ("testing", "assert_gradients"),
     "check_op": ("testing", "check_op"),
     "assert_op": ("testing", "assert_op"),
+    "assert_passed": ("testing", "assert_passed"),
     "run": ("session.runner", "run"),
     "RunOptions": ("session.runner", "RunOptions"),
     "load_cases": ("cases", "load_cases"),
@@ -41,7 +45,8 @@ _LAZY = {
     "DoctorReport": ("health", "DoctorReport"),
 }
 
-__all__ = ["__version__", "check", "assert_gradients", "check_op", "assert_op", "run",
+__all__ = ["__version__", "check", "assert_gradients", "check_op", "assert_op",
+           "assert_passed", "run",
            "RunOptions", "load_cases", "explain", "engine", "strategies", "GradcheckError", "CaseFileError",
            "UnsupportedOpError", "GradientMismatch", "ApproximateGradient", "doctor",
            "assert_healthy", "DoctorReport"]

@@ -1,6 +1,10 @@
 """Library calls for a project's own unit tests: check a custom op (or a formula) and
 get a result, or assert and get a ``GradientMismatch`` that explains the failure.
 
+The results these calls (and the pytest plugin's marker and fixture) give are
+:class:`CheckedCase` and :class:`CheckedRun`: the result types with ``assert_passed()``,
+which raises with the text report of what failed (:func:`assert_passed`).
+
 An approximate result (a float64 check within float32's tolerance only) passes an
 assertion with an :class:`~gradcheck.base.errors.ApproximateGradient` warning, unless the
 call says ``strict=True`` (the case-file key), which makes it a failure."""
@@ -14,7 +18,74 @@ from typing import Any, Mapping
 import numpy as np
 
 from .base.errors import ApproximateGradient, GradientMismatch
-from .base.result import APPROXIMATE, PASSED, CaseResult
+from .base.result import APPROXIMATE, PASSED, CaseResult, RunResult
+
+
+class CheckedCase(CaseResult):
+    """A :class:`~gradcheck.base.result.CaseResult` given to a test, with
+    :meth:`assert_passed` (the base type is data, and renders nothing)."""
+
+    @classmethod
+    def of(cls, result: CaseResult) -> "CheckedCase":
+        if isinstance(result, cls):
+            return result
+        return cls(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
+
+    def assert_passed(self) -> "CheckedCase":
+        """Raise :class:`GradientMismatch` (an ``AssertionError``) whose message is the
+        case's text failure report unless it :attr:`passed`; see :func:`assert_passed`."""
+        __tracebackhide__ = True
+        return assert_passed(self)
+
+    def __repr__(self) -> str:   # (pytest shows it in "where ... = <result>.passed")
+        return f"<CaseResult {self.name}[{self.dtype}]: {self.status}>"
+
+
+class CheckedRun(RunResult):
+    """A :class:`~gradcheck.base.result.RunResult` given to a test (its cases
+    :class:`CheckedCase`), with :meth:`assert_passed`."""
+
+    @classmethod
+    def of(cls, result: RunResult) -> "CheckedRun":
+        fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+        fields["cases"] = tuple(CheckedCase.of(c) for c in result.cases)
+        return cls(**fields)
+
+    def assert_passed(self) -> "CheckedRun":
+        """Raise :class:`GradientMismatch` with the text failure report of every case
+        that did not pass; see :func:`assert_passed`."""
+        __tracebackhide__ = True
+        return assert_passed(self)
+
+    def __repr__(self) -> str:
+        return f"<RunResult of {len(self.cases)} case run(s): {self.summary}>"
+
+
+def assert_passed(result):
+    """``result`` (a :class:`CaseResult` or :class:`RunResult`) unless something in it
+    did not pass; then :class:`GradientMismatch`, whose message is the text report's
+    failure of each such case (:func:`gradcheck.report.text.failure_text`: its
+    witnesses, worst elements and diagnosis, the table of its worst elements, a command
+    that re-runs it). An approximate case passes with an :class:`ApproximateGradient`
+    warning. A run with no case fails (a ``k`` that selects nothing)."""
+    __tracebackhide__ = True
+    from .report.text import failure_text
+
+    run = isinstance(result, RunResult)
+    cases = result.cases if run else (result,)
+    bad = [c for c in cases if not c.passed]
+    head = []
+    if run and (bad or not cases or result.incomplete):
+        from .report.details import counts, incomplete_line
+
+        head = [f"{counts(result.summary)}" + ("" if cases else ": no case ran")]
+        head += [incomplete_line(result)] if result.incomplete else []
+    if head or bad:
+        raise GradientMismatch("\n\n".join(["\n".join(head)] * bool(head)
+                                            + [failure_text(c) for c in bad]))
+    for c in cases:
+        _warn_if_approximate(c, f"case {c.name}")
+    return result
 
 
 def _input_table(inputs: Mapping[str, Any]) -> dict:
@@ -34,7 +105,7 @@ def _input_table(inputs: Mapping[str, Any]) -> dict:
 
 
 def check_op(op: Any, reference: Any, inputs: Mapping[str, Any], *,
-             dtype: str = "float64", name: str | None = None, **options) -> CaseResult:
+             dtype: str = "float64", name: str | None = None, **options) -> CheckedCase:
     """Check a custom op against the formula it claims to compute.
 
     Args:
@@ -69,7 +140,7 @@ def check_op(op: Any, reference: Any, inputs: Mapping[str, Any], *,
     if not isinstance(op, str):
         case = dataclasses.replace(case, op=op)
     case = override(case, RunOptions(allow_op_modules=allowed))
-    return run_case(case, dtype, timeout=None)
+    return CheckedCase.of(run_case(case, dtype, timeout=None))
 
 
 def _formula(key: str, formula: Any) -> dict:
@@ -86,7 +157,7 @@ def _label(formula: Any) -> str:
 
 
 def check(expr: Any, inputs: Mapping[str, Any], *, dtype: str = "float64",
-          name: str | None = None, **options) -> CaseResult:
+          name: str | None = None, **options) -> CheckedCase:
     """Check every witness's gradient of a formula against the exact derivative.
 
     Args:
@@ -109,10 +180,10 @@ def check(expr: Any, inputs: Mapping[str, Any], *, dtype: str = "float64",
 
     raw = {"name": name or _label(expr), **_formula("expr", expr),
            "inputs": _input_table(inputs), **options}
-    return run_case(case_from_dict(raw, file="<check>"), dtype, timeout=None)
+    return CheckedCase.of(run_case(case_from_dict(raw, file="<check>"), dtype, timeout=None))
 
 
-def assert_gradients(expr: Any, inputs: Mapping[str, Any], **options) -> CaseResult:
+def assert_gradients(expr: Any, inputs: Mapping[str, Any], **options) -> CheckedCase:
     """:func:`check`, raising :class:`GradientMismatch` unless every witness agrees.
 
     Raises:
@@ -132,7 +203,7 @@ def assert_gradients(expr: Any, inputs: Mapping[str, Any], **options) -> CaseRes
 
 
 def assert_op(op: Any, reference: Any, inputs: Mapping[str, Any],
-              **options) -> CaseResult:
+              **options) -> CheckedCase:
     """:func:`check_op`, raising :class:`GradientMismatch` unless every check passes.
 
     Raises:

@@ -89,12 +89,27 @@ class RMSNormEpsOutside(RMSNorm):
         return gx, (g * x * r).reshape(-1, x.shape[-1]).sum(0), None
 
 
+class RMSNormNoProjection(RMSNorm):
+    """Wrong: x̄ = r · ĝ, the backward of x · r with r held constant: it drops the
+    term through r, -x · r³ · mean(ĝ · x), the projection out of the direction of x."""
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight, r = ctx.saved_tensors
+        gx = r * g * weight
+        return gx, (g * x * r).reshape(-1, x.shape[-1]).sum(0), None
+
+
 def rms_norm(x, weight, eps=1e-6):
     return RMSNorm.apply(x, weight, eps)
 
 
 def rms_norm_eps_outside(x, weight, eps=1e-6):
     return RMSNormEpsOutside.apply(x, weight, eps)
+
+
+def rms_norm_no_projection(x, weight, eps=1e-6):
+    return RMSNormNoProjection.apply(x, weight, eps)
 
 
 # =========================================================================== rotary

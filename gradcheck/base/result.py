@@ -202,6 +202,12 @@ class CaseResult:
     def witness(self, name: str) -> WitnessResult | None:
         return next((w for w in self.witnesses if w.witness == name), None)
 
+    @property
+    def passed(self) -> bool:
+        """What a test asserts: the case passed (an ``expect = "fail"`` case caught) or
+        is approximate (which passes, with a warning, unless strict)."""
+        return self.status in (PASSED, APPROXIMATE)
+
     def to_dict(self) -> dict:
         return _plain({
             "name": self.name, "file": self.file, "line": self.line, "dtype": self.dtype,
@@ -253,6 +259,11 @@ class RunResult:
     @property
     def incomplete(self) -> bool:
         return bool(self.interrupted)
+
+    @property
+    def passed(self) -> bool:
+        """Some case ran, every one :attr:`CaseResult.passed`, and the run is complete."""
+        return bool(self.cases) and not self.incomplete and all(c.passed for c in self.cases)
 
     @property
     def summary(self) -> dict[str, Any]:

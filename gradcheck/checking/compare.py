@@ -444,7 +444,8 @@ class Tally:
                   else PASSED)
         message = "; ".join(dict.fromkeys(self.problems))
         if self.mismatched and not message:
-            message = witness_message(self.worst, self.mismatched, self.checked)
+            message = witness_message(self.worst, self.mismatched, self.checked,
+                                      self.dtype)
         diagnosis = "; ".join(dict.fromkeys(self.diagnoses)) if self.mismatched else ""
         if status == APPROXIMATE:   # what it is within, and the likely cause
             diagnosis = self.near.text()

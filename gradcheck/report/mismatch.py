@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..base.dtypes import info
 from ..base.result import APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
 from .scrub import split_lines
 
@@ -215,12 +216,44 @@ def table(mismatches) -> list[str]:
             for r in [head, *rows]]
 
 
-def witness_message(worst, mismatched: int, checked: int) -> str:
-    """A tally's message when elements differ and nothing else was wrong."""
+def witness_message(worst, mismatched: int, checked: int, dtype: str = "") -> str:
+    """A tally's message when elements differ and nothing else was wrong (in a low
+    precision, with :func:`margin`)."""
     e = Element.of(worst)
     return (f"{mismatched} / {checked} elements differ; worst {e.label} at point "
             f"{e.point}: got {e.obtained:.10g}, expected {e.expected:.10g} "
-            f"(|diff| {abs(e.obtained - e.expected):.3g} > tol {e.tolerance:.3g})")
+            f"(|diff| {abs(e.obtained - e.expected):.3g} > tol {e.tolerance:.3g})"
+            + (f"; {margin(e, dtype)}" if margin(e, dtype) else ""))
+
+
+#: the dtypes whose worst element near its tolerance is said with its margin
+LOW_PRECISION = ("float16", "bfloat16")
+NEAR = 16.0   # tolerances within which an element counts as near its tolerance
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def margin(e: Element | None, dtype: str) -> str:
+    """How far past its tolerance a low-precision element caught near it is, and the
+    tolerance in units of the dtype's rounding of the expected value: ``1.4× the
+    tolerance; the tolerance there is 23·u·|expected|, u = 2⁻⁸ (bfloat16's unit
+    roundoff)``; "" elsewhere. (The tolerance is a correct computation's rounding-error
+    bound at that element: many u·|expected| where many terms are summed, or terms
+    larger than their sum.)"""
+    if e is None or dtype not in LOW_PRECISION:
+        return ""
+    off = tolerances_off(e.obtained, e.expected, e.tolerance)
+    if not 1.0 < off <= NEAR:
+        return ""
+    p = info(dtype).precision
+    text = f"{off:.2g}× the tolerance"
+    if e.expected and math.isfinite(e.expected):
+        units = e.tolerance / (math.ldexp(1.0, -p) * abs(e.expected))
+        text += (f"; the tolerance there is {units:.3g}·u·|expected|, u = 2"
+                 f"{str(-p).translate(_SUPERSCRIPT)} ({dtype}'s unit roundoff)")
+        if units > 100:
+            text += (": the terms that make it up are far larger than it, or many "
+                     "(cancellation, a long sum)")
+    return text
 
 
 def chain(names) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..base.result import APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
 from .details import chain, counts, full_text, gradient_lines, incomplete_line, skip_line, where
-from .mismatch import APPROX_MARK, FAILED_MARK, describe, shown_error
+from .mismatch import APPROX_MARK, FAILED_MARK, describe, failing, shown_error, table
 from .opchecks import NAMES, op_paths, rank, skipped_lines, skipped_summary
 # (the CLI imports these from here: the one scrubber is report.scrub)
 from .scrub import neutral, one_line, printable, split_lines
@@ -132,10 +132,15 @@ def output_lines(c) -> list[str]:
 
 
 def failure_text(case) -> str:
-    """What a failed test item shows (the pytest plugin's failure): the case's full
-    diagnosis (:func:`gradcheck.report.details.full_text`), scrubbed, and a command that
-    re-runs it where the case comes from a file."""
+    """What a failed test item shows (the pytest plugin's failure, and the assertion of
+    ``assert_passed()``): the case's full diagnosis
+    (:func:`gradcheck.report.details.full_text`) and the table of its worst elements
+    (:func:`gradcheck.report.mismatch.table`), scrubbed, and a command that re-runs it
+    where the case comes from a file."""
     lines = [printable(full_text(case))]
+    rows = table(failing(case.witnesses))
+    if rows:
+        lines += ["worst elements:"] + [printable(row) for row in rows]
     if case.dtype and case.dtype != "-" and case.file and not case.file.startswith("<"):
         lines.append(f"reproduce: gradcheck run {one_line(case.file)} "
                      f"-k {one_line(case.name)!r} --dtype {one_line(case.dtype)}")

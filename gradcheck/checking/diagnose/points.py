@@ -19,6 +19,7 @@ from ...process.budgets import KEPT_POINTS
 from ...rules import COMPARISON, RULES
 from .elements import (PATTERN_ATOL, PATTERN_RTOL, SYSTEMATIC, array, at, label, listing, matches,
                        round_between, strong)
+from .structure import jacobian_structure, slice_structure
 
 
 #: elements (its gradients and the point's values) a sample of a point where every
@@ -164,8 +165,9 @@ class _Evidence:
 
     def __init__(self, name: str, every: list[Sample], rtol: float, atol: float,
                  conditions: Callable[[Sample], list[_Condition]], jacobian_right: bool,
-                 unkept: int = 0, unseen: int = 0):
+                 unkept: int = 0, unseen: int = 0, jacobians=()):
         self.name, self.label, self.rtol, self.atol = name, label(name), rtol, atol
+        self.jacobians = list(jacobians)   # whole Jacobians (structure.Jacobian)
         #: points not kept: where every comparison agreed, and where some did not
         self.unkept, self.unseen = unkept, unseen
         self.every = [s for s in every if s.expected.get(name) is not None]
@@ -373,6 +375,17 @@ def _magnitude(ev: _Evidence) -> str | None:
             f"{total} elements right)")
 
 
+def _structure(ev: _Evidence) -> str | None:
+    # What the error is made of (gradcheck.checking.diagnose.structure): from the whole
+    # Jacobian where op.jacobian kept it, else from vᵀJ along one axis at a time.
+    found = jacobian_structure(ev.name, ev.jacobians, ev.rtol, ev.atol) \
+        if ev.jacobians else None
+    if found or not ev.aligned or ev.unkept or ev.unseen:   # (points it cannot tell of)
+        return found
+    return slice_structure(ev.name, [(o, e, ev.values(s, e.shape)) for s, o, e in zip(
+        ev.samples, ev.obtained, ev.expected)], ev.rtol, ev.atol)
+
+
 _LISTED = 3  # wrong elements listed by value when there are at most this many
 
 
@@ -407,13 +420,13 @@ def _partly_right(ev: _Evidence) -> str | None:
 #: Tried in this order for each input wrong somewhere; the first that fits explains it.
 POINT_PATTERNS: list[Callable[[_Evidence], str | None]] = [
     _repeats, _nonfinite, _cross_terms, _fixed_indices, _systematic, _branch, _magnitude,
-    _partly_right,
+    _structure, _partly_right,
 ]
 
 
 def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = PATTERN_ATOL,
                     reference=(), jacobian_right: bool = False, unkept: int = 0,
-                    unseen: int = 0) -> list[str]:
+                    unseen: int = 0, jacobians=()) -> list[str]:
     """What the errors have in common across several points and cotangents, per input.
 
     Args:
@@ -428,6 +441,8 @@ def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = 
         unseen: points where some comparison disagreed whose samples were not kept
             (past :data:`KEPT_POINTS` large ones): counted among the wrong points, and
             no pattern is said to hold at every point.
+        jacobians: whole Jacobians (:class:`~gradcheck.checking.diagnose.structure.
+            Jacobian`, op.jacobian's rows at some points) for the error's structure.
     """
     samples = [s if isinstance(s, Sample) else Sample(p, 0, s[0], s[1])
                for p, s in enumerate(samples)]
@@ -445,7 +460,7 @@ def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = 
     out = []
     for name in names:
         ev = _Evidence(name, samples, rtol, atol, conditions, jacobian_right, unkept,
-                       unseen)
+                       unseen, jacobians)
         if all(ev.right(s) for s in ev.every):
             continue
         for pattern in POINT_PATTERNS:

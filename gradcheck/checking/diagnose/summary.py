@@ -39,7 +39,8 @@ def _shape_of(note: str) -> str:
 
 def summarize(samples: list[Sample], dtype: str = "float64", *, reference=(),
               jacobian_right: bool = False, rtol: float | None = None,
-              atol: float | None = None, unkept: int = 0, unseen: int = 0) -> str:
+              atol: float | None = None, unkept: int = 0, unseen: int = 0,
+              jacobians=()) -> str:
     """One text for a failing check: for each input, the single-sample pattern
     (:func:`diagnose`) when the same one fits at every first backward call where that
     input is wrong, else :func:`diagnose_points` over all samples (the diagonal of a
@@ -49,7 +50,8 @@ def summarize(samples: list[Sample], dtype: str = "float64", *, reference=(),
         samples: one :class:`Sample` per point, v and backward call.
         dtype: the dtype of the obtained gradients, which sets the tolerances (unless
             ``rtol`` and ``atol`` are given).
-        reference, jacobian_right, unkept, unseen: as for :func:`diagnose_points`.
+        reference, jacobian_right, unkept, unseen, jacobians: as for
+            :func:`diagnose_points`.
     """
     d_rtol, d_atol = pattern_tolerance(dtype)
     rtol = d_rtol if rtol is None else rtol
@@ -74,5 +76,5 @@ def summarize(samples: list[Sample], dtype: str = "float64", *, reference=(),
         [dataclasses.replace(s, expected={n: e for n, e in s.expected.items()
                                           if n not in explained}) for s in samples],
         rtol=rtol, atol=atol, reference=reference, jacobian_right=jacobian_right,
-        unkept=unkept, unseen=unseen)
+        unkept=unkept, unseen=unseen, jacobians=jacobians)
     return "; ".join(dict.fromkeys(notes))

@@ -67,7 +67,8 @@ def jacobian_rows(refs, point: dict, hots: list, tolerances: Callable, keep=None
 def jacobian(vjps: Callable[[list], list[dict]], refs, outputs, point: dict, i: int,
              tolerances: Callable[[dict, list, list], list], keep=None,
              loose: Callable[[dict, list, list], list] | None = None,
-             rows: tuple | None = None) -> list[Outcome]:
+             rows: tuple | None = None,
+             seen: Callable[[list, list], None] | None = None) -> list[Outcome]:
     """op.jacobian: vᵀJ for every one-hot v (the whole Jacobian), each entry named
     ``d out{k}[idx] / d x``; nothing for outputs of more than JACOBIAN_LIMIT elements.
 
@@ -83,6 +84,7 @@ def jacobian(vjps: Callable[[list], list[dict]], refs, outputs, point: dict, i: 
             looser`); None: none.
         rows: what :func:`jacobian_rows` gave for ``one_hots(outputs)`` already (None:
             computed here).
+        seen: given the op's rows and the exact ones (quantities), for the diagnosis.
     """
     if not jacobian_checked(outputs):
         return []
@@ -93,6 +95,8 @@ def jacobian(vjps: Callable[[list], list[dict]], refs, outputs, point: dict, i: 
         refs, point, hots, tolerances, keep, loose)
     out: list[Outcome] = []
     got_rows = vjps([vs for _, _, vs in hots])
+    if seen is not None:
+        seen(got_rows, expected)
     for (k, idx, vs), want, tolerance, row, got in zip(hots, expected, allowed, looser,
                                                         got_rows):
         rename = {f"{n}.grad": f"d out{k}[{idx}] / d {n}" for n in got}

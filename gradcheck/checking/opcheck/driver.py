@@ -15,6 +15,8 @@ from ..approximate import JUDGED, LOOSE
 from .loader import OpDtypeError, wanted
 from ..compare import Finding, Outcome, Tally
 from ..diagnose import Kept, Sample, summarize
+from ..diagnose.points import KEPT_ELEMENTS
+from ..diagnose.structure import Jacobian
 from ...base.dtypes import round_to
 from ...base.result import FAILED, SKIPPED, WitnessResult
 from ...sampling.points import case_points, case_rng
@@ -43,6 +45,8 @@ CHECKS = OP_CHECKS         # (cases.vocabulary: the names a case may switch off 
 _SELF_CONSISTENCY = ("determinism", "inplace")
 #: checks whose failure is explained by the samples of every backward call
 _DIAGNOSED = ("backward", "jacobian", "determinism")
+#: points whose whole Jacobian (op.jacobian's rows) is kept for the diagnosis
+JACOBIAN_POINTS = 3
 
 
 class OpCheck:
@@ -78,6 +82,7 @@ class OpCheck:
         # point, as Kept admits)
         self.samples: list[Sample] = []
         self.kept = Kept()
+        self.jacobians: list[Jacobian] = []   # (gradcheck.checking.diagnose.structure)
         self.unsupported = False   # the op does not do forward mode (op.jvp's note)
         self.record("forward", [Finding(note=n) for n in _case_notes(case)])
         # op.vmap's batch: the first points' values, gathered as the loop passes them
@@ -183,7 +188,8 @@ class OpCheck:
             self.record("jacobian", jacobian(
                 op.vjps, self.refs, self.case.outputs, point,
                 i, self.tolerance.many, self.keep,
-                loose=self.looser if self.loose is not None else None, rows=rows))
+                loose=self.looser if self.loose is not None else None, rows=rows,
+                seen=lambda got, want: self.keep_jacobian(i, point, got, want)))
         self.forward_mode(i, point, hots, rows)
         if self.on("zero"):
             zeros = [np.zeros(n.shape) for n in self.case.outputs]
@@ -200,6 +206,23 @@ class OpCheck:
             return [], None
         return hots, jacobian_rows(self.refs, point, hots, self.tolerance.many, self.keep,
                                    self.looser if self.loose is not None else None)
+
+    def keep_jacobian(self, i: int, point: dict, got: list[dict], want: list[dict]) -> None:
+        """Point ``i``'s whole Jacobian, the op's rows (``got``) and the exact ones
+        (``want``, quantities), as matrices per input, for the diagnosis's reading of the
+        error's structure: at the first JACOBIAN_POINTS points, up to KEPT_ELEMENTS."""
+        if len(self.jacobians) >= JACOBIAN_POINTS or not got:
+            return
+        names = [n for n in got[0] if want[0].get(f"{n}.grad") is not None]
+        if sum(2 * len(got) * np.size(want[0][f"{n}.grad"]) for n in names) > KEPT_ELEMENTS:
+            return
+        obtained = {n: None if any(g.get(n) is None for g in got) else
+                    np.stack([np.asarray(g[n], dtype=float).reshape(-1) for g in got])
+                    for n in names}
+        expected = {n: np.stack([np.asarray(w[f"{n}.grad"], dtype=float).reshape(-1)
+                                 for w in want]) for n in names}
+        self.jacobians.append(Jacobian(i, tuple(o.shape for o in self.case.outputs),
+                                       obtained, expected, point))
 
     def forward_mode(self, i: int, point: dict, hots: list, rows: tuple | None) -> None:
         """op.jvp at point ``i`` (:mod:`~gradcheck.checking.opcheck.jvp`): every output
@@ -326,7 +349,8 @@ class OpCheck:
         jacobian = self.tallies["jacobian"]
         return summarize(self.samples, self.dtype, reference=self.case.outputs,
                          jacobian_right=jacobian.checked > 0 and not jacobian.mismatched,
-                         unkept=self.kept.unkept, unseen=self.kept.unseen)
+                         unkept=self.kept.unkept, unseen=self.kept.unseen,
+                         jacobians=self.jacobians)
 
     def results(self) -> list[WitnessResult]:
         out = []

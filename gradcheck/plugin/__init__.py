@@ -15,6 +15,11 @@ installed).
   json``) of every case-file case run in the session, written atomically at the end, also
   under pytest-xdist (results travel to the controller on the test reports).
 * ``--gradcheck-collect``: ``pytest cases/`` collects the case files themselves.
+* The results a test is given (the marker's case, the fixture's calls) have
+  ``assert_passed()`` (:class:`gradcheck.testing.CheckedCase`); a plain ``assert`` on
+  them that fails shows their report too: ``pytest_assertrepr_compare`` after a
+  comparison of statuses (or of ``passed``), and a ``gradcheck report`` section of the
+  failure with the whole text report.
 
 pytest imports this module in every project that has gradcheck installed, so it imports
 nothing heavy (torch, SymPy, NumPy) until a gradcheck feature is used.
@@ -31,8 +36,10 @@ from typing import Any
 
 import pytest
 
-from .process.timelimit import DEFAULT_TIMEOUT
-from .report.text import failure_text
+from ..process.timelimit import DEFAULT_TIMEOUT
+from ..report.text import failure_text
+from . import failures
+from .failures import given as _given
 
 __all__ = ["GradcheckFixture", "CaseFile", "CaseItem"]
 
@@ -75,6 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "of these gradcheck case files (paths relative to the test file's folder) as its "
         "own test item; the test takes a `gradcheck_case` argument, the CaseResult")
     state = _State(cache={})
+    # (its hooks: a failed plain assert on a result shows the result's report)
+    config.pluginmanager.register(failures, "gradcheck-failures")
     report = config.getoption("gradcheck_report", None)
     if report:
         path = Path(report).expanduser()
@@ -90,8 +99,8 @@ def _confined(path: Path, start: Path) -> None:
     """Raise pytest's usage error where ``--gradcheck-report`` would write outside the
     project pytest runs in (see :mod:`gradcheck.project.confine`): addopts in a pyproject.toml
     can set it, and a pull request can change that file."""
-    from .project.confine import write_problem
-    from .project.settings import project_root
+    from ..project.confine import write_problem
+    from ..project.settings import project_root
 
     problem = write_problem(path, project_root(start))
     if problem:
@@ -164,9 +173,9 @@ class _Reporter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput"):   # an xdist worker: the controller writes
             return
-        from .base.io import write_atomic
-        from .report.json import render_json
-        from .base.result import CaseResult, RunResult
+        from ..base.io import write_atomic
+        from ..report.json import render_json
+        from ..base.result import CaseResult, RunResult
 
         # a record is a dict (it may have come from an xdist worker): back to the result
         records = sorted(self.records, key=lambda r: r["order"])
@@ -194,10 +203,10 @@ class _Run:
 
     def result(self, config: pytest.Config):
         if self.error is not None:
-            from .checking.case import file_error
+            from ..checking.case import file_error
 
             return file_error(self.error)
-        from .checking.case import run_case
+        from ..checking.case import run_case
 
         state = _state(config)
         # A case's symbolic reference is reused across its dtypes (adjacent items); keep
@@ -225,7 +234,7 @@ def _warn_if_approximate(result) -> None:
     if result.status == "approximate":
         import warnings
 
-        from .base.errors import ApproximateGradient
+        from ..base.errors import ApproximateGradient
 
         warnings.warn(ApproximateGradient(failure_text(result)), stacklevel=2)
 
@@ -234,11 +243,11 @@ def _runs_for(marker, base: Path) -> tuple[list[_Run], list[str]]:
     """The runs of one ``gradcheck_cases`` marker and their ids, ``file::case[dtype]``
     (``file::name`` for a case-file error). Files come in order, each file's errors
     before its cases; ``file`` is relative to the named folder (the name of a file)."""
-    from .cases import case_files, read_file
-    from .checking.case import file_error
-    from .base.errors import CaseFileError
-    from .report.details import title
-    from .session.runner import RunOptions, select
+    from ..cases import case_files, read_file
+    from ..checking.case import file_error
+    from ..base.errors import CaseFileError
+    from ..report.details import title
+    from ..session.runner import RunOptions, select
 
     options = dict(marker.kwargs)
     unknown = sorted(set(options) - _MARKER_OPTIONS)
@@ -301,8 +310,11 @@ def gradcheck_case(request: pytest.FixtureRequest):
     if not isinstance(run, _Run):
         pytest.fail("the gradcheck_case fixture is for tests marked "
                     "@pytest.mark.gradcheck_cases(...)", pytrace=False)
-    result = _located(request.config, run.result(request.config))
+    from ..testing import CheckedCase
+
+    result = CheckedCase.of(_located(request.config, run.result(request.config)))
     _record(request.node, result)
+    _given(request.node, result)
     request.node.stash[_CASE] = result
     if result.status == "skipped":
         pytest.skip(result.message or "skipped")
@@ -339,7 +351,8 @@ class GradcheckFixture:
 
     def run_case_file(self, path: str | Path, **options):
         """Run the cases of a case file or folder; returns the
-        :class:`~gradcheck.base.result.RunResult`. Options as :func:`gradcheck.run` (``k`` or
+        :class:`~gradcheck.base.result.RunResult` (a :class:`~gradcheck.testing.CheckedRun`,
+        with ``assert_passed()``). Options as :func:`gradcheck.run` (``k`` or
         ``keyword``, ``dtype``, ``seed``, ``points``, ``extreme_points``, ``witnesses``,
         ``timeout``, ``device``, ``allow_op_modules``). It does not fail the test: assert
         on the result."""
@@ -347,14 +360,17 @@ class GradcheckFixture:
 
         if "k" in options:   # as the marker and the command line spell it
             options["keyword"] = options.pop("k")
-        result = gradcheck.run([self.path(path)], **options)
+        from ..testing import CheckedRun
+
+        result = CheckedRun.of(gradcheck.run([self.path(path)], **options))
         for case in result.cases:
             _record(self._node, case)
-        return result
+        return _given(self._node, result)
 
     def check_op(self, op, reference, inputs, **options):
-        """:func:`gradcheck.check_op`: the CaseResult of a custom op against its formula."""
-        return _api("check_op")(op, reference, inputs, **options)
+        """:func:`gradcheck.check_op`: the CaseResult of a custom op against its formula
+        (with ``assert_passed()``)."""
+        return _given(self._node, _api("check_op")(op, reference, inputs, **options))
 
     def assert_op(self, op, reference, inputs, **options):
         """:func:`gradcheck.assert_op`: raises ``GradientMismatch`` with the diagnosis."""
@@ -362,8 +378,8 @@ class GradcheckFixture:
         return _api("assert_op")(op, reference, inputs, **options)
 
     def check(self, expr, inputs, **options):
-        """:func:`gradcheck.check`: the CaseResult of a formula."""
-        return _api("check")(expr, inputs, **options)
+        """:func:`gradcheck.check`: the CaseResult of a formula (with ``assert_passed()``)."""
+        return _given(self._node, _api("check")(expr, inputs, **options))
 
     def assert_gradients(self, expr, inputs, **options):
         """:func:`gradcheck.assert_gradients`: raises ``GradientMismatch`` on a failure."""
@@ -435,10 +451,10 @@ class CaseFile(pytest.File):
     """A case file collected by ``--gradcheck-collect``: one item per case and dtype."""
 
     def collect(self):
-        from .cases import read_file
-        from .checking.case import file_error
-        from .report.details import title
-        from .session.runner import select
+        from ..cases import read_file
+        from ..checking.case import file_error
+        from ..report.details import title
+        from ..session.runner import select
 
         cases, errors = read_file(self.path)
         for e in errors:
