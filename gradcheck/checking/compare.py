@@ -98,6 +98,9 @@ class Finding:
     problem: str | None = None
     note: str | None = None
     diagnosis: str | None = None
+    # a note on what PyTorch's contract for a backward accepts as it is (trailing
+    # Nones, a sum back over broadcast axes): no news to who wrote it, so apart
+    contract: str | None = None
 
 
 Outcome = Union[Comparison, Finding]
@@ -149,6 +152,7 @@ class Tally:
         self.worst_kept: list[tuple[float, Worst]] = []
         self.problems: list[str] = []
         self.notes: list[str] = []
+        self.contract_notes: list[str] = []
         self.diagnoses: list[str] = []
         self.grad_fn: tuple[str, ...] | None = None
         # the error maps being built, by quantity (None: build none)
@@ -195,6 +199,8 @@ class Tally:
                 self._problem(o.problem)
             if o.note is not None:
                 self.notes.append(o.note)
+            if o.contract is not None:
+                self.contract_notes.append(o.contract)
             if o.diagnosis is not None:
                 self.diagnoses.append(o.diagnosis)
 
@@ -213,6 +219,7 @@ class Tally:
             self.point_worst[point] = max(self.point_worst.get(point, 0.0), worst)
         self.problems += other.problems
         self.notes += other.notes
+        self.contract_notes += other.contract_notes
         self.diagnoses += other.diagnoses
         self.grad_fn = self.grad_fn or other.grad_fn
         if self.maps is not None:
@@ -453,6 +460,7 @@ class Tally:
                              diagnosis=diagnosis,
                              worst_elements=tuple(w for _, w in self.worst_kept),
                              notes=tuple(dict.fromkeys(self.notes)),
+                             contract_notes=tuple(dict.fromkeys(self.contract_notes)),
                              error_maps=self.error_maps() if self.mismatched else ())
 
 
