@@ -31,7 +31,7 @@ class Format:
 FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("text", ".text:render_text", ("color", "verbose", "quiet", "width")),
     Format("json", ".json:render_json", formulas=True),
-    Format("junit", ".junit:render_junit"),
+    Format("junit", ".junit:render_junit", ("verbose",)),
     Format("markdown", ".markdown:render_markdown"),
     Format("html", ".html:render_html"),
 )}

@@ -87,7 +87,7 @@ def gradient_lines(case) -> list[str]:
 
 def full_text(case) -> str:
     """The whole diagnosis of one case: what a CI system shows under a failed test."""
-    out = [f"{title(case)} at {where(case)}: {case.status}"
+    out = [f"{title(case)} at {where(case)}: {case.outcome}"
            + (' (expect = "fail")' if case.expect == "fail" else "")]
     if case.message:
         out += split_lines(case.message)

@@ -22,7 +22,7 @@ EXPECTED = (PASSED, XFAIL)
 NAME_MIN = 16
 NAME_MAX = 40
 #: what the summary at the end of a line keeps at least, before a name is cut for it
-SUMMARY_MIN = 24
+SUMMARY_MIN = 22
 INDENT = " " * 6
 
 
@@ -92,7 +92,7 @@ def _columns(shown, width: int) -> tuple[int, int, int]:
     summary under SUMMARY_MIN characters (down to NAME_MIN)."""
     dtype_w = max(len(one_line(c.dtype)) for c in shown)
     kind_w = max(len(one_line(c.mode or "-")) for c in shown)
-    fixed = LABEL_WIDTH + 1 + 2 + dtype_w + 1 + kind_w + 1
+    fixed = LABEL_WIDTH + 1 + 2 + dtype_w + 2 + kind_w + 2
     longest = max(len(one_line(c.name)) for c in shown)
     name_w = min(longest, NAME_MAX, max(NAME_MIN, width - fixed - SUMMARY_MIN))
     return name_w, dtype_w, kind_w
@@ -105,7 +105,7 @@ def case_line(c, widths: tuple[int, int, int], width: int, color: bool = False) 
     name_w, dtype_w, kind_w = widths
     word = f"{label(c.outcome):<{LABEL_WIDTH}}"
     text = fit(f"{word} {fit(one_line(c.name), name_w):<{name_w}}  "
-               f"{one_line(c.dtype):<{dtype_w}} {one_line(c.mode or '-'):<{kind_w}} "
+               f"{one_line(c.dtype):<{dtype_w}}  {one_line(c.mode or '-'):<{kind_w}}  "
                f"{one_line(case_summary(c))}".rstrip(), width)
     if text.startswith(word):   # (only the word is painted: the cut counts characters)
         text = _paint(word, c.outcome, color) + text[len(word):]
