@@ -112,22 +112,26 @@ def case_line(c, widths: tuple[int, int, int], width: int, color: bool = False) 
     return text
 
 
-def witness_lines(c, width: int) -> list[str]:
+def witness_lines(c, width: int, color: bool = False) -> list[str]:
     """Every witness's error/tolerance (``op.forward 5.6e-17/3.8e-16``, ``✗`` where it
-    failed), an op case's checks in OP_CHECKS order, as many to a line as fit, and the
-    case's time after them (``-v``)."""
+    failed, painted when ``color``), an op case's checks in OP_CHECKS order, as many to
+    a line as fit in ``width``, and the case's time after them (``-v``)."""
     ws = sorted(c.witnesses, key=lambda w: rank(w.witness) if w.witness.startswith("op.")
                 else -1)
     cells = [one_line(f"{w.witness} {shown_error(w)}") for w in ws]
     cells.append(f"{c.seconds:.2f}s")
-    lines, line = [], ""
-    for cell in cells:
-        joined = f"{line}  {cell}" if line else INDENT + cell
-        if line and len(joined) > width:
-            lines.append(line)
-            joined = INDENT + cell
-        line = joined
-    return [*lines, line]
+    rows: list[list[str]] = [[]]
+    for cell in cells:   # (measured unpainted: the paint takes no column)
+        if rows[-1] and len(INDENT + "  ".join([*rows[-1], cell])) > width:
+            rows.append([])
+        rows[-1].append(cell)
+    return [INDENT + "  ".join(_paint_cell(cell, color) for cell in row) for row in rows]
+
+
+def _paint_cell(cell: str, color: bool) -> str:
+    outcome = (FAILED if cell.endswith(FAILED_MARK) else
+               APPROXIMATE if cell.endswith(APPROX_MARK) else None)
+    return _paint(cell, outcome, color) if outcome else cell
 
 
 def render_text(result, *, color: bool = False, verbose: bool = False,
@@ -144,23 +148,26 @@ def render_text(result, *, color: bool = False, verbose: bool = False,
         for c in shown:
             lines.append(case_line(c, widths, width, color))
             if verbose:
-                lines += witness_lines(c, width)
+                lines += witness_lines(c, width, color)
             if c.outcome not in EXPECTED or verbose:
                 lines += [part for line in _details(c, verbose) for part in wrap(line, width)]
     lines.append("")
-    lines += summary_lines(result, width)
+    lines += summary_lines(result, width, verbose)
     # the net under the fields' own scrubbing: no two fields side by side form a command
     return neutral("\n".join(lines) + "\n")
 
 
-def summary_lines(result, width: int = WIDTH) -> list[str]:
-    """The counts, and what a line's summary means, in lines of at most ``width``."""
+def summary_lines(result, width: int = WIDTH, verbose: bool = False) -> list[str]:
+    """What a case line's summary means, then the counts (the last line, as pytest's;
+    an interrupted run's line after it), in lines of at most ``width``."""
     s = result.summary
     near = f", {APPROX_MARK} approximate" if s.get("approximate") else ""
-    lines = wrap(f"{counts(s)} in {s['seconds']:.2f}s", width)
-    lines += wrap(f"(per case: the witness whose worst element is furthest off, its error "
-                  f"in tolerances against the symbolic reference, {FAILED_MARK} failed"
-                  f"{near}; -v: every witness)", width)
+    every = (f"; under it, every witness's worst element's error/tolerance"
+             if verbose else "; -v: every witness")
+    lines = wrap(f"(per case: the witness whose worst element is furthest off, its error "
+                 f"in tolerances against the symbolic reference, {FAILED_MARK} failed"
+                 f"{near}{every})", width)
+    lines += wrap(f"{counts(s)} in {s['seconds']:.2f}s", width)
     if result.incomplete:
         lines += wrap(incomplete_line(result), width)
     return lines
