@@ -732,7 +732,7 @@ def test_the_text_reports_case_lines_line_up_and_v_lists_every_witness():
         assert len(starts) == 1, (column, lines)
     assert lines["f2"].endswith("✗ numeric 2.5e300×tol")
     assert lines["o2"].endswith("op.zero 0.1×tol")   # the one closest to its tolerance
-    verbose = render(result, "text", verbose=True)
+    verbose = render(result, "text", verbose=True, width=120)
     assert "      engine skip  torch 1.0e-16/1.0e-12  numeric 2.5e+00/1.0e-300 ✗  0.00s" \
         in verbose.splitlines()
     assert ("      op.forward 1.0e-03/1.0e-02  op.backward 1.0e-03/1.0e-02  "
