@@ -150,7 +150,10 @@ def render_text(result, *, color: bool = False, verbose: bool = False,
             if verbose:
                 lines += witness_lines(c, width, color)
             if c.outcome not in EXPECTED or verbose:
-                lines += [part for line in _details(c, verbose) for part in wrap(line, width)]
+                # (a name cut on its line is given whole first: it is what -k takes)
+                cut = len(one_line(c.name)) > widths[0]
+                lines += [part for line in _details(c, verbose, cut)
+                          for part in wrap(line, width)]
     lines.append("")
     lines += summary_lines(result, width, verbose)
     # the net under the fields' own scrubbing: no two fields side by side form a command
@@ -173,8 +176,8 @@ def summary_lines(result, width: int = WIDTH, verbose: bool = False) -> list[str
     return lines
 
 
-def _details(c, verbose: bool) -> list[str]:
-    out = []
+def _details(c, verbose: bool, cut: bool = False) -> list[str]:
+    out = [f"      name: {one_line(c.name)}"] if cut else []
     if c.outcome not in EXPECTED:
         out.append(f"      at {one_line(where(c))}")
     out += [f"      {one_line(line)}" for line in split_lines(c.message or "")]
