@@ -358,7 +358,7 @@ def test_wrong_number_of_gradients_names_the_function(tmp_path):
     # PyTorch accepts a trailing None (it drops it): op.shapes notes it, no failure.
     extra = results["extra-none"]
     assert extra.status == "passed"
-    assert extra.witness("op.shapes").notes == (
+    assert extra.witness("op.shapes").contract_notes == (
         "ExtraNone.backward returned 2 gradients; forward was given 1 arguments: "
         "autograd drops the trailing None",)
 
