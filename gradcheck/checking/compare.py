@@ -92,15 +92,13 @@ class Finding:
     """A verdict that is no element comparison: ``checked`` items looked at (elements of
     an input, one backward's return), ``problem`` what was wrong (None: nothing),
     ``note`` what is worth knowing but no failure, ``diagnosis`` what a failure looks
-    like."""
+    like, ``contract`` a note that only restates PyTorch's contract (shown with -v)."""
 
     checked: int = 0
     problem: str | None = None
     note: str | None = None
     diagnosis: str | None = None
-    # a note on what PyTorch's contract for a backward accepts as it is (trailing
-    # Nones, a sum back over broadcast axes): no news to who wrote it, so apart
-    contract: str | None = None
+    contract: str | None = None   # (trailing Nones, a sum back over broadcast axes)
 
 
 Outcome = Union[Comparison, Finding]
@@ -151,7 +149,7 @@ class Tally:
         # worst first
         self.worst_kept: list[tuple[float, Worst]] = []
         self.problems: list[str] = []
-        self.notes: list[str] = []
+        self.notes: list[str] = []   # (and the contract's, apart)
         self.contract_notes: list[str] = []
         self.diagnoses: list[str] = []
         self.grad_fn: tuple[str, ...] | None = None
@@ -197,10 +195,9 @@ class Tally:
             self.checked += o.checked
             if o.problem is not None:
                 self._problem(o.problem)
-            if o.note is not None:
-                self.notes.append(o.note)
-            if o.contract is not None:
-                self.contract_notes.append(o.contract)
+            for kept, said in ((self.notes, o.note), (self.contract_notes, o.contract)):
+                if said is not None:
+                    kept.append(said)
             if o.diagnosis is not None:
                 self.diagnoses.append(o.diagnosis)
 

@@ -165,7 +165,7 @@ def summary_lines(result, width: int = WIDTH, verbose: bool = False) -> list[str
     an interrupted run's line after it), in lines of at most ``width``."""
     s = result.summary
     near = f", {APPROX_MARK} approximate" if s.get("approximate") else ""
-    every = (f"; under it, every witness's worst element's error/tolerance"
+    every = ("; under it, every witness's worst element's error/tolerance"
              if verbose else "; -v: every witness")
     lines = wrap(f"(per case: the witness whose worst element is furthest off, its error "
                  f"in tolerances against the symbolic reference, {FAILED_MARK} failed"
