@@ -171,7 +171,10 @@ def render_markdown(result) -> str:
                                  room - _lines_size(head))
         body = [*head, *shown, ""] if shown else []
     elif result.cases:
-        body = ["Every case agrees with the exact symbolic reference.", ""]
+        caught = result.summary["xfailed"]
+        body = ["Every case agrees with the exact symbolic reference"
+                + (f", but for {caught} caught as `expect = \"fail\"` said (xfail)."
+                   if caught else "."), ""]
     details, more = [], 0
     if result.cases:
         details, more, more_chars = _details(result, room - _lines_size(body))
