@@ -89,9 +89,10 @@ points = 1
 """
 
 ESC = "\x1b"
-SCHEMA_CASE = {"name", "file", "dtype", "status", "witnesses", "message"}
+SCHEMA_CASE = {"name", "file", "dtype", "status", "outcome", "witnesses", "message"}
 SCHEMA_WITNESS = {"status", "max_abs_err", "max_rel_err", "worst_index", "grad_fn"}
-SCHEMA_SUMMARY = {"passed", "approximate", "failed", "errored", "skipped", "seconds"}
+SCHEMA_SUMMARY = {"passed", "approximate", "failed", "errored", "skipped", "xfailed",
+                  "xpassed", "seconds"}
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -124,7 +125,8 @@ def gc_json(capsys, *argv) -> tuple[int, dict]:
 def case_lines(out: str) -> list[str]:
     """The one-line-per-case lines of a text report."""
     return [line for line in out.splitlines()
-            if line.split(" ", 1)[0] in ("PASS", "FAIL", "ERROR", "SKIP")]
+            if line.split(" ", 1)[0] in ("PASS", "FAIL", "ERROR", "SKIP", "APPROX", "XFAIL",
+                                         "XPASS")]
 
 
 def without_timing(x):
@@ -176,15 +178,16 @@ def test_expect_fail_on_a_correct_case_fails_with_exit_1(capsys, tmp_path):
     code, out, _ = gc(capsys, "run", path)
     assert code == ExitCode.MISMATCH == 1
     [line] = case_lines(out)
-    assert line.startswith("FAIL")
-    assert "correct-but-expected-to-fail" in line
+    assert line.startswith("XPASS")   # pytest's word: expected to fail, but passed
+    assert "correct-but-expected-to-fa" in line
     assert "expected a mismatch" in out
-    assert "0 passed, 1 failed, 0 errored" in out
+    assert "0 passed, 0 failed, 0 errored, 0 skipped, 1 xpassed" in out
 
     code, report = gc_json(capsys, path)
     assert code == 1
     [case] = report["cases"]
-    assert case["status"] == "failed"
+    assert case["status"] == "failed" and case["outcome"] == "xpass"
+    assert report["summary"]["xpassed"] == 1 and report["summary"]["failed"] == 0
     assert "expected a mismatch" in case["message"]
     # every witness agreed: the case failed only because it was expected to
     assert all(w["status"] == "passed" for w in case["witnesses"].values())
@@ -194,7 +197,7 @@ def test_exit_zero_turns_a_mismatch_into_0(capsys, tmp_path):
     path = write(tmp_path, "f.toml", EXPECT_FAIL)
     code, out, _ = gc(capsys, "run", path, "--exit-zero")
     assert code == 0
-    assert case_lines(out)[0].startswith("FAIL")  # the report still says so
+    assert case_lines(out)[0].startswith("XPASS")  # the report still says so
 
 
 def test_exit_zero_does_not_hide_a_case_file_error(capsys, tmp_path):
@@ -337,12 +340,15 @@ def test_json_report_has_the_documented_schema(capsys, passing, tmp_path):
     assert isinstance(report["version"], str) and report["version"]
     summary = report["summary"]
     assert SCHEMA_SUMMARY <= set(summary)
-    assert summary == {**summary, "passed": 7, "failed": 1, "errored": 1, "skipped": 0}
+    # counted by outcome: the expect = "fail" case that agreed is xpassed, not failed
+    assert summary == {**summary, "passed": 7, "failed": 0, "errored": 1, "skipped": 0,
+                       "xfailed": 0, "xpassed": 1}
     assert isinstance(summary["seconds"], (int, float)) and summary["seconds"] >= 0
     assert len(report["cases"]) == 9
     for case in report["cases"]:
         assert SCHEMA_CASE <= set(case), case.keys()
         assert case["status"] in ("passed", "failed", "error", "skipped")
+        assert case["outcome"] == ("xpass" if case["expect"] == "fail" else case["status"])
         assert isinstance(case["name"], str) and isinstance(case["message"], str)
         assert isinstance(case["witnesses"], dict)
         for name, w in case["witnesses"].items():
@@ -426,8 +432,9 @@ def test_output_with_failures_keeps_exit_code(capsys, tmp_path, monkeypatch):
     target = tmp_path / "r.json"
     code, out, _ = gc(capsys, "run", path, "--format", "json", "--output", target)
     assert code == 1
-    assert json.loads(target.read_text())["summary"]["failed"] == 1
-    assert "0 passed, 1 failed" in out and out.startswith("FAIL ")
+    assert json.loads(target.read_text())["summary"]["xpassed"] == 1
+    assert "0 passed, 0 failed, 0 errored, 0 skipped, 1 xpassed" in out
+    assert out.startswith("XPASS ")
 
 
 # --------------------------------------------------------------------------- escaping

@@ -54,20 +54,21 @@ X, B = {"shape": [4, 5]}, {"shape": [5]}
 FROZEN_B = {"shape": [5], "requires_grad": False}
 
 #: name -> (forward, backward, reference, inputs, args, what op.shapes says: "note",
-#: "fail" or "clean"). Whether autograd accepts is not written here: the test asks it.
+#: "contract" (a note on PyTorch's documented contract: trailing Nones, a sum back over
+#: broadcast axes, which reports leave to -v), "fail" or "clean"). Whether autograd accepts is not written here: the test asks it.
 CONTRACT = {
     "bias grad with the batch axis": (
-        add, lambda ctx, g: (g, g), "x + b", {"x": X, "b": B}, [], "note"),
+        add, lambda ctx, g: (g, g), "x + b", {"x": X, "b": B}, [], "contract"),
     "bias grad with a kept axis of one": (
         add, lambda ctx, g: (g, g.sum(0, keepdim=True)), "x + b", {"x": X, "b": B}, [],
-        "note"),
+        "contract"),
     "bias grad with an extra leading axis": (
-        add, lambda ctx, g: (g, g[None]), "x + b", {"x": X, "b": B}, [], "note"),
+        add, lambda ctx, g: (g, g[None]), "x + b", {"x": X, "b": B}, [], "contract"),
     "batched linear, W grad per batch element": (
         lambda ctx, x, W: x @ W,
         lambda ctx, g: (g @ torch.ones(5, 3, dtype=g.dtype),
                         torch.ones(2, 3, 5, dtype=g.dtype)),
-        "x @ W", {"x": {"shape": [2, 4, 3]}, "W": {"shape": [3, 5]}}, [], "note"),
+        "x @ W", {"x": {"shape": [2, 4, 3]}, "W": {"shape": [3, 5]}}, [], "contract"),
     "bias grad that does not broadcast from b": (
         add, lambda ctx, g: (g, g[:, :1]), "x + b", {"x": X, "b": B}, [], "fail"),
     "bias grad too short": (
@@ -76,10 +77,10 @@ CONTRACT = {
         add, lambda ctx, g: (g, g.sum()), "x + b", {"x": X, "b": B}, [], "fail"),
     "trailing None for a defaulted argument": (
         scaled, lambda ctx, g: (g, g, None), "x * g + 0.000001",
-        {"x": {"shape": [3]}, "g": {"shape": [3]}}, [], "note"),
+        {"x": {"shape": [3]}, "g": {"shape": [3]}}, [], "contract"),
     "two trailing Nones": (
         double, lambda ctx, g: (2 * g, None, None), "2 * x", {"x": {"shape": [3]}}, [],
-        "note"),
+        "contract"),
     "an extra gradient that is not None": (
         double, lambda ctx, g: (2 * g, g), "2 * x", {"x": {"shape": [3]}}, [], "fail"),
     "too few gradients": (
@@ -133,7 +134,8 @@ def autograd_accepts(case, op) -> bool:
 
 
 def shapes_verdict(case):
-    """What op.shapes alone says at one point: (verdict, problems, notes)."""
+    """What op.shapes alone says at one point: (verdict, problems, notes), the contract
+    notes after the others among the notes."""
     with OpProcess(case, "float64") as op:
         check = OpCheck(case, "float64", {}, op)
         point = sample(case, "float64", 0).values
@@ -142,8 +144,9 @@ def shapes_verdict(case):
         check.record("shapes", shapes(op.raw_backward(vs), op.info, case, leaves,
                                       _exact(check.refs, point, vs).grads, "float64"))
     tally, notes = check.tallies["shapes"], check.notes["shapes"]
-    verdict = "fail" if tally.mismatched else "note" if notes else "clean"
-    return verdict, tally.problems, notes
+    verdict = ("fail" if tally.mismatched else "note" if notes else
+               "contract" if tally.contract_notes else "clean")
+    return verdict, tally.problems, [*notes, *tally.contract_notes]
 
 
 @pytest.mark.parametrize("name", list(CONTRACT))
@@ -173,7 +176,7 @@ def test_strict_shapes_keeps_a_clean_return_clean():
 
 def test_notes_name_what_autograd_does():
     notes = {n: shapes_verdict(case_of(n)[0])[2] for n, c in CONTRACT.items()
-             if c[-1] == "note"}
+             if c[-1] in ("note", "contract")}
     assert notes["bias grad with the batch axis"] == [
         "Op.backward returned a gradient of shape [4, 5] for b of shape [5]: autograd "
         "sums it back to [5] over the broadcast axes"]
@@ -219,10 +222,18 @@ def test_bundled_ops_right_by_autograd_pass_with_their_note(bundled, name, dtype
     # (a path the op does not support, forward mode or vmap, skipped saying why)
     assert all(w.status == "passed" or skipped_saying_why(w) for w in result.witnesses)
     shapes = result.witness("op.shapes")
-    assert len(shapes.notes) == 1 and BUNDLED_NOTES[name] in shapes.notes[0]
-    assert result.notes == shapes.notes       # the runner gathers witness notes
-    assert result.to_dict()["notes"] == list(shapes.notes)
-    assert result.to_dict()["witnesses"]["op.shapes"]["notes"] == list(shapes.notes)
+    # PyTorch's contract (a sum back over broadcast axes, trailing Nones): a contract
+    # note, which the reports leave to -v; a gradient for an input that needs none: a note
+    contract = name != "weighted-square-both-grads"
+    said = shapes.contract_notes if contract else shapes.notes
+    assert len(said) == 1 and BUNDLED_NOTES[name] in said[0]
+    assert not (shapes.notes if contract else shapes.contract_notes)
+    # the runner gathers witness notes, each kind apart
+    assert result.notes == shapes.notes and result.contract_notes == shapes.contract_notes
+    key = "contract_notes" if contract else "notes"
+    assert result.to_dict()[key] == list(said)
+    assert result.to_dict()["witnesses"]["op.shapes"][key] == list(said)
+    assert type(result).from_dict(result.to_dict()).to_dict() == result.to_dict()
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -277,10 +288,13 @@ def test_run_with_strict_shapes_fails_the_noted_op():
 
 def test_cli_strict_shapes_flag_and_the_text_report_note(capsys):
     args = ["run", str(OPS), "-k", "bias-tanh", "--dtype", "float64"]
+    said = ("BiasTanh.backward returned a gradient of shape [4, 5] for b of shape [5]: "
+            "autograd sums it back to [5] over the broadcast axes")
     assert main([*args, "-v"]) == 0
-    out = capsys.readouterr().out
-    assert ("note: BiasTanh.backward returned a gradient of shape [4, 5] for b of shape "
-            "[5]: autograd sums it back to [5] over the broadcast axes") in out
+    out = " ".join(capsys.readouterr().out.split())   # (lines broken at the width)
+    assert f"contract note: {said}" in out
+    assert main(args) == 0                  # PyTorch's contract: news to no one
+    assert "BiasTanh.backward returned" not in capsys.readouterr().out
     assert main([*args, "--strict-shapes", "--format", "json"]) == 1
     report = json.loads(capsys.readouterr().out)
     (case,) = report["cases"]
@@ -292,7 +306,7 @@ def test_check_op_takes_strict_shapes():
     op = function(add, lambda ctx, g: (g, g), "BiasAdd")
     inputs = {"x": [4, 5], "b": [5]}
     loose = check_op(op, "x + b", inputs)
-    assert loose.status == "passed" and loose.notes
+    assert loose.status == "passed" and loose.contract_notes
     strict = check_op(op, "x + b", inputs, strict_shapes=True)
     assert strict.status == "failed"
     assert strict.witness("op.shapes").message == (

@@ -122,7 +122,8 @@ def test_wrong_op_is_caught_with_its_own_diagnosis(bundled, name, dtype):
 
 def test_broadcast_bias_is_summed_by_autograd_and_caught_by_strict_shapes(bundled):
     # Right by PyTorch's contract: a note (tests/test_op_shapes.py); strict: a failure.
-    assert bundled["linear-bias-not-summed", "float64"].witness("op.shapes").notes
+    # (PyTorch's contract: a contract note, which the reports show with -v)
+    assert bundled["linear-bias-not-summed", "float64"].witness("op.shapes").contract_notes
     result = bundled["linear-bias-not-summed-strict", "float64"]
     assert result.witness("op.backward").status == "passed"  # autograd summed it back
     shapes = result.witness("op.shapes")
@@ -171,11 +172,14 @@ def test_double_backward(bundled, dtype):
 def test_bundled_folder_run_is_clean():
     result = run([OPS.parent], timeout=None)
     assert result.summary["failed"] == result.summary["errored"] == 0
+    assert result.summary["xpassed"] == 0           # every wrong op caught
     bundled = [c for f in sorted(OPS.parent.glob("*.toml")) for c in load_cases(f)]
     # approximations.toml's three approximations are approximate in float64 (exit 0)
     assert result.summary["approximate"] == 3
+    assert result.summary["xfailed"] == sum(len(c.dtypes) for c in bundled
+                                            if c.expect == "fail")
     assert (result.summary["passed"] + result.summary["approximate"]
-            == sum(len(c.dtypes) for c in bundled))
+            + result.summary["xfailed"] == sum(len(c.dtypes) for c in bundled))
 
 
 # --------------------------------------------------------------------------- ops that break
@@ -358,7 +362,7 @@ def test_wrong_number_of_gradients_names_the_function(tmp_path):
     # PyTorch accepts a trailing None (it drops it): op.shapes notes it, no failure.
     extra = results["extra-none"]
     assert extra.status == "passed"
-    assert extra.witness("op.shapes").notes == (
+    assert extra.witness("op.shapes").contract_notes == (
         "ExtraNone.backward returned 2 gradients; forward was given 1 arguments: "
         "autograd drops the trailing None",)
 

@@ -68,13 +68,14 @@ def test_a_check_a_newer_gradcheck_added_is_shown_after_the_known_ones():
 
 def test_text_says_which_checks_were_skipped_and_why():
     run = RunResult((op_case(FAILED), formula_case()))
-    out = render(run, "text")
+    out = render(run, "text", width=200)   # (each detail on one line)
     summary = ("skipped checks: op.double (order = 1), op.jvp (forward mode not "
                "supported), op.registration (not a torch.library op)")
     assert summary in out
     assert NO_JVP not in out          # the whole reason: -v
     assert out.count("skipped checks") == 1   # the formula case has none
-    verbose = render(RunResult((op_case(PASSED), formula_case())), "text", verbose=True)
+    verbose = render(RunResult((op_case(PASSED), formula_case())), "text", verbose=True,
+                     width=200)
     lines = [line.strip() for line in verbose.splitlines()]
     skips = [line for line in lines if ": skipped: " in line]
     assert skips == [f"op.double: skipped: {ORDER_1}", f"op.jvp: skipped: {NO_JVP}",

@@ -104,7 +104,8 @@ def test_junit_parses_and_counts_match_the_summary():
     assert suite.tag == "testsuite" and suite.get("name") == "gradcheck"
     s = RESULT.summary
     assert suite.get("tests") == str(len(RESULT.cases)) == "7"
-    assert suite.get("failures") == str(s["failed"]) == "3"
+    # (an XPASS, "agreed", is a failure: the summary counts it apart, as pytest)
+    assert suite.get("failures") == str(s["failed"] + s["xpassed"]) == "3"
     assert suite.get("errors") == str(s["errored"]) == "1"
     assert suite.get("skipped") == str(s["skipped"]) == "1"
     assert float(suite.get("time")) == 1.25
@@ -130,6 +131,7 @@ def test_junit_one_testcase_per_case_and_dtype():
     # caught as expect = "fail" said: a pass, with what was caught
     caught = cases[4]
     assert caught.find("failure") is None and "caught as expected" in caught.find("system-out").text
+    assert caught.find("system-out").text.startswith("XFAIL: ")   # in pytest's word
 
 
 def test_junit_failure_carries_message_worst_element_and_diagnosis():
@@ -146,6 +148,7 @@ def test_junit_failure_carries_message_worst_element_and_diagnosis():
         assert needle in body, needle
     agreed = cases[5].find("failure")
     assert "every witness agreed" in agreed.get("message")
+    assert agreed.get("message").startswith("XPASS: ")
     assert 'expect = "fail"' in agreed.text
 
 
@@ -287,7 +290,9 @@ def _cells(row: str) -> list[str]:
 def test_markdown_title_and_problem_table():
     md = render_markdown(RESULT)
     title = md.splitlines()[0]
-    assert title.startswith("## ❌ gradcheck: 2 passed, 3 failed, 1 errored, 1 skipped")
+    # counted by outcome: the caught one xfailed, the agreed one xpassed
+    assert title.startswith("## ❌ gradcheck: 1 passed, 2 failed, 1 errored, 1 skipped, "
+                            "1 xfailed, 1 xpassed")
     rows = _table_rows(md, "| status | case | dtype | location | witness")
     # the failed, errored, skipped and hostile cases; passes (caught included) left out
     assert len(rows) == 5
@@ -439,7 +444,8 @@ def test_cli_prints_annotations_after_the_report_under_actions(capsys, failing, 
                 'expected a mismatch (expect = "fail"), but every witness agreed')
     lines = out.splitlines()
     assert lines[-1] == expected
-    assert lines[-2].startswith("0 passed, 1 failed")         # the report came first
+    assert lines[-2].startswith("0 passed, 0 failed, 0 errored, 0 skipped, 1 xpassed")
+    # (the report came first)
 
 
 def test_cli_annotations_follow_the_text_report_with_output(capsys, failing, monkeypatch,
@@ -454,8 +460,8 @@ def test_cli_annotations_follow_the_text_report_with_output(capsys, failing, mon
                       "--output", report)
     assert code == ExitCode.MISMATCH
     lines = out.splitlines()
-    assert lines[0].startswith("FAIL  correct-but-expected-to-fail")
-    assert lines[-3].startswith("0 passed, 1 failed, 0 errored, 0 skipped in")
+    assert lines[0].startswith("XPASS  correct-but-expected-to-fa")
+    assert lines[-3].startswith("0 passed, 0 failed, 0 errored, 0 skipped, 1 xpassed in")
     assert lines[-2].startswith(f"::error file={failing},line=1,title=gradcheck ")
     assert lines[-1] == f"report written to {report} (junit)"
     assert sum(line.startswith("::error") for line in lines) == 1
@@ -521,7 +527,7 @@ def test_cli_junit_output_end_to_end(capsys, tmp_path, failing, monkeypatch):
     assert code == ExitCode.MISMATCH
     lines = out.splitlines()       # the text report, then where the JUnit one went
     assert lines[-1] == f"report written to {report} (junit)"
-    assert lines[-2].startswith("1 passed, 1 failed, 0 errored, 0 skipped in")
+    assert lines[-2].startswith("1 passed, 0 failed, 0 errored, 0 skipped, 1 xpassed in")
     suite = ET.parse(report).getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
     fine, bad = suite.findall("testcase")
@@ -536,7 +542,9 @@ def test_cli_markdown_end_to_end(capsys, failing, monkeypatch):
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     code, out, _ = gc(capsys, "run", failing, "--witness", "torch", "--format", "markdown")
     assert code == ExitCode.MISMATCH
-    assert out.startswith("## ❌ gradcheck: 0 passed, 1 failed, 0 errored, 0 skipped")
+    assert out.startswith("## ❌ gradcheck: 0 passed, 0 failed, 0 errored, 0 skipped, "
+                          "1 xpassed")
+    assert "❌ xpass" in out
     assert "correct\\-but" not in out and "correct-but-expected-to-fail" in out
     assert cell(f"{failing}:1") in out and "<details>" in out
 
@@ -554,7 +562,7 @@ def test_every_renderer_shows_the_one_mismatch_description():
     m = describe(case.witness("op"))
     assert m.worst_line == ("x.grad[1,2] at point 2: obtained 0.5, expected -0.5, "
                             "tolerance 1e-07")
-    assert f"op: worst {m.worst_line}" in render_text(RESULT)
+    assert f"op: worst {m.worst_line}" in render_text(RESULT, width=120)
     assert cell(m.worst_line, code=True) in render_markdown(RESULT)
     assert f"op worst {m.worst_line}" in github_annotations(RESULT)[0]
     body = parse(render_junit(RESULT)).findall("testsuite/testcase")[1].find("failure").text
@@ -653,6 +661,12 @@ def _case_line(text: str, name: str) -> str:
                 and f" {name} " in line)
 
 
+def _witness_line(text: str, name: str) -> str:
+    """The -v line of every witness's error/tolerance under case ``name``'s line."""
+    lines = text.splitlines()
+    return lines[lines.index(_case_line(text, name)) + 1]
+
+
 def test_the_error_column_is_the_worst_elements_error_against_its_tolerance():
     """A witness that fails on an element judged by its absolute error shows that
     element's error and tolerance, marked, not the tiny maximum relative error that
@@ -663,9 +677,11 @@ def test_the_error_column_is_the_worst_elements_error_against_its_tolerance():
                          worst=worst, checked=6, mismatched=1, message="1 / 6 differ")
     case = CaseResult("tight", "cases/t.toml", 1, "float64", FAILED,
                       witnesses=(ok("torch", 2e-9, 1e-8), tiny), mode="elementwise")
-    text = render(RunResult((case,)), "text")
-    line = _case_line(text, "tight")
+    text = render(RunResult((case,)), "text", verbose=True)
+    line = _witness_line(text, "tight")
     assert re.search(r"numeric 3\.1e-05/1\.2e-07 ✗", line), line
+    # the case's own line: the witness furthest off, in tolerances (3.1e-05 / 1.2e-07)
+    assert _case_line(text, "tight").endswith("✗ numeric 258×tol")
     assert "torch 2.0e-09/1.0e-08 " in line + " " and "torch 2.0e-09/1.0e-08 ✗" not in line
     assert "7.3e-14" not in text
     md = render_markdown(RunResult((case,)))
@@ -688,44 +704,53 @@ def test_the_error_column_without_an_element():
     assert shown_error(WitnessResult("op", FAILED, worst=nan)) == "inf/1.0e-07 ✗"
 
 
-def test_the_text_reports_witness_columns_line_up():
-    """Among cases with the same kinds of witness, the same witness starts at the same
-    column on every line, whatever the widths of the others (a skip, a mark, a missing
-    op.jacobian), and so does the time; formulas are not padded to an op's width."""
+def test_the_text_reports_case_lines_line_up_and_v_lists_every_witness():
+    """One line per case run, its columns (name, dtype, kind, summary) starting at the
+    same place on every line, formulas and ops alike; -v lists under it every witness's
+    worst element's error/tolerance (a skip, a mark; an op case's checks in their
+    order, a check it did not run left out) and the time."""
     wide = dataclasses.replace(ok("numeric", 2.5, 1e-300), status=FAILED)
     formulas = [CaseResult("f1", "a.toml", 1, "float64", PASSED, mode="elementwise",
                            witnesses=(ok("engine"), ok("torch"), ok("numeric"))),
                 CaseResult("f2", "a.toml", 2, "bfloat16", FAILED, mode="elementwise",
                            witnesses=(WitnessResult("engine", SKIPPED), ok("torch"), wide))]
-    op_names = ("op.forward", "op.backward", "op.jacobian", "op.zero")
+    op_names = ("op.zero", "op.forward", "op.backward", "op.jacobian")
     ops = [CaseResult("o1", "b.toml", 1, "float64", PASSED, mode="op",
                       witnesses=tuple(ok(n) for n in op_names)),
-           CaseResult("o2", "b.toml", 5, "float32", PASSED, mode="op",
+           CaseResult("o2", "b.toml", 5, "float32", PASSED, mode="op", seconds=1.5,
                       witnesses=tuple(ok(n, 1e-3, 1e-2) for n in op_names
                                       if n != "op.jacobian"))]
-    text = render(RunResult((formulas[0], ops[0], formulas[1], ops[1])), "text")
+    result = RunResult((formulas[0], ops[0], formulas[1], ops[1]))
+    text = render(result, "text")
     lines = {line.split()[1]: line for line in text.splitlines()
              if line.split(" ", 1)[0] in ("PASS", "FAIL")}
-    assert "numeric 2.5e+00/1.0e-300 ✗" in lines["f2"] and "engine skip" in lines["f2"]
-    for family, names in ((("f1", "f2"), ("torch ", "numeric ")),
-                          (("o1", "o2"), ("op.backward ", "op.zero "))):
-        for name in names:
-            assert len({lines[f].index(name) for f in family}) == 1, (name, family, lines)
-        assert len({len(lines[f].rstrip()) for f in family}) == 1     # the time column
-    assert "op.jacobian" not in lines["o2"]
-    assert len(lines["f1"]) < len(lines["o1"])
-    assert "per witness: its worst element's error/tolerance" in text.splitlines()[-1]
+    assert len(lines) == 4
+    fields = {"f1": ("float64", "elementwise", "engine"), "o1": ("float64", "op ", "op."),
+              "f2": ("bfloat16", "elementwise", "✗"), "o2": ("float32", "op ", "op.")}
+    for column in range(3):
+        starts = {lines[n].index(words[column]) for n, words in fields.items()}
+        assert len(starts) == 1, (column, lines)
+    assert lines["f2"].endswith("✗ numeric 2.5e300×tol")
+    assert lines["o2"].endswith("op.zero 0.1×tol")   # the one closest to its tolerance
+    verbose = render(result, "text", verbose=True, width=120)
+    assert "      engine skip  torch 1.0e-16/1.0e-12  numeric 2.5e+00/1.0e-300 ✗  0.00s" \
+        in verbose.splitlines()
+    assert ("      op.forward 1.0e-03/1.0e-02  op.backward 1.0e-03/1.0e-02  "
+            "op.zero 1.0e-03/1.0e-02  1.50s") in verbose.splitlines()
+    assert "every witness" in text.splitlines()[-2]
 
 
 def test_quiet_text_keeps_failures_and_the_summary():
     loud, quiet = render(RESULT, "text"), render(RESULT, "text", quiet=True)
     shown = [line.split()[0] for line in quiet.splitlines()
              if line.split(" ", 1)[0] in ("PASS", "FAIL", "ERROR", "SKIP")]
-    assert shown == ["FAIL", "ERROR", "FAIL", "FAIL"]     # no PASS, no SKIP
+    assert shown == ["FAIL", "ERROR", "FAIL"]     # no PASS, no SKIP, no XFAIL
     assert "square" not in quiet and "on-gpu" not in quiet and "caught" not in quiet
+    assert "XPASS  agreed" in quiet               # an expected failure that did not fail
     assert "swish-flipped" in quiet and "op: worst x.grad[1,2]" in quiet
     assert quiet.splitlines()[-1] == loud.splitlines()[-1]   # the summary
-    assert quiet.splitlines()[-1].startswith("2 passed, 3 failed, 1 errored, 1 skipped")
+    assert quiet.splitlines()[-1].startswith("1 passed, 2 failed, 1 errored, 1 skipped, "
+                                             "1 xfailed, 1 xpassed")
     details = [line for line in loud.splitlines() if line.startswith("      ")]
     skip = ["      at cases/gpu.toml:2", "      no CUDA device"]     # the skipped case's
     assert [line for line in quiet.splitlines() if line.startswith("      ")] == \
@@ -791,11 +816,13 @@ def datetime_of(stamp: str) -> float:
 
 
 def test_the_text_report_paints_a_failed_witness_on_a_terminal():
-    painted = render(RESULT, "text", color=True)
+    painted = render(RESULT, "text", color=True, verbose=True)
     assert "\033[31mop 1.0e+00/1.0e-07 ✗\033[0m" in painted
     assert "\033[31mtorch" not in painted                 # an agreeing one stays plain
+    assert "\033[36mXFAIL \033[0m caught" in painted      # each outcome's word its colour
+    assert "\033[31mXPASS \033[0m agreed" in painted
     plain = re.sub(r"\033\[[0-9;]*m", "", painted)
-    assert plain == render(RESULT, "text")                # the same text, columns too
+    assert plain == render(RESULT, "text", verbose=True)  # the same text, columns too
 
 
 def test_an_annotation_names_its_file_from_the_workspace(tmp_path, monkeypatch):

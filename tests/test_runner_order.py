@@ -136,8 +136,8 @@ def test_junit_keeps_file_order(mixed):
 
 def test_text_keeps_file_order(mixed):
     text = render(mixed, "text")
-    assert _in_order(text, [f"ERROR {ORDER[0]}", f"PASS  {ORDER[1]}", f"ERROR {ORDER[2]}",
-                            f"PASS  {ORDER[3]}"]), text
+    assert _in_order(text, [f"ERROR  {ORDER[0]}", f"PASS   {ORDER[1]}", f"ERROR  {ORDER[2]}",
+                            f"PASS   {ORDER[3]}"]), text
 
 
 def test_markdown_keeps_file_order(mixed):

@@ -17,6 +17,14 @@ INCONCLUSIVE = "inconclusive"
 APPROXIMATE = "approximate"
 #: every status, in the order summaries count them
 STATUSES = (PASSED, APPROXIMATE, FAILED, ERROR, SKIPPED)
+#: the outcome of an ``expect = "fail"`` case, pytest's words for it (:attr:`CaseResult.
+#: outcome`): caught as expected (status passed), or expected to fail but every witness
+#: agreed (status failed: it fails the run, as pytest's strict xfail does)
+XFAIL, XPASS = "xfail", "xpass"
+#: every outcome, in the order summaries count them: the statuses, the expected failures'
+#: apart (the key of each count in :attr:`RunResult.summary`)
+OUTCOMES = {PASSED: "passed", APPROXIMATE: "approximate", FAILED: "failed",
+            ERROR: "errored", SKIPPED: "skipped", XFAIL: "xfailed", XPASS: "xpassed"}
 #: the checks of an op case, in the order reports show them (witness ``op.<name>``);
 #: here, below the case files (:mod:`gradcheck.cases.vocabulary` names them for
 #: ``skip_checks``) and the renderers, which lay out an op case's checks in this order
@@ -120,6 +128,9 @@ class WitnessResult:
     diagnosis: str = ""            # what a wrong gradient looks like (sign, factor, ...)
     worst_elements: tuple[Worst, ...] = ()   # the few furthest outside tolerance
     notes: tuple[str, ...] = ()    # what is worth knowing but no failure (op.shapes)
+    # what PyTorch's contract for a backward accepts as it is (trailing Nones, a
+    # gradient summed back over broadcast axes): kept, and shown where asked (-v)
+    contract_notes: tuple[str, ...] = ()
     # where each quantity differs: only for a witness that did not pass
     error_maps: tuple[ErrorMap, ...] = ()
 
@@ -139,6 +150,7 @@ class WitnessResult:
             "message": self.message, "diagnosis": self.diagnosis,
             "worst_elements": [w.to_dict() for w in self.worst_elements],
             "notes": list(self.notes),
+            **({"contract_notes": list(self.contract_notes)} if self.contract_notes else {}),
             # only where there are maps: a passing run's report stays as it was
             **({"error_maps": [m.to_dict() for m in self.error_maps]}
                if self.error_maps else {}),
@@ -159,6 +171,7 @@ class WitnessResult:
                    worst_elements=tuple(Worst.from_dict(w)
                                         for w in data.get("worst_elements", ())),
                    notes=tuple(data.get("notes", ())),
+                   contract_notes=tuple(data.get("contract_notes", ())),
                    error_maps=tuple(ErrorMap.from_dict(m)
                                     for m in data.get("error_maps", ())))
 
@@ -198,6 +211,17 @@ class CaseResult:
     # asked of this op, switched off by skip_checks), in OP_CHECKS order; a check that
     # ran, or that the op does not support (a skipped witness saying why), is a witness
     unchecked: tuple[tuple[str, str], ...] = ()
+    # what PyTorch's contract for a backward accepts as it is (as a witness's): what the
+    # reports leave to -v, where ``notes`` inform
+    contract_notes: tuple[str, ...] = ()
+
+    @property
+    def outcome(self) -> str:
+        """The status as reports name it: :data:`XFAIL` for an ``expect = "fail"`` case
+        that was caught, :data:`XPASS` for one that was not, else the status."""
+        if self.expect == "fail" and self.status in (PASSED, FAILED):
+            return XFAIL if self.status == PASSED else XPASS
+        return self.status
 
     def witness(self, name: str) -> WitnessResult | None:
         return next((w for w in self.witnesses if w.witness == name), None)
@@ -211,7 +235,8 @@ class CaseResult:
     def to_dict(self) -> dict:
         return _plain({
             "name": self.name, "file": self.file, "line": self.line, "dtype": self.dtype,
-            "status": self.status, "expect": self.expect, "mode": self.mode,
+            "status": self.status, "outcome": self.outcome, "expect": self.expect,
+            "mode": self.mode,
             "points": self.points, "seed": self.seed, "seconds": round(self.seconds, 6),
             "witnesses": {w.witness: w.to_dict() for w in self.witnesses},
             "message": self.message, "notes": list(self.notes),
@@ -220,6 +245,7 @@ class CaseResult:
             **({"output": self.output} if self.output else {}),
             # (only where some are: a formula case's report stays as it was)
             **({"unchecked": dict(self.unchecked)} if self.unchecked else {}),
+            **({"contract_notes": list(self.contract_notes)} if self.contract_notes else {}),
         })
 
     @classmethod
@@ -237,7 +263,8 @@ class CaseResult:
                    error_kind=data.get("error_kind") or "",
                    gradients=tuple(data.get("gradients", {}).items()),
                    peak_memory=data.get("peak_memory"), output=data.get("output", ""),
-                   unchecked=tuple(data.get("unchecked", {}).items()))
+                   unchecked=tuple(data.get("unchecked", {}).items()),
+                   contract_notes=tuple(data.get("contract_notes", ())))
 
 
 @dataclass(frozen=True)
@@ -267,10 +294,11 @@ class RunResult:
 
     @property
     def summary(self) -> dict[str, Any]:
-        count = {s: sum(c.status == s for c in self.cases) for s in STATUSES}
-        out = {"passed": count[PASSED], "approximate": count[APPROXIMATE],
-               "failed": count[FAILED], "errored": count[ERROR],
-               "skipped": count[SKIPPED], "seconds": round(self.seconds, 3)}
+        # by outcome: an expected failure counts as xfailed, not as passed (nor an
+        # unexpected pass as failed), so that the counts add up to the runs
+        out: dict[str, Any] = {key: sum(c.outcome == o for c in self.cases)
+                               for o, key in OUTCOMES.items()}
+        out["seconds"] = round(self.seconds, 3)
         if self.incomplete:   # only then: a complete run's summary keeps its keys
             out.update(incomplete=True, interrupted=self.interrupted, not_run=self.not_run)
         return out

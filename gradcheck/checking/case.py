@@ -478,6 +478,8 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
                       seconds=time.perf_counter() - start, mode="op", error_kind=kind,
                       notes=tuple(dict.fromkeys([*(n for r in results for n in r.notes),
                                                  *convention])),
+                      contract_notes=tuple(dict.fromkeys(
+                          n for r in results for n in r.contract_notes)),
                       output=output, unchecked=unchecked)
 
 

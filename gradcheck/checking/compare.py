@@ -92,12 +92,13 @@ class Finding:
     """A verdict that is no element comparison: ``checked`` items looked at (elements of
     an input, one backward's return), ``problem`` what was wrong (None: nothing),
     ``note`` what is worth knowing but no failure, ``diagnosis`` what a failure looks
-    like."""
+    like, ``contract`` a note that only restates PyTorch's contract (shown with -v)."""
 
     checked: int = 0
     problem: str | None = None
     note: str | None = None
     diagnosis: str | None = None
+    contract: str | None = None   # (trailing Nones, a sum back over broadcast axes)
 
 
 Outcome = Union[Comparison, Finding]
@@ -148,7 +149,8 @@ class Tally:
         # worst first
         self.worst_kept: list[tuple[float, Worst]] = []
         self.problems: list[str] = []
-        self.notes: list[str] = []
+        self.notes: list[str] = []   # (and the contract's, apart)
+        self.contract_notes: list[str] = []
         self.diagnoses: list[str] = []
         self.grad_fn: tuple[str, ...] | None = None
         # the error maps being built, by quantity (None: build none)
@@ -193,8 +195,9 @@ class Tally:
             self.checked += o.checked
             if o.problem is not None:
                 self._problem(o.problem)
-            if o.note is not None:
-                self.notes.append(o.note)
+            for kept, said in ((self.notes, o.note), (self.contract_notes, o.contract)):
+                if said is not None:
+                    kept.append(said)
             if o.diagnosis is not None:
                 self.diagnoses.append(o.diagnosis)
 
@@ -213,6 +216,7 @@ class Tally:
             self.point_worst[point] = max(self.point_worst.get(point, 0.0), worst)
         self.problems += other.problems
         self.notes += other.notes
+        self.contract_notes += other.contract_notes
         self.diagnoses += other.diagnoses
         self.grad_fn = self.grad_fn or other.grad_fn
         if self.maps is not None:
@@ -454,6 +458,7 @@ class Tally:
                              diagnosis=diagnosis,
                              worst_elements=tuple(w for _, w in self.worst_kept),
                              notes=tuple(dict.fromkeys(self.notes)),
+                             contract_notes=tuple(dict.fromkeys(self.contract_notes)),
                              error_maps=self.error_maps() if self.mismatched else ())
 
 

@@ -11,7 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["publish", "report_problem", "use_color", "is_terminal", "step_summary_file"]
+__all__ = ["publish", "report_problem", "use_color", "is_terminal", "step_summary_file",
+           "text_width"]
 
 
 def use_color(choice: str, stream, environ=None) -> bool:
@@ -99,6 +100,7 @@ class _Rendered:
 
     def __init__(self, result, verbose: bool):
         self.result, self.verbose, self.done = result, verbose, {}
+        self.width = text_width()
 
     def __call__(self, fmt: str, color: bool = False, quiet: bool = False) -> str:
         from ..report import render
@@ -106,8 +108,17 @@ class _Rendered:
         key = (fmt, color, quiet)
         if key not in self.done:
             self.done[key] = render(self.result, fmt, color=color, verbose=self.verbose,
-                                    quiet=quiet)
+                                    quiet=quiet, width=self.width)
         return self.done[key]
+
+
+def text_width() -> int:
+    """The most characters a line of the text report has: COLUMNS where it is set, else
+    the width of the terminal stdout is, else 80 (a pipe, a file, a CI log), as
+    :func:`shutil.get_terminal_size` reads them; a report file is given the same."""
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).columns
 
 
 def publish(args, result) -> list[str]:

@@ -11,7 +11,9 @@ modes:
   It is drawn with a carriage return and spaces, never a cursor escape, so that with
   ``color=False`` not one escape code is written.
 - ``"lines"`` (a log, a pipe): one line per finished run, written and flushed as it
-  finishes (``[3/17] PASS softplus (float64) 0.42s``), and ``still running: NAME
+  finishes (``[3/17] PASS softplus (float64) 0.42s``; ``XFAIL`` and ``XPASS`` for
+  an ``expect = "fail"`` case, as the text report says), no wider than the console
+  (a name cut where it must be), and ``still running: NAME
   (DTYPE) 10s`` for a run :data:`STILL_RUNNING_AFTER` seconds old, again every
   :data:`STILL_RUNNING_EVERY` seconds, so a log is not silent through a slow case.
 - ``"quiet"``: nothing.
@@ -30,8 +32,9 @@ import time
 from collections import deque
 from typing import Iterator
 
+from ..report.labels import STYLE, label
 from ..report.scrub import one_line
-from ..base.result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
+from ..base.result import APPROXIMATE, ERROR, FAILED, XPASS
 
 __all__ = ["display", "MODES", "STILL_RUNNING_AFTER", "STILL_RUNNING_EVERY", "REFRESH"]
 
@@ -40,10 +43,8 @@ STILL_RUNNING_AFTER = 10.0   # seconds a run is old when "lines" first says it s
 STILL_RUNNING_EVERY = 30.0   # and how often it says so again (CI kills a silent job)
 REFRESH = 0.25               # seconds between redraws of the live line
 
-_LABEL = {PASSED: "PASS", APPROXIMATE: "APPROX", FAILED: "FAIL", ERROR: "ERROR",
-          SKIPPED: "SKIP"}
-_STYLE = {PASSED: "green", APPROXIMATE: "bold yellow", FAILED: "bold red",
-          ERROR: "bold magenta", SKIPPED: "yellow"}
+# the outcomes whose line stays above the live line: the runs to look at
+_KEPT = (FAILED, XPASS, ERROR, APPROXIMATE)
 
 
 @contextlib.contextmanager
@@ -170,16 +171,30 @@ class _Shown:
                 del self.running[key]
 
     def _line(self, result):
-        """The finished run's line, a rich Text."""
+        """The finished run's line, a rich Text, in the words of the text report
+        (``XFAIL``, ``XPASS``: :mod:`gradcheck.report.labels`), no wider than the
+        console: a name too long for it is cut, its dtype and time kept."""
         from rich.text import Text
 
+        outcome = getattr(result, "outcome", result.status)
+        head = f"[{self.n}/{self.total}] {label(outcome)} "
+        name, dtype = _label(result.name, ""), _label("", result.dtype)
+        tail = f"{dtype} {result.seconds:.2f}s"
+        over = len(head) + len(name) + len(tail) - self.console.width
+        if over > 0 and len(name) > over + 1:
+            name = name[:len(name) - over - 1] + "…"
         line = Text(f"[{self.n}/{self.total}] ")
-        line.append(_LABEL.get(result.status, one_line(result.status).upper()),
-                    style=_STYLE.get(result.status, ""))
-        line.append(f" {_label(result.name, result.dtype)} {result.seconds:.2f}s")
+        line.append(label(outcome), style=STYLE.get(outcome, ""))
+        line.append(f" {name}{tail}")
+        line.truncate(self.console.width, overflow="ellipsis")
         return line
 
     def _print(self, text) -> None:
+        if isinstance(text, str):   # (a line of its own: cut to the console too)
+            from rich.text import Text
+
+            text = Text(text)
+            text.truncate(self.console.width, overflow="ellipsis")
         self.console.print(text, soft_wrap=True)
         self.stream.flush()
 
@@ -252,7 +267,7 @@ class _Live(_Shown):
         self._draw(time.monotonic())
 
     def _finished(self, result) -> None:
-        if result.status in (FAILED, ERROR, APPROXIMATE):   # what stays: runs to look at
+        if getattr(result, "outcome", result.status) in _KEPT:   # runs to look at
             self._erase()
             self._print(self._line(result))
         self._draw(time.monotonic())

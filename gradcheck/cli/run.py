@@ -141,7 +141,9 @@ def _reporting(run: argparse.ArgumentParser) -> None:
     talk.add_argument("-q", "--quiet", action="store_true",
                       help="only the failures and the summary, and no progress")
     talk.add_argument("-v", "--verbose", action="store_true",
-                      help="show grad_fn chains and notes for every case")
+                      help="every case's details: each witness's error/tolerance, "
+                           "grad_fn chains, notes, and the contract notes (what PyTorch "
+                           "allows a backward: trailing Nones, broadcast sums; JUnit too)")
     run.add_argument("--exit-zero", action="store_true",
                      help="exit 0 even when cases fail (the report still says so)")
 

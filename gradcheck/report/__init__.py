@@ -29,19 +29,20 @@ class Format:
 
 #: name -> :class:`Format`, in the order the command line lists them.
 FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("text", ".text:render_text", ("color", "verbose", "quiet")),
+    Format("text", ".text:render_text", ("color", "verbose", "quiet", "width")),
     Format("json", ".json:render_json", formulas=True),
-    Format("junit", ".junit:render_junit"),
+    Format("junit", ".junit:render_junit", ("verbose",)),
     Format("markdown", ".markdown:render_markdown"),
     Format("html", ".html:render_html"),
 )}
 
 
 def render(result, fmt: str, *, color: bool = False, verbose: bool = False,
-           quiet: bool = False) -> str:
+           quiet: bool = False, width: int = 80) -> str:
     """``result`` rendered in ``fmt`` (one of :data:`FORMATS`); each renderer is given
     the options its row names. ``quiet`` (text only) leaves out the lines of the cases
-    that passed: the failures and the summary.
+    that went as expected: the failures and the summary; ``width`` (text only): the
+    most characters a line has (the terminal's, where there is one).
 
     Raises:
         ValueError: ``fmt`` is no format of :data:`FORMATS`.
@@ -50,6 +51,6 @@ def render(result, fmt: str, *, color: bool = False, verbose: bool = False,
         raise ValueError(f"unknown format {fmt!r}")
     entry = FORMATS[fmt]
     module, function = entry.renderer.split(":")
-    given = {"color": color, "verbose": verbose, "quiet": quiet}
+    given = {"color": color, "verbose": verbose, "quiet": quiet, "width": width}
     renderer = getattr(importlib.import_module(module, __name__), function)
     return renderer(result, **{k: given[k] for k in entry.options})

@@ -87,7 +87,7 @@ def gradient_lines(case) -> list[str]:
 
 def full_text(case) -> str:
     """The whole diagnosis of one case: what a CI system shows under a failed test."""
-    out = [f"{title(case)} at {where(case)}: {case.status}"
+    out = [f"{title(case)} at {where(case)}: {case.outcome}"
            + (' (expect = "fail")' if case.expect == "fail" else "")]
     if case.message:
         out += split_lines(case.message)
@@ -106,13 +106,16 @@ def full_text(case) -> str:
 
 
 def counts(summary: dict) -> str:
-    """``3 passed, 1 approximate, 0 failed, 0 errored, 0 skipped``: the summary's counts
-    (approximate only where there are some), as every report's summary line says them."""
-    approximate = summary.get("approximate", 0)
-    return (f"{summary['passed']} passed, "
-            + (f"{approximate} approximate, " if approximate else "")
-            + f"{summary['failed']} failed, {summary['errored']} errored, "
-              f"{summary['skipped']} skipped")
+    """``3 passed, 1 approximate, 0 failed, 0 errored, 0 skipped, 2 xfailed``: the
+    summary's counts, as every report's summary line says them (approximate, xfailed
+    and xpassed only where there are some; a JSON report of an earlier version has
+    none of the last two)."""
+    def some(key: str) -> str:
+        return f", {summary[key]} {key}" if summary.get(key) else ""
+
+    return (f"{summary['passed']} passed{some('approximate')}, "
+            f"{summary['failed']} failed, {summary['errored']} errored, "
+            f"{summary['skipped']} skipped{some('xfailed')}{some('xpassed')}")
 
 
 def incomplete_line(result) -> str:

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import html
 
-from ..base.result import APPROXIMATE, INCONCLUSIVE, PASSED, SKIPPED
+from ..base.result import APPROXIMATE, INCONCLUSIVE, PASSED, SKIPPED, XFAIL, XPASS
 from .details import failing_witnesses, full_text, incomplete_line, title, where
 from .html_assets import CSS, JS
 from .html_checks import op_table
 from .mismatch import describe, shown_error, tolerances_off
 from .scrub import neutral, one_line, printable
 
+# the class (colour) of each outcome: a caught expect = "fail" case is a pass, an
+# expected failure that agreed a failure
 _STATUS = {"passed": "passed", APPROXIMATE: "approximate", "failed": "failed",
-           "error": "error", "skipped": "skipped"}
+           "error": "error", "skipped": "skipped", XFAIL: "passed", XPASS: "failed"}
 _NUM = ' class="num"'
 #: error maps drawn in one page at most (two pictures each, ~0.2 s and ~30 kB a map):
 #: the first, in report order; the JSON report holds every map's numbers
@@ -58,7 +60,7 @@ def _status(status: str) -> str:
 
 def _summary(result) -> list[str]:
     s = result.summary
-    ok = not (s["failed"] or s["errored"] or result.incomplete)
+    ok = not (s["failed"] or s.get("xpassed") or s["errored"] or result.incomplete)
     near = s.get("approximate", 0)
     verdict = ("NOT passed" if not ok else "passed, some approximately" if near
                else "all passed")
@@ -68,8 +70,12 @@ def _summary(result) -> list[str]:
            + (f'<span class="approximate">{near} approximate</span>, ' if near else "")
            + f'<span class="failed">{s["failed"]} failed</span>, '
            f'<span class="error">{s["errored"]} errored</span>, '
-           f'<span class="skipped">{s["skipped"]} skipped</span> '
-           f'in {s["seconds"]:.2f}s</p>']
+           f'<span class="skipped">{s["skipped"]} skipped</span>'
+           + (f', <span class="passed">{s["xfailed"]} xfailed</span>'
+              if s.get("xfailed") else "")
+           + (f', <span class="failed">{s["xpassed"]} xpassed</span>'
+              if s.get("xpassed") else "")
+           + f' in {s["seconds"]:.2f}s</p>']
     if near:   # what the word means, once (gradcheck's own words)
         out.append('<p class="legend" id="legend"><span class="approximate">approximate'
                    '</span>: a float64 run whose every mismatch lies within the tolerance '
@@ -108,7 +114,7 @@ def _row(i: int, case, anchor: bool) -> str:
         name = f'<a href="#case-{i}">{name}</a>'
     worst, ratio = _worst(case)
     cells = [("order", str(i), str(i + 1), True),
-             ("status", text(case.status), _status(case.status), False),
+             ("status", text(case.outcome), _status(case.outcome), False),
              ("name", text(case.name), f"<code>{name}</code>", False),
              ("dtype", text(case.dtype), text(case.dtype), False),
              ("location", text(where(case)), f"<code>{text(where(case))}</code>", False),
@@ -119,7 +125,7 @@ def _row(i: int, case, anchor: bool) -> str:
              ("seconds", f"{case.seconds:.6f}", f"{case.seconds:.2f}", True)]
     tds = "".join(f'<td data-key="{k}" data-sort="{sort}"{_NUM if num else ""}>{shown}</td>'
                   for k, sort, shown, num in cells)
-    return f'<tr class="{_STATUS.get(case.status, "error")}">{tds}</tr>'
+    return f'<tr class="{_STATUS.get(case.outcome, "error")}">{tds}</tr>'
 
 
 def _table(result, sections: set[int]) -> list[str]:
@@ -198,7 +204,7 @@ def _witness(w, budget: list[int]) -> list[str]:
 
 def _section(i: int, case, budget: list[int]) -> list[str]:
     out = [f'<section class="case" id="case-{i}">',
-           f"<h2><code>{text(title(case))}</code>: {_status(case.status)}</h2>",
+           f"<h2><code>{text(title(case))}</code>: {_status(case.outcome)}</h2>",
            f"<p>at <code>{text(where(case))}</code>"
            + (' (expect = "fail")' if case.expect == "fail" else "") + "</p>"]
     if case.message:

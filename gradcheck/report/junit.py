@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import PurePosixPath
 
-from ..base.result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
+from ..base.result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED, XFAIL, XPASS
 from .details import full_text, headline, incomplete_line, skipped, title
 from .scrub import escape_char, neutral, one_line, printable
 
@@ -48,7 +48,7 @@ def _seconds(s: float) -> str:
     return f"{max(float(s), 0.0):.3f}"
 
 
-def _testcase(case) -> ET.Element:
+def _testcase(case, verbose: bool = False) -> ET.Element:
     attrs = {"classname": classname(case.file), "name": title(case),
              "file": case.file or ""}
     if case.line:
@@ -56,8 +56,11 @@ def _testcase(case) -> ET.Element:
     attrs["time"] = _seconds(case.seconds)
     node = ET.Element("testcase", {k: xml_text(one_line(v)) for k, v in attrs.items()})
     if case.status == PASSED:
-        # e.g. "caught as expected: torch", notes, witnesses that did not run in the dtype
-        extra = [case.message, *case.notes, *skipped(case)]
+        # e.g. "XFAIL: caught as expected: torch", notes, witnesses that did not run in
+        # the dtype; the contract notes (what PyTorch accepts as it is) with -v only
+        message = f"XFAIL: {case.message}" if case.outcome == XFAIL else case.message
+        extra = [message, *case.notes, *skipped(case),
+                 *(f"contract note: {n}" for n in case.contract_notes if verbose)]
         if any(extra):
             out = ET.SubElement(node, "system-out")
             out.text = xml_text(printable("\n".join(extra).strip()))
@@ -68,7 +71,8 @@ def _testcase(case) -> ET.Element:
         out.text = xml_text(printable("WARNING: " + full_text(case)))
         return _with_output(node, case)
     tag = {FAILED: "failure", ERROR: "error", SKIPPED: "skipped"}[case.status]
-    child = ET.SubElement(node, tag, message=xml_text(one_line(headline(case))))
+    head = f"XPASS: {headline(case)}" if case.outcome == XPASS else headline(case)
+    child = ET.SubElement(node, tag, message=xml_text(one_line(head)))
     if case.status == FAILED:
         child.set("type", "gradcheck.GradientMismatch")
     elif case.status == ERROR:
@@ -105,12 +109,16 @@ def timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).astimezone().isoformat()
 
 
-def render_junit(result, *, now: float | None = None) -> str:
+def render_junit(result, *, now: float | None = None, verbose: bool = False) -> str:
     """The JUnit XML of ``result``; ``now`` (seconds since the epoch, default the
-    clock's) is the time it is rendered at (:func:`started`)."""
+    clock's) is the time it is rendered at (:func:`started`); ``verbose`` adds the
+    contract notes to a passed case's output. An expected failure that was caught
+    (XFAIL) is a passed test, one that was not (XPASS) a failure, its message saying
+    so."""
     s = result.summary
     suite = ET.Element("testsuite", {
-        "name": SUITE, "errors": str(s["errored"]), "failures": str(s["failed"]),
+        "name": SUITE, "errors": str(s["errored"]),
+        "failures": str(s["failed"] + s.get("xpassed", 0)),
         "skipped": str(s["skipped"]), "tests": str(len(result.cases)),
         "time": _seconds(result.seconds),
         # as pytest: the machine's network name (the job's runner, in a CI log)
@@ -122,7 +130,7 @@ def render_junit(result, *, now: float | None = None) -> str:
                             ("not_run", str(result.not_run))):
             ET.SubElement(props, "property", name=name, value=value)
     for case in result.cases:
-        suite.append(_testcase(case))
+        suite.append(_testcase(case, verbose))
     if result.incomplete:
         ET.SubElement(suite, "system-err").text = incomplete_line(result)
     root = ET.Element("testsuites", name=SUITE)

@@ -18,14 +18,15 @@ from __future__ import annotations
 import html
 import re
 
-from ..base.result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED
+from ..base.result import APPROXIMATE, ERROR, FAILED, PASSED, SKIPPED, XFAIL, XPASS
 from .details import counts, incomplete_line, skipped, where
 from .mismatch import FAILED_MARK, failing, shown_error
 from .opchecks import NAMES, rank
 from .scrub import neutral, printable, unlinked
 
+# by outcome: an expect = "fail" case caught is xfail, one that agreed xpass (a failure)
 _ICON = {PASSED: "✅ passed", APPROXIMATE: "⚠️ approximate", FAILED: "❌ failed",
-         ERROR: "💥 error", SKIPPED: "⏭️ skipped"}
+         ERROR: "💥 error", SKIPPED: "⏭️ skipped", XFAIL: "☑️ xfail", XPASS: "❌ xpass"}
 # Inline Markdown that user text must not trigger: emphasis, code, links and images,
 # strikethrough, math and table pipes, and escapes themselves (raw HTML and entities are
 # escaped by html.escape).
@@ -60,12 +61,12 @@ def _table(header, rows) -> list[str]:
 
 def _title(result) -> str:
     s = result.summary
-    ok = s["failed"] == 0 and s["errored"] == 0 and not result.incomplete
+    ok = not (s["failed"] or s.get("xpassed") or s["errored"] or result.incomplete)
     return f"## {'✅' if ok else '❌'} gradcheck: {counts(s)} in {s['seconds']:.2f}s"
 
 
 def _problem_rows(case) -> list[list[str]]:
-    base = [_ICON[case.status], cell(case.name, _NAME_MAX, code=True), cell(case.dtype),
+    base = [_ICON[case.outcome], cell(case.name, _NAME_MAX, code=True), cell(case.dtype),
             cell(where(case), _NAME_MAX, code=True)]
     mismatches = failing(case.witnesses)
     if not mismatches:
@@ -92,7 +93,7 @@ def _all_rows(result) -> tuple[list[str], list[list[str]]]:
             w = c.witness(name)
             errs.append("skipped" if name in unchecked else "" if w is None
                         else "skipped" if w.status == SKIPPED else shown_error(w))
-        rows.append([_ICON[c.status], cell(c.name, _NAME_MAX, code=True), cell(c.dtype),
+        rows.append([_ICON[c.outcome], cell(c.name, _NAME_MAX, code=True), cell(c.dtype),
                      cell(where(c), _NAME_MAX, code=True),
                      *(cell(e) for e in errs), f"{c.seconds:.2f}s"])
     return header, rows
@@ -160,7 +161,7 @@ def render_markdown(result) -> str:
     title = [_title(result), ""]
     if result.incomplete:   # gradcheck's own words: nothing to escape
         title += [f"**{incomplete_line(result)}**", ""]
-    problems = [c for c in result.cases if c.status != PASSED]
+    problems = [c for c in result.cases if c.outcome not in (PASSED, XFAIL)]
     room = _ROOM - _lines_size(title)
     body, cut, chars = [], 0, 0
     if problems:
@@ -170,7 +171,10 @@ def render_markdown(result) -> str:
                                  room - _lines_size(head))
         body = [*head, *shown, ""] if shown else []
     elif result.cases:
-        body = ["Every case agrees with the exact symbolic reference.", ""]
+        caught = result.summary["xfailed"]
+        body = ["Every case agrees with the exact symbolic reference"
+                + (f", but for {caught} caught as `expect = \"fail\"` said (xfail)."
+                   if caught else "."), ""]
     details, more = [], 0
     if result.cases:
         details, more, more_chars = _details(result, room - _lines_size(body))

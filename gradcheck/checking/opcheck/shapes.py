@@ -9,7 +9,10 @@ does not broadcast to, a complex gradient for a real input, a tensor on another 
 (unless 0-d). What autograd accepts but changes is a note, or a failure under
 ``strict_shapes``: trailing Nones (dropped), a gradient for an input that needs none
 (discarded unchecked), None for one that needs one (zero), a shape the input's
-broadcasts to (summed back to it), another dtype (cast)."""
+broadcasts to (summed back to it), another dtype (cast). Of these, trailing Nones (the
+defaulted non-tensor arguments' gradients) and the sum back over broadcast axes are
+PyTorch's documented contract, which a backward relies on by design: contract notes,
+which the reports leave to ``-v``; the others may well be slips, and stay notes."""
 
 from __future__ import annotations
 
@@ -29,9 +32,14 @@ class _Contract:
     strict: bool
     dtype: str
 
-    def accepted(self, message: str, autograd: str) -> Finding:
+    def accepted(self, message: str, autograd: str, contract: bool = False) -> Finding:
+        """A change autograd makes: a failure under strict_shapes, else a note, or with
+        ``contract`` a contract note (what PyTorch documents a backward may do: trailing
+        Nones, a gradient in the broadcast shape; reports show it with -v only)."""
         if self.strict:   # the project wants backward's own return exact
             return Finding(problem=message)
+        if contract:
+            return Finding(contract=f"{message}: {autograd}")
         return Finding(note=f"{message}: {autograd}")
 
 
@@ -69,7 +77,8 @@ def _count(c: _Contract, raw: tuple, count: int):
     if len(raw) > count and all(g is None for g in raw[count:]):
         found.append(c.accepted(
             f"{c.name} returned {len(raw)} gradients; forward was given {count} "
-            "arguments", "autograd drops the trailing None" + "s" * (len(raw) - count > 1)))
+            "arguments", "autograd drops the trailing None" + "s" * (len(raw) - count > 1),
+            contract=True))
         raw = raw[:count]
     if len(raw) != count:
         found.append(Finding(problem=f"{c.name} returned {len(raw)} gradients; forward "
@@ -114,7 +123,7 @@ def _shape(c: _Contract, spec, g, x, exact: dict) -> list[Finding]:
                f"shape {list(want)}")
     if _expandable(want, got):
         found = [c.accepted(message, f"autograd sums it back to {list(want)} over the "
-                                     "broadcast axes")]
+                                     "broadcast axes", contract=True)]
     else:
         found = [Finding(problem=f"{message}, which autograd rejects (the input's shape "
                                  "does not broadcast to it)")]
