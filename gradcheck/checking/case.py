@@ -27,10 +27,9 @@ from .spared import NUMERIC, reason as spared_reason, spared
 from .diagnose import Kept, Sample
 from ..base.dtypes import round_to
 from ..base.errors import CaseFileError, GradcheckError, describe_exception, exception_text
-from ..sampling.points import for_formula
 from .approximate import JUDGED, LOOSE
 from ..base.result import ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED, CaseResult, WitnessResult
-from ..sampling.points import case_points, case_rng
+from ..sampling.points import case_points, case_rng, for_formula
 from ..process.timelimit import DEFAULT_TIMEOUT, CaseTimeout, time_limit
 from .verdicts import grad_fn_parity, strictly, verdict
 from ..witnesses.registry import REFERENCE, entry, skip_reason, witness
@@ -154,8 +153,7 @@ def preflight(case: Case, dtype: str) -> CaseResult | None:
 
 
 def _at_op(case: Case, base: dict, exc: Exception) -> tuple[dict, Exception]:
-    """An op that cannot be imported is the error of its key: at that line, in the
-    case file errors' words (``file:line: case 'name': ...``)."""
+    """An op that cannot be imported: a case file error at its ``op =`` line."""
     if not isinstance(exc, OpImportError) or case.op_line is None:
         return base, exc
     return dict(base, line=case.op_line), CaseFileError(
@@ -478,8 +476,8 @@ def _op_result(case: Case, dtype: str, cache: dict, base: dict, start: float) ->
                       seconds=time.perf_counter() - start, mode="op", error_kind=kind,
                       notes=tuple(dict.fromkeys([*(n for r in results for n in r.notes),
                                                  *convention])),
-                      contract_notes=tuple(dict.fromkeys(
-                          n for r in results for n in r.contract_notes)),
+                      contract_notes=tuple(dict.fromkeys(n for r in results
+                                                         for n in r.contract_notes)),
                       output=output, unchecked=unchecked)
 
 
