@@ -51,17 +51,27 @@ def kth_best(candidates: list[tuple[float, int]]) -> float:
     return ratios[WORST_KEPT - 1]
 
 
-def _largest(flat: np.ndarray, k: int, most: float = np.nan) -> np.ndarray:
+def _largest(flat: np.ndarray, k: int, most: float = np.nan,
+             at_least: float = -np.inf) -> np.ndarray:
     """Indices of the ``k`` largest entries, largest first, ties in index order (as a
     stable sort of all of them gives, in O(n) rather than O(n log n)); ``most``: the
-    largest entry when known (NaN if any entry is: the NaNs are then put last)."""
+    largest entry when known (NaN if any entry is: the NaNs are then put last).
+    ``at_least``: of those, the ones at or above it alone (the caller holds k entries
+    that large already: nothing below could be among the k worst), found by one
+    comparison where they are few, not a partition of every entry."""
     if most != most:
         flat = np.where(np.isnan(flat), -np.inf, flat)   # NaN last, as the sort puts it
+    index = None
+    if at_least > -np.inf:
+        index = np.flatnonzero(flat >= at_least)   # (increasing: ties stay in order)
+        flat = flat[index]
     if flat.size <= k:
-        return np.argsort(-flat, kind="stable")
-    cut = np.partition(flat, flat.size - k)[flat.size - k]   # the k-th largest value
-    chosen = np.flatnonzero(flat >= cut)
-    return chosen[np.argsort(-flat[chosen], kind="stable")][:k]
+        out = np.argsort(-flat, kind="stable")
+    else:
+        cut = np.partition(flat, flat.size - k)[flat.size - k]   # the k-th largest
+        chosen = np.flatnonzero(flat >= cut)
+        out = chosen[np.argsort(-flat[chosen], kind="stable")][:k]
+    return out if index is None else index[out]
 
 
 @dataclass(frozen=True)
@@ -304,9 +314,13 @@ class Tally:
             self.max_rel = max(self.max_rel, rel)
             if floor is not None and most <= floor:
                 continue   # below every worst element kept already (NaN is never below)
-            if len(candidates) >= WORST_KEPT and most < kth_best(candidates):
+            bar = kth_best(candidates) if len(candidates) >= WORST_KEPT else -np.inf
+            if most < bar:
                 continue   # nothing here is among the worst (NaN, never below, is kept)
-            for k in _largest(local, WORST_KEPT, most):
+            # (an element below the k-th worst candidate, or at or below the floor, is
+            # cut when they are merged: only those at or above both are looked for)
+            for k in _largest(local, WORST_KEPT, most,
+                              at_least=max(bar, -np.inf if floor is None else floor)):
                 flat = int(k)
                 if where is not ...:   # the slab's index, as an index of the whole
                     idx = _unravel(flat, ratio.shape)
