@@ -8,14 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from gradcheck.checking.compare import WORST_KEPT, _largest
+from gradcheck.checking.worst import WORST_KEPT, top_indices
 
 
 @given(arrays(np.float64, st.integers(0, 40),
               elements=st.sampled_from([0.0, 1.0, 2.5, np.inf, np.nan, -1.0, 3.0])))
 def test_the_largest_are_what_a_stable_sort_gives(flat):
     want = np.argsort(-np.where(np.isnan(flat), -np.inf, flat), kind="stable")[:WORST_KEPT]
-    assert list(_largest(flat, WORST_KEPT)) == list(want)
+    assert list(top_indices(flat, WORST_KEPT)) == list(want)
 
 
 @pytest.mark.parametrize("shape", [(70_000,), (3, 200, 150), (2, 70_000), (5,), ()])
@@ -49,7 +49,7 @@ def test_a_comparison_slab_by_slab_is_the_comparison_of_every_element(monkeypatc
 def test_the_largest_at_or_above_a_bar_are_the_sorts_at_or_above_it(flat, bar):
     keyed = np.where(np.isnan(flat), -np.inf, flat)
     want = [i for i in np.argsort(-keyed, kind="stable") if keyed[i] >= bar][:WORST_KEPT]
-    assert list(_largest(flat, WORST_KEPT, at_least=bar)) == want
+    assert list(top_indices(flat, WORST_KEPT, at_least=bar)) == want
 
 
 def test_the_worst_kept_over_points_and_slabs_do_not_depend_on_the_bar(monkeypatch):
@@ -76,7 +76,7 @@ def test_the_worst_kept_over_points_and_slabs_do_not_depend_on_the_bar(monkeypat
         points.append((value, expected))
 
     def worst(largest):
-        monkeypatch.setattr(compare, "_largest", largest)
+        monkeypatch.setattr(compare, "top_indices", largest)
         monkeypatch.setattr(compare, "COMPARED", 3000)
         tally = compare.Tally("w", "float64")
         for p, (value, expected) in enumerate(points):
@@ -84,6 +84,6 @@ def test_the_worst_kept_over_points_and_slabs_do_not_depend_on_the_bar(monkeypat
                 tally._compare(q, value, expected, np.full(shape, 1e-10), p)
         return repr(tally.result())
 
-    unbarred = compare._largest
+    unbarred = compare.top_indices
     assert worst(unbarred) == worst(lambda flat, k, most=np.nan, at_least=-np.inf:
                                     unbarred(flat, k, most))
