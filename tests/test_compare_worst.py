@@ -8,14 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from gradcheck.checking.compare import WORST_KEPT, _largest
+from gradcheck.checking.worst import WORST_KEPT, top_indices
 
 
 @given(arrays(np.float64, st.integers(0, 40),
               elements=st.sampled_from([0.0, 1.0, 2.5, np.inf, np.nan, -1.0, 3.0])))
 def test_the_largest_are_what_a_stable_sort_gives(flat):
     want = np.argsort(-np.where(np.isnan(flat), -np.inf, flat), kind="stable")[:WORST_KEPT]
-    assert list(_largest(flat, WORST_KEPT)) == list(want)
+    assert list(top_indices(flat, WORST_KEPT)) == list(want)
 
 
 @pytest.mark.parametrize("shape", [(70_000,), (3, 200, 150), (2, 70_000), (5,), ()])
@@ -41,3 +41,49 @@ def test_a_comparison_slab_by_slab_is_the_comparison_of_every_element(monkeypatc
         return repr(tally.result())
 
     assert result(1000) == result(10 ** 9)
+
+
+@given(arrays(np.float64, st.integers(0, 40),
+              elements=st.sampled_from([0.0, 1.0, 2.5, np.inf, np.nan, -1.0, 3.0])),
+       st.sampled_from([-1.0, 0.0, 1.0, 2.5, 3.0, np.inf]))
+def test_the_largest_at_or_above_a_bar_are_the_sorts_at_or_above_it(flat, bar):
+    keyed = np.where(np.isnan(flat), -np.inf, flat)
+    want = [i for i in np.argsort(-keyed, kind="stable") if keyed[i] >= bar][:WORST_KEPT]
+    assert list(top_indices(flat, WORST_KEPT, at_least=bar)) == want
+
+
+def test_the_worst_kept_over_points_and_slabs_do_not_depend_on_the_bar(monkeypatch):
+    """Each slab looks only for elements at or above the worst already held (the k-th
+    worst candidate, the floor of the kept list): the tally's worst elements, ties
+    included, are those of looking at every slab's k largest. Each slab here
+    holds an element a little worse than the last slab's (a bar set too high loses
+    them), and two equal ones lie in slabs in the opposite order of their indices."""
+    import gradcheck.checking.compare as compare
+
+    rng = np.random.default_rng(7)
+    shape = (40, 5000)        # (slabs of 75 columns at COMPARED = 3000)
+    points = []
+    for p in range(3):
+        expected = rng.standard_normal(shape)
+        value = expected + 1e-11 * rng.standard_normal(shape)
+        scale = 1e-9 * (1 + 0.01 * p)
+        for j in range(66):   # slab j's worst: a ratio of about 10·(1 + 0.001·j)
+            row, col = (7 * j + p) % 40, 75 * j + 3
+            value[row, col] = expected[row, col] + scale * (1 + 1e-3 * j)
+        # equal ratios among the worst, the later slab's first in index order
+        expected[0, 4500] = expected[1, 750] = 0.5
+        value[0, 4500] = value[1, 750] = 0.5 + scale * 1.0645
+        points.append((value, expected))
+
+    def worst(largest):
+        monkeypatch.setattr(compare, "top_indices", largest)
+        monkeypatch.setattr(compare, "COMPARED", 3000)
+        tally = compare.Tally("w", "float64")
+        for p, (value, expected) in enumerate(points):
+            for q in ("x.grad", "y.grad"):
+                tally._compare(q, value, expected, np.full(shape, 1e-10), p)
+        return repr(tally.result())
+
+    unbarred = compare.top_indices
+    assert worst(unbarred) == worst(lambda flat, k, most=np.nan, at_least=-np.inf:
+                                    unbarred(flat, k, most))

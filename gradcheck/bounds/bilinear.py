@@ -33,7 +33,7 @@ import numpy as np
 from ..rules.conv.columns import conv_terms, torch_adds_in_dtype
 from ..rules.conv.rows import CONVOLUTIONS
 from ..rules.conv.vjps import conv_input_parts, conv_weight_parts
-from .blocks import plus
+from .blocks import any_error, plus
 from .summation import accumulation
 
 
@@ -50,13 +50,15 @@ def value(b, node, rule, args, errs):
 
     t = f(x, y)
     abs_x, abs_y = np.abs(x), np.abs(y)
-    # (summed in place as they come, as in cotangent: the same sums, fewer arrays at once)
-    bound = plus(f(abs_x, errs[1]), f(errs[0], abs_y))
+    # (summed in place as they come, as in cotangent: the same sums, fewer arrays at once;
+    # a term of an exact operand, an input's, is 0 and left out: _nothing)
+    bound = _sum(None if _nothing(errs[1], abs_x) else f(abs_x, errs[1]),
+                 None if _nothing(errs[0], abs_y) else f(errs[0], abs_y))
     own = f(abs_x, abs_y)
     del abs_x, abs_y
     own *= accumulation(terms(node, None)) * b.u_acc
     own = plus(own, b.u * np.abs(t))
-    return t, plus(plus(bound, own), b.eta)
+    return t, plus(_sum(bound, own), b.eta)
 
 
 def cotangent(b, node, rule, k: int, g, ge):
@@ -67,7 +69,10 @@ def cotangent(b, node, rule, k: int, g, ge):
     c = b.call(node, rule, k, g, t, args)
     absargs = [np.abs(_arr(a)) for a in args]
     abs_t = np.abs(t)
-    through_g = np.abs(b.call(node, rule, k, ge, abs_t, absargs))
+    # (a term whose bound operand is 0 everywhere, the root's ḡ or an input's, is 0 and
+    # left out: _nothing)
+    through_g = None if _nothing(ge, *absargs) else \
+        np.abs(b.call(node, rule, k, ge, abs_t, absargs))
     # The terms are summed as they come, in place (plus), each dropped once added: at a
     # layer's size (attention's [16, 256, 256] cotangent) five arrays of c's size fewer
     # at once, the same sums
@@ -75,7 +80,8 @@ def cotangent(b, node, rule, k: int, g, ge):
     other[1 - k] = errs[1 - k]
     abs_g = np.abs(g)
     # (through_g + through_args) + own, own = (γ·u_acc·full + into) + η
-    bound = plus(through_g, np.abs(b.call(node, rule, k, abs_g, abs_t, other)))
+    bound = _sum(through_g, None if _nothing(errs[1 - k], abs_g, *absargs) else
+                 np.abs(b.call(node, rule, k, abs_g, abs_t, other)))
     del through_g, other
     own = np.abs(b.call(node, rule, k, abs_g, abs_t, absargs))
     del abs_g, abs_t, absargs
@@ -83,7 +89,26 @@ def cotangent(b, node, rule, k: int, g, ge):
     # rounding into the dtype: once (u·|c|), or where torch adds parts in it
     own = plus(own, conv_rounding(b, node, k, g, args, c) if node.op in CONVOLUTIONS
                else b.u * np.abs(c))
-    return c, plus(bound, plus(own, b.eta))
+    return c, _sum(bound, plus(own, b.eta))
+
+
+def _nothing(e, *sizes) -> bool:
+    """Whether the bilinear map of the bound ``e`` and the magnitudes ``sizes`` is 0 at
+    every element, so that it need not be computed: ``e`` is 0 everywhere and every
+    magnitude finite. Each of the map's terms is then a product of a finite number ≥ 0
+    and +0, which is +0, and their sums are +0; and +0 + a is a, to the bit, so the
+    bound that leaves the term out is the same bound. (An inf or NaN among the sizes
+    would make 0·inf = NaN, which the map keeps: computed then.)"""
+    return e is not None and not any_error(e) and \
+        all(np.isfinite(s).all() for s in sizes)
+
+
+def _sum(a, b):
+    """a + b in place (:func:`plus`) where both are there; the one there otherwise
+    (None: a term that is 0 everywhere, :func:`_nothing`)."""
+    if a is None or b is None:
+        return b if a is None else a
+    return plus(a, b)
 
 
 def many(b, node, rule, k: int, g, t, args):

@@ -288,11 +288,13 @@ class _FormulaCheck:
         along = {q.removesuffix(".grad") for q in got.directions or ()}
         sample = Sample(i, 0, {n: g for n, g in got.grads.items() if n not in along},
                         {n: g for n, g in expected.grads.items() if n not in along},
-                        values=values, tolerance=_allowed(tolerance, expected, along,
-                                                          self.case))
+                        values=values)
         if sample.obtained and self.kept[w].admits(sample.elements,
                                                    agreed=tally.mismatched == before):
-            self.samples[w].append(sample)
+            # (the tolerance as allowed, an array per gradient: made for a kept sample
+            # alone, a point of a layer's size that agreed is not)
+            self.samples[w].append(dataclasses.replace(sample, tolerance=_allowed(
+                tolerance, expected, along, self.case)))
 
     def _add(self, tally: Tally, w: str, got, expected, i: int, tolerance, values,
              v, bounds, ref, loose, options: dict) -> None:

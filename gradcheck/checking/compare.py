@@ -40,28 +40,9 @@ from ..base.evaluation import Evaluation
 from ..report.mismatch import witness_message
 from ..bounds.tolerance import with_projection_rounding
 from ..base.result import APPROXIMATE, FAILED, PASSED, Worst, WitnessResult
+from .worst import WORST_KEPT, kth_best, top_indices
 
-WORST_KEPT = 5       # worst elements a result keeps for its report
 COMPARED = 1 << 16   # elements compared at a time (see Tally._compare)
-
-
-def kth_best(candidates: list[tuple[float, int]]) -> float:
-    """The WORST_KEPT-th largest ratio among ``candidates`` (NaN counting as -inf)."""
-    ratios = sorted((r if r == r else -np.inf for r, _ in candidates), reverse=True)
-    return ratios[WORST_KEPT - 1]
-
-
-def _largest(flat: np.ndarray, k: int, most: float = np.nan) -> np.ndarray:
-    """Indices of the ``k`` largest entries, largest first, ties in index order (as a
-    stable sort of all of them gives, in O(n) rather than O(n log n)); ``most``: the
-    largest entry when known (NaN if any entry is: the NaNs are then put last)."""
-    if most != most:
-        flat = np.where(np.isnan(flat), -np.inf, flat)   # NaN last, as the sort puts it
-    if flat.size <= k:
-        return np.argsort(-flat, kind="stable")
-    cut = np.partition(flat, flat.size - k)[flat.size - k]   # the k-th largest value
-    chosen = np.flatnonzero(flat >= cut)
-    return chosen[np.argsort(-flat[chosen], kind="stable")][:k]
 
 
 @dataclass(frozen=True)
@@ -308,9 +289,13 @@ class Tally:
             self.max_rel = max(self.max_rel, rel)
             if floor is not None and most <= floor:
                 continue   # below every worst element kept already (NaN is never below)
-            if len(candidates) >= WORST_KEPT and most < kth_best(candidates):
+            bar = kth_best(candidates) if len(candidates) >= WORST_KEPT else -np.inf
+            if most < bar:
                 continue   # nothing here is among the worst (NaN, never below, is kept)
-            for k in _largest(local, WORST_KEPT, most):
+            # (an element below the k-th worst candidate, or at or below the floor, is
+            # cut when they are merged: only those at or above both are looked for)
+            for k in top_indices(local, WORST_KEPT, most,
+                                 at_least=max(bar, -np.inf if floor is None else floor)):
                 flat = int(k)
                 if where is not ...:   # the slab's index, as an index of the whole
                     idx = _unravel(flat, ratio.shape)

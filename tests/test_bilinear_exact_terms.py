@@ -1,0 +1,51 @@
+"""A bilinear row's bound terms whose bound operand is 0 everywhere are left out, not
+computed (gradcheck.bounds.bilinear._nothing): the bounds are the same to the bit as
+with every term computed, an inf operand (0·inf = NaN, kept) included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradcheck.bounds.bilinear as bilinear
+from gradcheck.bounds.point import PointBounds, error_bounds
+from gradcheck.cases import case_from_dict
+
+
+def _case(expr: str, shapes: dict, let: dict | None = None):
+    return case_from_dict({"name": "t", "expr": expr, "let": let or {},
+                           "gradient": "random",
+                           "inputs": {n: {"shape": s} for n, s in shapes.items()}},
+                          file="<test>")
+
+
+CASES = [
+    ("tanh(x @ W)", {"x": [5, 7], "W": [7, 3]}, None),
+    ("exp(s - logsumexp(s, axis=-1, keepdims=True)) @ v",
+     {"q": [2, 4, 3], "k": [2, 4, 3], "v": [2, 4, 3]}, {"s": "q @ transpose(k) / 8"}),
+    ("dot(a, b) * a", {"a": [6], "b": [6]}, None),
+]
+
+
+@pytest.mark.parametrize("with_inf", [False, True])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("expr,shapes,let", CASES)
+def test_leaving_out_the_zero_terms_changes_no_bit(monkeypatch, expr, shapes, let, dtype,
+                                                   with_inf):
+    case = _case(expr, shapes, let)
+    rng = np.random.default_rng(3)
+    point = {n: rng.standard_normal(s) for n, s in shapes.items()}
+    if with_inf:   # an inf operand: 0·inf is NaN, which the map keeps (computed)
+        point[next(iter(point))].flat[0] = np.inf
+    v = rng.standard_normal(case.output.shape)
+    answers = []
+    nothing = bilinear._nothing
+    monkeypatch.setattr(bilinear, "_nothing",
+                        lambda *a: answers.append(nothing(*a)) or answers[-1])
+    left_out = error_bounds(case, point, v, dtype, at=PointBounds())
+    monkeypatch.setattr(bilinear, "_nothing", lambda *a: False)
+    every = error_bounds(case, point, v, dtype, at=PointBounds())
+    assert any(answers) and not all(answers)   # some terms left out, some computed
+    assert left_out.keys() == every.keys()
+    for name in every:
+        np.testing.assert_array_equal(left_out[name], every[name])
