@@ -24,7 +24,7 @@ from ..project.imports import OpImportError
 from ..cases import Case
 from .compare import Tally
 from .spared import NUMERIC, reason as spared_reason, spared
-from .diagnose import Kept, Sample
+from .diagnose import Kept, Sample, allowed
 from ..base.dtypes import round_to
 from ..base.errors import CaseFileError, GradcheckError, describe_exception, exception_text
 from .approximate import JUDGED, LOOSE
@@ -291,10 +291,10 @@ class _FormulaCheck:
                         values=values)
         if sample.obtained and self.kept[w].admits(sample.elements,
                                                    agreed=tally.mismatched == before):
-            # (the tolerance as allowed, an array per gradient: made for a kept sample
-            # alone, a point of a layer's size that agreed is not)
-            self.samples[w].append(dataclasses.replace(sample, tolerance=_allowed(
-                tolerance, expected, along, self.case)))
+            # (the tolerance per element: made for a kept sample alone, as a large
+            # point that agreed keeps none)
+            self.samples[w].append(dataclasses.replace(sample, tolerance=allowed(
+                tolerance, expected, along, self.case.atol, self.case.rtol)))
 
     def _add(self, tally: Tally, w: str, got, expected, i: int, tolerance, values,
              v, bounds, ref, loose, options: dict) -> None:
@@ -365,20 +365,6 @@ class _FormulaCheck:
                     unkept=self.kept[w].unkept, unseen=self.kept[w].unseen))
             out.append(r)
         return grad_fn_parity(out)
-
-
-def _allowed(tolerance: dict, expected, along: set, case: Case) -> dict:
-    """Each gradient's per-element tolerance as the comparison allowed it (the
-    witness's, plus the case's atol + rtol·|exact|): a diagnosis calls wrong what the
-    verdict did, so that its counts agree with the message's."""
-    out = {}
-    for n, e in expected.grads.items():
-        t = tolerance.get(f"{n}.grad")
-        if n in along or t is None or e is None:
-            continue
-        out[n] = np.asarray(t, dtype=float) + (case.atol or 0.0) + \
-            (case.rtol or 0.0) * np.abs(np.asarray(e, dtype=float))
-    return out
 
 
 def _pointwise(case: Case, dtype: str, ref):

@@ -28,8 +28,8 @@ The package: :mod:`~gradcheck.checking.diagnose.gradient` (one point),
 from __future__ import annotations
 
 from .gradient import PATTERNS, diagnose
-from .points import KEPT_POINTS, POINT_PATTERNS, Kept, Sample, diagnose_points
+from .points import KEPT_POINTS, POINT_PATTERNS, Kept, Sample, allowed, diagnose_points
 from .summary import TOLERANCES, summarize
 
 __all__ = ["KEPT_POINTS", "Kept", "PATTERNS", "POINT_PATTERNS", "Sample", "TOLERANCES",
-           "diagnose", "diagnose_points", "summarize"]
+           "allowed", "diagnose", "diagnose_points", "summarize"]

@@ -472,3 +472,16 @@ def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = 
                 break
     return out
 
+
+def allowed(tolerance: dict, expected, along: set, atol, rtol) -> dict:
+    """Each gradient's per-element tolerance as the comparison allowed it (the
+    witness's, plus the case's atol + rtol·|exact|): a diagnosis calls wrong what the
+    verdict did, so that its counts agree with the message's."""
+    out = {}
+    for n, e in expected.grads.items():
+        t = tolerance.get(f"{n}.grad")
+        if n in along or t is None or e is None:
+            continue
+        out[n] = np.asarray(t, dtype=float) + (atol or 0.0) + \
+            (rtol or 0.0) * np.abs(np.asarray(e, dtype=float))
+    return out
