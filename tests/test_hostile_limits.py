@@ -93,7 +93,7 @@ def test_a_setting_out_of_range_in_the_table_is_exit_2(name, project, capsys, sp
     code = main(["run", "cases.toml"])
     err = capsys.readouterr().err
     assert code == ExitCode.USAGE, err
-    assert "pyproject.toml: [tool.gradcheck]" in err
+    assert re.search(r"pyproject\.toml:\d+: \[tool\.gradcheck\]", err), err   # at its line
     for word in words:
         assert word in err
     assert spawned == []

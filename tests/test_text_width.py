@@ -80,6 +80,12 @@ def test_pytorchs_contract_is_a_note_for_v_only(first_run):
         assert f"contract note: RMSNorm.backward {said}" in flat
 
 
+def fits(text: str, width: int) -> bool:
+    """Every line fits but one word that no width holds (a name, a path: kept whole,
+    on its own line, so that it can be copied and searched for)."""
+    return all(len(line) <= width or len(line.split()) == 1 for line in text.splitlines())
+
+
 def _failed(name: str, expect: str = "pass") -> CaseResult:
     worst = Worst("x.grad", (0,), obtained=1.0, expected=-1.0, tolerance=1e-8, point=0)
     bad = WitnessResult("torch", FAILED, 2.0, 2.0, worst, checked=4, mismatched=4,
@@ -102,13 +108,12 @@ def test_no_line_is_wider_than_the_width_whatever_the_names(width, verbose):
                         message='expected a mismatch (expect = "fail"), but every witness '
                                 "agreed"))
     text = render_text(RunResult(cases, seconds=3.0), width=width, verbose=verbose)
-    assert max(map(len, text.splitlines())) <= width, text
+    assert fits(text, width), text
     lines = case_lines(text)
     assert [line.split()[0] for line in lines] == ["FAIL", "FAIL", "XPASS"]
     assert "…" in lines[0] and LONG not in lines[0]      # cut, with an ellipsis
     # a name cut on its line (at 40 characters at most) is given whole under it
-    # (broken where it must be)
-    assert f"name: {LONG}" in re.sub(r"\n +", "", text)
+    assert f"name: {LONG}" in " ".join(text.split())
     assert "name: short" not in text
     assert " ".join(text.split()).endswith(
         "0 passed, 2 failed, 0 errored, 0 skipped, 1 xpassed in 3.00s")
@@ -135,7 +140,7 @@ def test_the_command_fits_the_columns_it_is_given(capsys, tmp_path, monkeypatch)
     code = main(["run", str(path), "--witness", "torch", "--in-process"])
     out, err = capsys.readouterr()
     assert code == 1                                     # an XPASS fails the run
-    assert max(map(len, out.splitlines())) <= 50, out
+    assert fits(out, 50), out
     assert case_lines(out)[0].startswith("XPASS  a-case-name-")
     assert re.search(r"^\[1/1\] XPASS a-case-name-.*… \(float64\) \d+\.\d\ds$", err, re.M), err
     assert max(map(len, err.splitlines())) <= 50, err

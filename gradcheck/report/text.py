@@ -37,12 +37,13 @@ def fit(text: str, width: int) -> str:
 
 def wrap(line: str, width: int) -> list[str]:
     """A detail line broken at spaces into lines of at most ``width`` characters, each
-    after the first indented two more than it (a word longer than that is split)."""
+    after the first indented two more than it (a word longer than the width, a path
+    most often, is kept whole: a path cut in two can be neither copied nor searched)."""
     if len(line) <= width:
         return [line]
     lead = len(line) - len(line.lstrip(" "))
     return textwrap.wrap(line, width=width, subsequent_indent=" " * min(lead + 2, width // 2),
-                         break_long_words=True, break_on_hyphens=False) or [line[:width]]
+                         break_long_words=False, break_on_hyphens=False) or [line]
 
 
 def _ratio(w) -> float:
