@@ -22,6 +22,12 @@ def pow_name(a, b):
 
 def pow_base(g, ans, a, b):
     # b * a**(b-1), and 0 where b == 0 (PyTorch's convention; a**-1 is inf at a == 0).
+    if np.ndim(b) == 0 and b != 0:
+        # a constant exponent, not 0 (a NaN one included): np.where would copy every
+        # element of b * a**(b-1), the same bits; and a**1 is a itself (IEEE pow is
+        # exact there, -0, inf and NaN included): a square's, the commonest, has no pow
+        # (at a layer's size the rounding bounds call this VJP hundreds of times)
+        return g * (b * (a if b - 1 == 1 else a ** (b - 1)))
     return g * np.where(b == 0, 0.0, b * a ** (b - 1))
 
 
