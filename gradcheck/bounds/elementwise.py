@@ -325,7 +325,7 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
     block) arrays: ``values`` are t and the arguments, ``bounds`` their bounds."""
     t, args = values[0], values[1:]
     through_g = np.abs(b.call(node, rule, k, ge, t, args))
-    through_fwd = np.zeros(np.shape(c))
+    through_fwd = None   # (0 until a probe runs: 0 + a probe's |Δc| / s, never -0, is it)
     for j, s in scales:
         value = values[_at(j)]
         exact = np.asarray(value).dtype.kind in "biu"
@@ -345,19 +345,41 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
                          [moved if i == j else a for i, a in enumerate(args)])
         del moved
         with np.errstate(all="ignore"):
-            delta = np.abs(c2 - c)       # (c2 may be the cotangent itself: not in place)
+            delta = c2 - c      # (c2 may be the cotangent itself: a fresh difference)
             del c2
+            delta = np.abs(delta, out=delta) if isinstance(delta, np.ndarray) else \
+                np.abs(delta)
             delta /= s
             delta = finite(delta)
-        through_fwd = plus(through_fwd, delta)   # (c's shape: c2 is the same call's)
+        if through_fwd is None and np.shape(delta) == np.shape(c):
+            through_fwd = delta     # (a fresh array: finite() copies where it changes any)
+        else:   # (c's shape: c2 is the same call's)
+            through_fwd = plus(_zeros_like(c) if through_fwd is None else through_fwd,
+                               delta)
     # |c|, or the size of the terms the VJP's formula adds (an elementwise row's Terms)
     own = vjp_size(rule, k, g, t, args, node.params, c)
     own *= b.u
     # an elementwise VJP is ḡ times its factor, whose intermediates may fall into the
     # subnormals (erf's 2/√π·exp(-x²) at x = -10 is 9 spacings in float32) before ḡ
     # multiplies them: η·max(1, |ḡ|), not η
-    own += b.eta * (np.maximum(1.0, np.abs(np.broadcast_to(g, np.shape(own))))
-                    if rule.family == ELEMENTWISE and np.shape(g) == np.shape(own)
-                    else 1.0)
+    own += _underflow(b.eta, g, np.shape(own)) if rule.family == ELEMENTWISE and \
+        np.shape(g) == np.shape(own) else b.eta
     own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η·max(1, |ḡ|))
+    if through_fwd is None:   # (no probe: through_g + 0, the same bits where the shapes are)
+        through_fwd = _zeros_like(c) if np.shape(through_g) != np.shape(c) else 0.0
     return plus(plus(through_g, through_fwd), own)
+
+
+def _zeros_like(c) -> np.ndarray:
+    return np.zeros(np.shape(c))
+
+
+def _underflow(eta: float, g, shape: tuple[int, ...]):
+    """η·max(1, |ḡ|) of ``shape``, in one fresh array written over (at a layer's size a
+    fresh array per step costs its page faults), the same bits as the expression."""
+    floor = np.abs(np.broadcast_to(g, shape))
+    if not isinstance(floor, np.ndarray):   # (0-d: NumPy hands back a scalar)
+        return eta * np.maximum(1.0, floor)
+    np.maximum(floor, 1.0, out=floor)
+    floor *= eta
+    return floor
