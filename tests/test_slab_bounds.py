@@ -124,3 +124,23 @@ def test_only_small_partials_are_kept_between_forwards():
         bounds_at.error_bounds(case, point, cotangent(case, "float64", 0), "float64")
         assert bool(kept) == some
         assert all(np.size(a) <= 4096 for a in kept.values())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_second_forward_bounds_only_what_the_backward_reads(monkeypatch, dtype):
+    """A slab's second forward leaves out the bounds no probe reads (the final add's and
+    the product's here) and gets the bounds it gets with every node bounded."""
+    case = make_case("sum(sin(x) * exp(-x**2) + tanh(x))", {"x": [12, 5]})
+    monkeypatch.setattr(blocks, "BLOCK_ELEMENTS", 15)
+    point = next(case_points(case, dtype)).values
+    kept = []
+    bounded = slab_bounds.bounded
+    monkeypatch.setattr(slab_bounds, "bounded", lambda nodes, probed: kept.append(
+        (len(nodes), bounded(nodes, probed))) or kept[-1][1])
+    some = _bounds(monkeypatch, case, point, dtype, True)
+    assert kept and all(0 < len(need) < n for n, need in kept)   # (some left out)
+    monkeypatch.setattr(slab_bounds, "bounded", lambda nodes, probed: set(range(len(nodes))))
+    every = _bounds(monkeypatch, case, point, dtype, True)
+    assert some.keys() == every.keys()
+    for q in every:
+        np.testing.assert_array_equal(some[q], every[q], err_msg=q)

@@ -54,6 +54,7 @@ from ..base.arrays import unbroadcast
 from ..base.dtypes import accumulator_roundoff, round_to, smallest_normal, unit_roundoff
 from ..formula.tree import Node, ordered, twins
 from ..rules import AXIS, RULES
+from ..rules.row import ELEMENTWISE
 from .blocks import Spare, by_rows, piece, plus
 from .elementwise import vjp
 from .families import family
@@ -127,6 +128,10 @@ class RoundingModel:
         self.tops: dict[int, Any] | None = None
         # node id -> its arguments as a witness held them (the branch it took, decisions)
         self.pins: dict[int, list] = {}
+        # the ids of the nodes whose forward bound is read; an elementwise row outside
+        # it gets its value alone (a slab's second forward, gradcheck.bounds.slab, whose
+        # backward reads the bounds of the values it probes only); None: every node
+        self.bounded: set[int] | None = None
 
     # ------------------------------------------------------------------ protocol
     def arg(self, node: Node, j: int) -> Any:
@@ -240,6 +245,9 @@ class RoundingModel:
         if node.op == "let":
             return args[0], errs[0]
         rule = RULES[node.op]
+        if self.bounded is not None and id(node) not in self.bounded and \
+                rule.family == ELEMENTWISE:   # (the value elementwise_value computes)
+            return _arr(node.call("numpy", args)), None
         return family(rule).value(self, node, rule, args, errs)
 
     # ------------------------------------------------------------------ backward

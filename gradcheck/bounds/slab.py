@@ -34,8 +34,8 @@ import numpy as np
 from .blocks import piece, row_blocks
 from .elementwise import block_tops, top_of
 from ..rules import RULES
-from ..rules.row import COMPOSITE
-from ..formula.tree import Node, elementwise_split, ordered, walk
+from ..rules.row import COMPOSITE, ELEMENTWISE
+from ..formula.tree import Node, elementwise_split, ordered, twins, walk
 
 
 def slabbed(root: Node) -> tuple[Node, Node | None, list[slice]] | None:
@@ -74,6 +74,46 @@ def _slab_tree(body: Node, rows: int) -> tuple[Node, tuple[Node, ...]]:
     return slab, ordered(slab)
 
 
+def probed(b, nodes: tuple[Node, ...]) -> set[int]:
+    """The positions in ``nodes`` of the values some VJP reads (``b.reads``): those its
+    probes may move (each row's every VJP counted, reached by a cotangent or not)."""
+    at = {id(n): k for k, n in enumerate(nodes)}
+    out = set()
+    for k, node in enumerate(nodes):
+        if node.op in ("input", "let", "const"):
+            continue
+        rule = RULES[node.op]
+        for i in range(len(node.args)):
+            # (a row without VJPs, a comparison's, has an empty column)
+            if (rule.variadic or i < len(rule.engine.vjps)) and \
+                    rule.engine_vjp(i) is not None:
+                out.update(k if j is None else at[id(node.args[j])]
+                           for j in [None, *range(len(node.args))]
+                           if b.reads(rule, i, j))
+    return out
+
+
+def bounded(nodes: tuple[Node, ...], probed: set[int]) -> set[int]:
+    """The positions in ``nodes`` (a slab's, in order) whose forward bound its backward
+    reads: the values it probes (``probed``, those a VJP reads whose tops are known: a
+    probe without one does not run, :func:`gradcheck.bounds.elementwise.probe_scales`),
+    every row not
+    elementwise (whose VJP's bound may read its operands' bounds), and what their bounds
+    are computed from: their operands', and a twin's first computation (whose value and
+    bound the twin takes). The rest, bounded, change no bound the backward computes."""
+    at = {id(n): k for k, n in enumerate(nodes)}
+    first = {k: at[id(f)] for k, f in
+             ((at[i], f) for i, f in twins(nodes[-1]).items())}
+    need = set(probed) | {k for k, n in enumerate(nodes) if n.op not in ("input", "let")
+                          and n.const is None and RULES[n.op].family != ELEMENTWISE}
+    for k in range(len(nodes) - 1, -1, -1):   # (an operand comes before its node)
+        if k in need:
+            need.update(at[id(a)] for a in nodes[k].args)
+            if k in first:
+                need.add(first[k])
+    return need
+
+
 def _cut(point: dict, ndim: int, rows: slice) -> dict:
     return {name: piece(np.asarray(a), ndim, rows) for name, a in point.items()}
 
@@ -95,10 +135,13 @@ class _Slabs:
 
     def forward(self, rows: slice, tops: dict | None = None):
         """The bounds' forward over one slab: (its bounds, its tree, the tree's nodes in
-        order). ``tops``: the probes' tops, by position in the order."""
+        order). ``tops``: the probes' tops, by position in the order; given, the
+        forward bounds only what the backward reads (:func:`bounded`)."""
         slab, nodes = self.trees[self._rows(rows)]
         b = self.b_of()
-        b.tops = None if tops is None else {id(nodes[k]): t for k, t in tops.items()}
+        if tops is not None:
+            b.tops = {id(nodes[k]): t for k, t in tops.items()}
+            b.bounded = {id(nodes[k]) for k in bounded(nodes, probed(b, nodes) & set(tops))}
         b.forward(slab, _cut(self.point, len(self.shape), rows))
         return b, slab, nodes
 
