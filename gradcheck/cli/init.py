@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
                     "not imported) and write, below --dir: cases/NAME.toml (its inputs, "
                     "the reference left to fill in), tests/test_NAME_gradients.py (the "
                     "pytest plugin's marker on that file) and "
-                    ".github/workflows/gradcheck.yml (the README's CI recipe). Existing "
+                    ".github/workflows/gradcheck.yml (docs/ci.md's CI recipe). Existing "
                     "files are left alone unless --force.")
     p.add_argument("op", metavar="MODULE:CLASS",
                    help="the op as a case file names it (mymodule:MyOp, pkg.ops:MyOp) or "

@@ -9,7 +9,7 @@ import re
 
 from ..project.opsource import OpSource
 
-#: The GitHub Actions workflow: the README's "In CI" recipe, the same text
+#: The GitHub Actions workflow: docs/ci.md's recipe, the same text
 #: (tests/test_init.py keeps the two equal; edit both or neither).
 WORKFLOW = """\
 # .github/workflows/gradcheck.yml
@@ -66,7 +66,7 @@ def case_text(op: OpSource, name: str, shown_file: str, run_command: str) -> str
         f"# A starter case for the op {op.name} of {shown_file}, written by `gradcheck",
         "# init`: fill in what is marked TODO, then run",
         f"#     {run_command}",
-        '# Every key is in the README, "Custom ops"; `gradcheck functions` lists the',
+        "# Every key is in gradcheck's docs/ops.md; `gradcheck functions` lists the",
         "# functions a formula may use.",
         "",
         "[[case]]",
