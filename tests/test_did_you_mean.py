@@ -14,25 +14,7 @@ from gradcheck.base.spelling import closest, did_you_mean
 from gradcheck.cases import read_file
 from gradcheck.session.runner import run
 
-CUBE = '''
-import torch
-
-
-class Cube(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x ** 3
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 3 * x * x * g
-
-
-def cubed(x):
-    return x ** 3
-'''
+CUBE = (Path(__file__).parent / "fixtures" / "cube_ops.py").read_text()
 
 
 def project(tmp_path: Path, cases: str, name: str = "ops.toml") -> Path:

@@ -23,6 +23,7 @@ from gradcheck.cli.starter import PLACEHOLDER_REFERENCE, WORKFLOW
 REPO = Path(__file__).resolve().parent.parent
 pytest_plugins = ["pytester"]
 
+CUBE = (Path(__file__).parent / "fixtures" / "cube_ops.py").read_text()
 OPS = '''\
 import torch
 
@@ -30,17 +31,7 @@ from pathlib import Path
 Path(__file__).with_name("imported").write_text("ran")   # init must never run this
 
 
-class Cube(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x ** 3
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * 3 * x ** 2
-
+''' + CUBE + '''
 
 class CubeTwoX(Cube):
     """Wrong: 2x² for 3x²; forward inherited from Cube."""
