@@ -41,9 +41,12 @@ def read_input(name: str, spec: dict, fail: Fail) -> InputSpec:
         raise fail(f"input {name!r} has {math.prod(shape)} elements; the limit is "
                    f"{MAX_ELEMENTS}")
     dtype = spec.get("dtype")
+    if dtype == "complex":
+        return _complex_input(name, tuple(shape), spec, fail)
     if dtype is not None:
         if dtype not in INPUT_DTYPES:
             raise fail(f"input {name!r}: dtype must be one of {', '.join(INPUT_DTYPES)} "
+                       "or complex "
                        f"(a float input takes the case's dtype), got {dtype!r}")
         return _integer_input(name, tuple(shape), dtype, spec, fail)
     domain = read_domain(name, spec.get("domain", "real"), fail)
@@ -73,6 +76,29 @@ def read_domain(name: str, domain: Any, fail: Fail) -> str | tuple[float, float]
         return (float(domain[0]), float(domain[1]))
     raise fail(f"input {name!r}: a domain is a name or [lo, hi] with finite "
                f"lo < hi, got {domain!r}")
+
+
+def _complex_input(name: str, shape: tuple, spec: dict, fail: Fail) -> InputSpec:
+    """A complex input (complex128 in a float64 run, complex64 in float32), held as its
+    ``[re, im]`` pairs (``torch.view_as_real``'s layout): each part is drawn in its
+    domain, "real" or ``[lo, hi]``; a pinned ``value`` holds ``[re, im]`` pairs."""
+    domain = read_domain(name, spec.get("domain", "real"), fail)
+    if isinstance(domain, str) and domain != "real":
+        raise fail(f"input {name!r} is complex: its domain is \"real\" or [lo, hi] "
+                   f"(for the real and imaginary parts alike), got {domain!r}")
+    requires_grad = spec.get("requires_grad", True)
+    if not isinstance(requires_grad, bool):
+        raise fail(f"input {name!r}: requires_grad must be true or false")
+    layout = (*shape, 2)
+    value = None
+    if "value" in spec:
+        pairs = numbers(spec["value"], lambda m: fail(f"input {name!r}: {m}"))
+        if pairs.ndim == 0 or pairs.shape[-1] != 2:
+            raise fail(f"input {name!r} is complex: its value holds [re, im] pairs")
+        value = _shaped(name, pairs, list(layout), fail)
+        if not np.all(in_domain(value, domain)):
+            raise fail(f"input {name!r}: value lies outside its domain {domain!r}")
+    return InputSpec(name, layout, domain, value, requires_grad, complex=True)
 
 
 def _integer_input(name: str, shape: tuple, dtype: str, spec: dict,

@@ -22,7 +22,12 @@ class InputSpec:
 
     ``dtype`` None is the run's float dtype; ``"int64"``, ``"int32"`` or ``"bool"`` make
     it an integer or boolean input: sampled uniformly in ``domain`` ``(lo, hi)`` with
-    ``hi`` exclusive (booleans: at random), requiring no grad, held exactly."""
+    ``hi`` exclusive (booleans: at random), requiring no grad, held exactly.
+
+    ``complex`` (``dtype = "complex"`` in the file): a complex input in the run's
+    precision, held as ``torch.view_as_real`` holds it: ``shape`` is its complex shape
+    with a last axis of 2 (real, imaginary parts), each part a float input of
+    ``domain``; ``dtype`` stays None."""
 
     name: str
     shape: tuple[int, ...]
@@ -30,6 +35,12 @@ class InputSpec:
     value: np.ndarray | None = field(default=None, compare=False)
     requires_grad: bool = True
     dtype: str | None = None
+    complex: bool = False
+
+    @property
+    def complex_shape(self) -> tuple[int, ...]:
+        """The shape the user declared: a complex input's without its (re, im) axis."""
+        return self.shape[:-1] if self.complex else self.shape
 
     @property
     def integer(self) -> bool:

@@ -60,7 +60,8 @@ class CaseReader:
         unknown(raw, _CASE_KEYS, "case", self.fail)
         inputs = self.read_inputs()
         nodes: dict[str, Node] = {spec.name: Node("input", shape=spec.shape, name=spec.name,
-                                                  dtype=spec.dtype) for spec in inputs}
+                                                  dtype=spec.dtype, complex=spec.complex)
+                                 for spec in inputs}
         lets = self.read_lets(nodes)
         op = self.read_op()
         texts, outputs = self.read_formulas(nodes, op)

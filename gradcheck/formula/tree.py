@@ -34,6 +34,10 @@ class Node:
     # an input's (or a let of it) integer or boolean dtype ("int64", "int32", "bool"):
     # an exact constant of the formula; None: the case's float dtype
     dtype: str | None = None
+    # a complex value, held as torch.view_as_real holds it: ``shape`` ends in the axis of
+    # length 2 (real, imaginary); its complex shape is ``shape[:-1]``. Every row sees
+    # real arrays: a complex operation is lowered to real rows (gradcheck.rules.complex)
+    complex: bool = False
 
     @property
     def rule(self):
