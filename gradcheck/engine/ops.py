@@ -23,7 +23,7 @@ from ..rules.conv.rows import CONVOLUTIONS
 from ..rules.row import param_values
 from .graph import grad_mode, record
 from . import einsum as _einsum
-from . import structure
+from . import spectral, structure
 from .tensor import Tensor
 from .views import _contiguous, _data, _expand, _reshape, _squeeze, _strides, _view
 
@@ -363,7 +363,7 @@ def einsum(*args, subscripts: str | None = None):
 _BY_HAND = {"add": add, "mul": mul, "div": div, "prod": prod, "matmul": matmul,
             "einsum": einsum,
             **{name: _convolution(RULES[name]) for name in CONVOLUTIONS},
-            **structure.BY_HAND}
+            **structure.BY_HAND, **spectral.BY_HAND}
 # (methods Tensor defines itself stay: x.detach() shares x's data, as PyTorch's; the
 # detach op, the row's, copies it)
 _OWN = set(vars(Tensor))

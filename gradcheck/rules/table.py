@@ -4,7 +4,7 @@ Each row (:class:`gradcheck.rules.row.Rule`) holds a primitive's family, columns
 NumPy, torch, the engine's VJPs), parameters, spelling, domain and shape rule. Each
 family's rows and their columns' functions live in the family's folder (``elementwise/``,
 ``reduction/``, ``bilinear/``, ``structure/``, ``composite/``, ``conv/``: convolutions and
-pooling; ``activation/``: more elementwise rows); this module puts their ``ROWS`` in the
+pooling; ``activation/``: more elementwise rows; ``spectral/``: the FFTs, composite rows); this module puts their ``ROWS`` in the
 table's order, which listings and drawn formulas follow. Axes reaching the array-valued
 columns are already normalised to a tuple of non-negative ints (``None`` never reaches
 them). What a row of each family must fill is :data:`gradcheck.rules.families.NEEDS`.
@@ -19,11 +19,13 @@ from .conv.rows import ROWS as CONV_ROWS
 from .elementwise.rows import ROWS as ELEMENTWISE_ROWS
 from .reduction.rows import ROWS as REDUCTION_ROWS
 from .row import Rule
+from .spectral.rows import ROWS as SPECTRAL_ROWS
 from .structure.rows import ROWS as STRUCTURE_ROWS, TRANSPOSE
 
 # (transpose, the oldest structural row, keeps its place after the matrix products)
 _ROWS: list[Rule] = (ELEMENTWISE_ROWS + REDUCTION_ROWS + BILINEAR_ROWS + [TRANSPOSE]
-                     + ACTIVATION_ROWS + STRUCTURE_ROWS + COMPOSITE_ROWS + CONV_ROWS)
+                     + ACTIVATION_ROWS + STRUCTURE_ROWS + COMPOSITE_ROWS + CONV_ROWS
+                     + SPECTRAL_ROWS)
 
 RULES: dict[str, Rule] = {rule.name: rule for rule in _ROWS}
 

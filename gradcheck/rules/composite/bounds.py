@@ -46,6 +46,7 @@ import numpy as np
 from . import einsum as eq
 from .columns import order_along
 from .vjps import cumprod_vjp, einsum_vjp, sort_vjp, topk_vjp
+from ..spectral import bounds as spectral
 from ..vjps import keep
 
 
@@ -349,4 +350,7 @@ BOUNDS = {
     "topk": Bound(topk_forward, topk_backward),
     "einsum": Bound(einsum_forward, einsum_backward),
     "one_hot": Bound(exact_forward, no_backward),
+    # the discrete Fourier transforms (rules/spectral/): their bounds are stated there
+    **{name: Bound(spectral.forward_bound(name), spectral.backward_bound(name))
+       for name in ("fft", "ifft", "rfft", "irfft")},
 }

@@ -1,0 +1,49 @@
+"""The spectral rows of the rule table: fft, ifft, rfft and irfft, rows of the composite
+family (each states its rounding bound, :mod:`.bounds`, registered in
+:data:`gradcheck.rules.composite.bounds.BOUNDS`). Their columns are in :mod:`.columns`,
+their VJPs in :mod:`.vjps`, their tensor-level adjoints in :mod:`.tensor`. The engine
+records each as PyTorch does (:mod:`gradcheck.engine.spectral`): view_as_complex, the
+padding or slice of ``n``, the transform's node, view_as_real.
+
+A complex operand or result is in the ``torch.view_as_real`` layout (a last axis of 2);
+the user-facing complex spelling (``fft(z)`` of a complex input) is the complex table's,
+which lowers to these rows.
+"""
+
+from __future__ import annotations
+
+from . import columns as sc
+from .tensor import tensor_rule
+from .vjps import VJPS
+from ..composite.bounds import BOUNDS
+from ..row import CHOICE, COMPOSITE, INT, EngineRule, Param, Rule
+
+PARAMS = (Param("n", INT, None), Param("axis", INT, -1),
+          Param("norm", CHOICE, "backward", choices=sc.NORMS))
+
+#: PyTorch's node of each transform (torch.fft's _fft_c2c, _fft_r2c, _fft_c2r).
+GRAD_FN = {"fft": "FftC2CBackward0", "ifft": "FftC2CBackward0", "rfft": "FftR2CBackward0",
+           "irfft": "FftC2RBackward0"}
+
+_DOCS = {
+    "fft": ("discrete Fourier transform along axis of a complex array (view_as_real "
+            "layout: a last axis of 2), n points", "sum(fft(x, axis=0) * x)"),
+    "ifft": ("inverse discrete Fourier transform along axis of a complex array "
+             "(view_as_real layout), n points", 'ifft(x, n=3, axis=0, norm="ortho")'),
+    "rfft": ("Fourier transform of a real array along axis: bins 0..n//2, in the "
+             "view_as_real layout", "rfft(x, axis=1)"),
+    "irfft": ("inverse of rfft: a real array of n = 2*(m-1) points from the bins "
+              "0..m-1 (view_as_real layout) along axis", "irfft(x, n=4, axis=0)"),
+}
+
+
+def spectral_row(name: str) -> Rule:
+    doc, example = _DOCS[name]
+    return Rule(
+        name=name, family=COMPOSITE, arity=1, sympy=sc.SYMPY[name], numpy=sc.NUMPY[name],
+        torch=sc.TORCH[name], params=PARAMS, shape=sc.SHAPES[name],
+        engine=EngineRule(GRAD_FN[name], (VJPS[name],), saves=False),
+        tensor=tensor_rule(name), rounding=BOUNDS[name], example=example, doc=doc)
+
+
+ROWS: list[Rule] = [spectral_row(name) for name in sc.NAMES]
