@@ -310,6 +310,9 @@ def _probe(name: str, dt: torch.dtype):
         x = leaf(2, 3, 4)
         return rule.call("torch", [x, leaf(2, 4, 5)], rule.bind(
             [(2, 3, 4), (2, 4, 5)], {"subscripts": "bij,bjk->bik"})), x
+    if name in ("fft", "ifft", "irfft"):   # a complex operand: the view_as_real layout
+        x = leaf(3, 4, 2)
+        return rule.call("torch", [x], rule.bind([(3, 4, 2)], {"axis": 1})), x
     if rule.family in (REDUCTION, COMPOSITE):   # along axis 1, the other parameters at
         x = leaf(3, 4)                          # their defaults
         return rule.call("torch", [x], rule.bind([(3, 4)], {"axis": 1})), x

@@ -227,7 +227,7 @@ def _special() -> dict[str, tuple[Template, ...]]:
 TEMPLATE_INPUTS: dict[str, tuple[int, ...]] = {
     "seq": (2, 2, 3), "w1": (2, 2, 3), "wg1": (2, 1, 3),
     "img": (2, 2, 2, 3), "k": (2, 2, 2, 3), "kg": (2, 1, 2, 2), "lab": (2,),
-    "at": (3,), "at2": (2, 2)}
+    "at": (3,), "at2": (2, 2), "sig": (4, 2)}
 #: The template inputs that hold integers (one_hot's class labels; the indices of
 #: x[idx], gather and take_along_axis: 0, in range along any axis), as input tables.
 TEMPLATE_LABELS: dict[str, dict] = {"lab": {"dtype": "int64", "domain": [0, 3]},
@@ -262,6 +262,17 @@ _WINDOWED = {
 
 # one_hot takes integer labels, which only a template's own input holds
 _WINDOWED["one_hot"] = (["lab"], ["one_hot({1}, 3) * ({0})"])
+# the FFTs of a complex operand take it in the view_as_real layout (a last axis of 2),
+# which the drawn inputs rarely have: a signal of 4 complex values, scaled by {0}; rfft
+# takes any real operand ({0} itself)
+_WINDOWED.update({
+    "fft": (["sig"], ["fft({1} * ({0}), axis=0)",
+                      'fft({1} * ({0}), n=3, axis=0, norm="ortho")']),
+    "ifft": (["sig"], ["ifft({1} * ({0}), axis=0)",
+                       'ifft({1} * ({0}), n=6, axis=0, norm="forward")']),
+    "rfft": ([], ["rfft({0})", 'rfft({0}, n=5, norm="forward")']),
+    "irfft": (["sig"], ["irfft({1} * ({0}), axis=0)",
+                        'irfft({1} * ({0}), n=5, axis=0, norm="ortho")'])})
 
 
 def _windowed() -> dict[str, tuple[Template, ...]]:

@@ -27,13 +27,13 @@ GRAD_FN = {"fft": "FftC2CBackward0", "ifft": "FftC2CBackward0", "rfft": "FftR2CB
 
 _DOCS = {
     "fft": ("discrete Fourier transform along axis of a complex array (view_as_real "
-            "layout: a last axis of 2), n points", "sum(fft(x, axis=0) * x)"),
+            "layout: a last axis of 2), n points", "fft(stack([x, y], axis=-1), axis=0)"),
     "ifft": ("inverse discrete Fourier transform along axis of a complex array "
-             "(view_as_real layout), n points", 'ifft(x, n=3, axis=0, norm="ortho")'),
+             "(view_as_real layout), n points", 'ifft(stack([x, y], axis=-1), n=3, norm="ortho")'),
     "rfft": ("Fourier transform of a real array along axis: bins 0..n//2, in the "
              "view_as_real layout", "rfft(x, axis=1)"),
     "irfft": ("inverse of rfft: a real array of n = 2*(m-1) points from the bins "
-              "0..m-1 (view_as_real layout) along axis", "irfft(x, n=4, axis=0)"),
+              "0..m-1 (view_as_real layout) along axis", "irfft(stack([x, y], axis=-1), n=4, axis=0)"),
 }
 
 
