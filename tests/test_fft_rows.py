@@ -26,7 +26,7 @@ from gradcheck.sampling.points import sample
 from gradcheck.witnesses.drive import grad_fn_chain
 
 NAMES = ("fft", "ifft", "rfft", "irfft")
-NORMS = ("backward", "forward", "ortho")
+NORMS = sc.NORMS
 
 
 def _shape(name: str, cshape: tuple) -> tuple:

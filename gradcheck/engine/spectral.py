@@ -13,6 +13,7 @@ import numpy as np
 
 from ..rules import RULES
 from ..rules.spectral.columns import COMPLEX_IN, COMPLEX_OUT, fit, lengths
+from .graph import grad_mode, record
 from .tensor import Tensor
 from .views import _contiguous, _data, _derive
 
@@ -45,8 +46,11 @@ def _op(name: str):
         if name == "irfft" and n is None:   # (the default n read off the unresized x)
             params = rule.bind([x.shape], {"n": 2 * (m - 1), "axis": axis, "norm": norm})
         a = _data(x)
-        out = _derive(x, rule.call("numpy", [a], params), rule.grad_fn_name([a], params),
-                      lambda g, ans, a: RULES[name].vjp(0, g, ans, [a], params))
+        out = Tensor(rule.call("numpy", [a], params))
+        if x._requires_grad and grad_mode.enabled:   # (rfft's node saves its operand)
+            record(out, rule.grad_fn_name([a], params), (x,), (a,),
+                   (lambda g, ans, a: RULES[name].vjp(0, g, ans, [a], params),),
+                   saves=rule.engine.saves)
         return _derive(out, out.data, "ViewAsRealBackward0", _same) if COMPLEX_OUT[name] \
             else out
 

@@ -81,7 +81,8 @@ NEEDS: dict[str, Needs] = {
                      registries=("gradcheck.rules.composite.bounds:BOUNDS",), files=(
         "gradcheck/rules/composite/rows.py", "gradcheck/rules/composite/columns.py",
         "gradcheck/rules/composite/vjps.py", "gradcheck/rules/composite/tensor.py",
-        "gradcheck/rules/composite/bounds.py (BOUNDS: its rounding bound)", ROW_CASE)),
+        "gradcheck/rules/composite/bounds.py (BOUNDS: its rounding bound; an FFT's "
+        "columns, VJPs, tensor column and bound: in rules/spectral/)", ROW_CASE)),
 }
 
 

@@ -4,10 +4,11 @@ Each row (:class:`gradcheck.rules.row.Rule`) holds a primitive's family, columns
 NumPy, torch, the engine's VJPs), parameters, spelling, domain and shape rule. Each
 family's rows and their columns' functions live in the family's folder (``elementwise/``,
 ``reduction/``, ``bilinear/``, ``structure/``, ``composite/``, ``conv/``: convolutions and
-pooling; ``activation/``: more elementwise rows; ``spectral/``: the FFTs, composite rows); this module puts their ``ROWS`` in the
-table's order, which listings and drawn formulas follow. Axes reaching the array-valued
-columns are already normalised to a tuple of non-negative ints (``None`` never reaches
-them). What a row of each family must fill is :data:`gradcheck.rules.families.NEEDS`.
+pooling; ``activation/``: more elementwise rows; ``spectral/``: the FFTs, composite
+rows); this module puts their ``ROWS`` in the table's order, which listings and drawn
+formulas follow. Axes reaching the array-valued columns are already normalised to a
+tuple of non-negative ints (``None`` never reaches them; the FFTs' ``axis`` is an INT
+parameter, kept as written: it counts a complex shape's axes). What a row of each family must fill is :data:`gradcheck.rules.families.NEEDS`.
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ from ..row import CHOICE, COMPOSITE, INT, EngineRule, Param, Rule
 PARAMS = (Param("n", INT, None), Param("axis", INT, -1),
           Param("norm", CHOICE, "backward", choices=sc.NORMS))
 
-#: PyTorch's node of each transform (torch.fft's _fft_c2c, _fft_r2c, _fft_c2r).
+#: PyTorch's node of each transform (torch.fft's _fft_c2c, _fft_r2c, _fft_c2r); of
+#: these only FftR2CBackward0 saves a tensor (its operand, for its length), so that a
+#: second backward through it needs retain_graph.
 GRAD_FN = {"fft": "FftC2CBackward0", "ifft": "FftC2CBackward0", "rfft": "FftR2CBackward0",
            "irfft": "FftC2RBackward0"}
 
@@ -42,7 +44,7 @@ def spectral_row(name: str) -> Rule:
     return Rule(
         name=name, family=COMPOSITE, arity=1, sympy=sc.SYMPY[name], numpy=sc.NUMPY[name],
         torch=sc.TORCH[name], params=PARAMS, shape=sc.SHAPES[name],
-        engine=EngineRule(GRAD_FN[name], (VJPS[name],), saves=False),
+        engine=EngineRule(GRAD_FN[name], (VJPS[name],), saves=name == "rfft"),
         tensor=tensor_rule(name), rounding=BOUNDS[name], example=example, doc=doc)
 
 
