@@ -162,6 +162,38 @@ def test_a_non_contiguous_operand_is_cloned_as_torch_clones_it():
     assert "CloneBackward0" in result.witness("torch").grad_fn
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_the_engines_results_are_strided_as_torchs(name):
+    # torch's FFT lays its result out with the transformed axis innermost and the others
+    # in the operand's stride order; the ops after it (their layouts, a later
+    # contiguous()) depend on that
+    import torch
+
+    from gradcheck.engine.views import _strides
+
+    rng = np.random.default_rng(5)
+    pair = [] if name == "rfft" else [3]
+    x = rng.standard_normal((4, 6, 5) + ((2,) if pair else ()))
+    rule = RULES[name]
+    for perm, axis, n in itertools.product(itertools.permutations(range(3)), range(3),
+                                           (None, 3, 9)):
+        order = list(perm) + pair
+        xt = torch.tensor(x).permute(*order)
+        given = {"n": n, "axis": axis}
+        yt = rule.call("torch", [xt], rule.bind([tuple(xt.shape)], given))
+        ye = getattr(engine, name)(engine.Tensor(np.transpose(x, order)), **given)
+        assert _strides(ye.data) == tuple(yt.stride()), (perm, axis, n)
+
+
+def test_a_transform_after_a_transform_along_a_leading_axis_records_torchs_graph():
+    # rfft along axis 0 gives a strided result; the product keeps that layout and
+    # irfft's view_as_complex needs a clone of it (CloneBackward0), in both graphs
+    result = check(make_case("sum(irfft(rfft(r, axis=0) * c, n=16, axis=0) * r)",
+                             {"r": [16, 4], "c": [9, 4, 2]}, points=1))
+    assert result.status == "passed", result.message
+    assert "CloneBackward0" in result.witness("engine").grad_fn
+
+
 # ----------------------------------------------------------------- rounding
 
 U32 = 2.0 ** -24
