@@ -307,11 +307,15 @@ def _computes(rule) -> str:
 
 
 def _docs_by_name() -> dict[str, str]:
-    """PyTorch node name -> what the row that records it computes (rows with one name)."""
+    """PyTorch node name -> what the row that records it computes (rows with one name;
+    a name several rows record, fft's and ifft's FftC2CBackward0, says none of them)."""
+    from collections import Counter
+
     from .rules import RULES
 
-    return {r.engine.grad_fn: _computes(r) for r in RULES.values()
-            if isinstance(r.engine.grad_fn, str)}
+    named = [r for r in RULES.values() if isinstance(r.engine.grad_fn, str)]
+    count = Counter(r.engine.grad_fn for r in named)
+    return {r.engine.grad_fn: _computes(r) for r in named if count[r.engine.grad_fn] == 1}
 
 
 def _recording(apply, made: dict[int, Any]):

@@ -21,7 +21,7 @@ from gradcheck.reference import ExpandedReference, TensorReference
 from gradcheck.rules import RULES
 from gradcheck.rules.spectral import columns as sc
 from gradcheck.rules.spectral import vjps as sv
-from gradcheck.rules.spectral.tensor import spectral_adjoint
+from gradcheck.rules.spectral.tensor import ADJOINTS
 from gradcheck.sampling.points import sample
 from gradcheck.witnesses.drive import grad_fn_chain
 
@@ -65,7 +65,7 @@ def test_each_vjp_is_the_adjoint_of_its_forward(name, shape, given):
     assert back.shape == x.shape
     np.testing.assert_allclose(np.sum(y * g), np.sum(x * back), rtol=1e-12, atol=1e-12)
     # the tensor column, written apart from the definition, is the same adjoint
-    np.testing.assert_allclose(spectral_adjoint(g, shape, name, **given), back, atol=1e-12)
+    np.testing.assert_allclose(ADJOINTS[name](g, shape, **given), back, atol=1e-12)
     # many cotangents at once along a leading axis (the rounding model's batch)
     many = rule.vjp(0, np.stack([g, 2 * g]), y, [x], params)
     np.testing.assert_allclose(many, np.stack([back, 2 * back]), atol=1e-12)
@@ -192,6 +192,16 @@ def test_a_transform_after_a_transform_along_a_leading_axis_records_torchs_graph
                              {"r": [16, 4], "c": [9, 4, 2]}, points=1))
     assert result.status == "passed", result.message
     assert "CloneBackward0" in result.witness("engine").grad_fn
+
+
+def test_explain_names_an_ffts_nodes_and_prints_its_adjoint():
+    from gradcheck.explanation import explain
+
+    e = explain("sum(fft(z, axis=0) * z)", {"z": [4, 2]})
+    assert [n.name for n in e.engine_graph] == [n.name for n in e.torch_graph]
+    inner = next(n for n in e.torch_graph if n.name == "FftC2CBackward0")
+    assert "ifft" not in inner.computes and "fft(z, axis=0)" in inner.computes
+    assert e.formulas["z.grad"] == "(ḡ ⊙ (fft(z, axis=0))) + fft_adjoint(ḡ ⊙ (z), axis=0)"
 
 
 # ----------------------------------------------------------------- rounding

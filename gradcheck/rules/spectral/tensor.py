@@ -36,7 +36,7 @@ def _transform(name: str, g, d: int, big: int):
     return np.where((k == 0) | (2 * k == big), h.real, h)
 
 
-def spectral_adjoint(g, shape, name, n, axis, norm):
+def _adjoint(name: str, g, shape, n, axis, norm):
     """The adjoint of row ``name`` (a VJP) into its operand of (layout) ``shape``."""
     d, m, size, _ = lengths(name, shape, n, axis)
     big = points(name, shape, n, axis)
@@ -44,17 +44,33 @@ def spectral_adjoint(g, shape, name, n, axis, norm):
     return as_real(out) if name != "rfft" else out
 
 
-def _adjoint_adjoint(b, G, g, shape, name, **p):
-    yield g, b.row(name, G, **p)
+def _named(name: str):
+    """``<name>_adjoint(g, shape, n=None, axis=-1, norm="backward")``, a module-level
+    function (the reference prints it by name, with the parameters that differ from
+    the row's defaults), its own adjoint the row itself."""
+    def adjoint(g, shape, n=None, axis=-1, norm="backward"):
+        return _adjoint(name, g, shape, n, axis, norm)
+
+    def adjoint_adjoint(b, G, g, shape, **p):
+        yield g, b.row(name, G, **p)
+
+    adjoint.__name__ = adjoint.__qualname__ = f"{name}_adjoint"
+    adjoint.adjoint, adjoint.linear_in = adjoint_adjoint, (0,)
+    return adjoint
 
 
-spectral_adjoint.adjoint, spectral_adjoint.linear_in = _adjoint_adjoint, (0,)
+fft_adjoint, ifft_adjoint = _named("fft"), _named("ifft")
+rfft_adjoint, irfft_adjoint = _named("rfft"), _named("irfft")
+ADJOINTS = {"fft": fft_adjoint, "ifft": ifft_adjoint, "rfft": rfft_adjoint,
+            "irfft": irfft_adjoint}
+_DEFAULTS = {"n": None, "axis": -1, "norm": "backward"}
 
 
 def tensor_rule(name: str) -> TensorRule:
     def vjp(b, g, ans, x, n, axis, norm):
-        return b.apply(spectral_adjoint, g, shape=x.shape, name=name, n=n, axis=axis,
-                       norm=norm)
+        given = {k: v for k, v in (("n", n), ("axis", axis), ("norm", norm))
+                 if v != _DEFAULTS[k]}
+        return b.apply(ADJOINTS[name], g, shape=x.shape, **given)
 
     vjp.__name__ = f"{name}_tensor"
     return TensorRule((vjp,))
