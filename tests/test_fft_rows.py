@@ -12,17 +12,20 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 from conftest import check, make_case
 from gradcheck import engine
 from gradcheck.base.shapes import ShapeError
 from gradcheck.bounds.summation import accumulation
+from gradcheck.cases import case_from_dict
 from gradcheck.reference import ExpandedReference, TensorReference
 from gradcheck.rules import RULES
 from gradcheck.rules.spectral import columns as sc
 from gradcheck.rules.spectral import vjps as sv
 from gradcheck.rules.spectral.tensor import ADJOINTS
 from gradcheck.sampling.points import sample
+from gradcheck.strategies import formulas
 from gradcheck.witnesses.drive import grad_fn_chain
 
 NAMES = ("fft", "ifft", "rfft", "irfft")
@@ -192,6 +195,17 @@ def test_a_transform_after_a_transform_along_a_leading_axis_records_torchs_graph
                              {"r": [16, 4], "c": [9, 4, 2]}, points=1))
     assert result.status == "passed", result.message
     assert "CloneBackward0" in result.witness("engine").grad_fn
+
+
+@settings(max_examples=25, deadline=None, database=None)
+@given(formulas(functions=["fft", "ifft", "rfft", "irfft", "sum", "mul", "sin"], depth=3))
+def test_drawn_formulas_of_the_transforms_pass_every_witness(table):
+    # nested transforms, each over the drawn formulas its templates take (a complex
+    # signal scaled by them; rfft of any real one), in float64 and float32
+    case = case_from_dict({"name": "random", **table})
+    for dtype in ("float64", "float32"):
+        result = check(case, dtype)
+        assert result.status == "passed", (dtype, table["expr"], result.message)
 
 
 def test_explain_names_an_ffts_nodes_and_prints_its_adjoint():
