@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+import hypothesis
 
 from conftest import check, make_case
 from gradcheck import engine
@@ -197,8 +197,8 @@ def test_a_transform_after_a_transform_along_a_leading_axis_records_torchs_graph
     assert "CloneBackward0" in result.witness("engine").grad_fn
 
 
-@settings(max_examples=25, deadline=None, database=None)
-@given(formulas(functions=["fft", "ifft", "rfft", "irfft", "sum", "mul", "sin"], depth=3))
+@hypothesis.settings(max_examples=25, deadline=None, database=None)
+@hypothesis.given(formulas(functions=["fft", "ifft", "rfft", "irfft", "sum", "mul", "sin"], depth=3))
 def test_drawn_formulas_of_the_transforms_pass_every_witness(table):
     # nested transforms, each over the drawn formulas its templates take (a complex
     # signal scaled by them; rfft of any real one), in float64 and float32
