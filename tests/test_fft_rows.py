@@ -198,7 +198,8 @@ def test_a_transform_after_a_transform_along_a_leading_axis_records_torchs_graph
 
 
 @hypothesis.settings(max_examples=25, deadline=None, database=None)
-@hypothesis.given(formulas(functions=["fft", "ifft", "rfft", "irfft", "sum", "mul", "sin"], depth=3))
+@hypothesis.given(formulas(functions=["fft", "ifft", "rfft", "irfft", "sum", "mul", "sin"],
+                           depth=3))
 def test_drawn_formulas_of_the_transforms_pass_every_witness(table):
     # nested transforms, each over the drawn formulas its templates take (a complex
     # signal scaled by them; rfft of any real one), in float64 and float32
@@ -304,7 +305,7 @@ def test_a_vjp_without_the_halving_or_doubling_of_interior_bins_is_caught(monkey
                                                                            name):
     # rfft's adjoint halves the interior bins (irfft counts them twice), irfft's
     # doubles them: with no interior bins, neither does
-    monkeypatch.setattr(sv, "interior", lambda length, points: slice(0, 0))
+    monkeypatch.setattr(sv, "interior", lambda count: slice(0, 0))
     result = check(make_case(*FORMULAS[name], points=1))
     assert result.witness("engine").status == "failed"
     assert result.witness("torch").status == "passed"

@@ -4,8 +4,9 @@ operand is not contiguous (``x.contiguous()``), ViewAsComplexBackward0, then a
 SliceBackward0 or ConstantPadNdBackward0 where ``n`` truncates or pads the transformed
 axis, the transform's node (FftC2CBackward0, FftR2CBackward0, FftC2RBackward0: the
 row's own VJP, looked up when the backward runs; its result strided as PyTorch's
-strides it), and ViewAsRealBackward0 (irfft's result is real: none). The views' VJPs are the identity on the layout; the slice's pads
-the cotangent back with zeros, the padding's truncates it."""
+strides it), and ViewAsRealBackward0 (irfft's result is real: none). The views' VJPs
+are the identity on the layout; the slice's pads the cotangent back with zeros, the
+padding's truncates it."""
 
 from __future__ import annotations
 

@@ -50,44 +50,43 @@ def complex_shape(x: tuple, name: str) -> tuple:
 
 
 def lengths(name: str, shape: tuple, n, axis: int) -> tuple[int, int, int, int]:
-    """(d, m, size, out) of row ``name`` on an operand of (layout) ``shape``: the
+    """(d, m, size, count) of row ``name`` on an operand of (layout) ``shape``: the
     negative complex axis, its length, the length the transform reads there (after
-    ``n``'s padding or truncation) and the result's length there."""
+    ``n``'s padding or truncation) and the transform's length N (irfft's result's)."""
     cshape = complex_shape(shape, name) if COMPLEX_IN[name] else tuple(shape)
     if not cshape:
         raise ShapeError(f"{name} takes an array of at least one (complex) axis")
     d = negative_axis(axis, len(cshape))
     m = cshape[d]
     if name == "irfft":
-        points = 2 * (m - 1) if n is None else n
-        size = points // 2 + 1
+        count = 2 * (m - 1) if n is None else n
+        size = count // 2 + 1
     else:
-        points = size = m if n is None else n
-    if points < 1:
-        raise ShapeError(f"{name} takes n >= 1 points, got n={points}"
+        count = size = m if n is None else n
+    if count < 1:
+        raise ShapeError(f"{name} takes n >= 1 points, got n={count}"
                          + (" (irfft's default 2*(m-1) of one bin)" if n is None else ""))
-    out = {"fft": points, "ifft": points, "rfft": points // 2 + 1, "irfft": points}[name]
-    return d, m, size, out
+    return d, m, size, count
 
 
 def points(name: str, shape: tuple, n, axis: int) -> int:
     """The transform's length N (the ``n`` of its scale)."""
-    d, m, size, out = lengths(name, shape, n, axis)
-    return out if name != "rfft" else (m if n is None else n)
+    return lengths(name, shape, n, axis)[3]
 
 
-def scale(name: str, norm: str, points: int) -> float:
-    """The factor s of row ``name``: y = s · Σ x_j exp(∓2πi jk/N)."""
+def scale(name: str, norm: str, count: int) -> float:
+    """The factor s of row ``name`` of N = ``count`` points: y = s · Σ x_j
+    exp(∓2πi jk/N)."""
     if norm == "ortho":
-        return 1 / math.sqrt(points)
-    return 1 / points if (norm == "forward") != INVERSE[name] else 1.0
+        return 1 / math.sqrt(count)
+    return 1 / count if (norm == "forward") != INVERSE[name] else 1.0
 
 
 def shape_rule(name: str):
     def rule(x, n, axis, norm):
-        d, m, size, out = lengths(name, tuple(x), n, axis)
+        d, m, size, count = lengths(name, tuple(x), n, axis)
         cshape = list(complex_shape(x, name) if COMPLEX_IN[name] else x)
-        cshape[d] = out
+        cshape[d] = count // 2 + 1 if name == "rfft" else count
         return tuple(cshape) + ((2,) if COMPLEX_OUT[name] else ())
 
     rule.__name__ = f"{name}_shape"
@@ -150,11 +149,11 @@ def _torch_call(name: str):
 
 # --------------------------------------------------------------------------- SymPy
 
-def _twiddles(points: int, sign: int):
-    """cos and sin of 2πjk/N for every j, k < N (sin with ``sign``), exact."""
-    cos = [sympy.cos(2 * sympy.pi * sympy.Rational(j, points)) for j in range(points)]
-    sin = [sign * sympy.sin(2 * sympy.pi * sympy.Rational(j, points)) for j in range(points)]
-    return cos, sin
+def _twiddles(count: int, sign: int):
+    """cos and sin of 2πj/N for every j < N (sin with ``sign``), exact: entry jk mod N
+    is the twiddle of input j and output k."""
+    turns = [2 * sympy.pi * sympy.Rational(j, count) for j in range(count)]
+    return [sympy.cos(t) for t in turns], [sign * sympy.sin(t) for t in turns]
 
 
 def _slices(x, d: int, lead: tuple, fn) -> np.ndarray:
@@ -173,26 +172,28 @@ def _slices(x, d: int, lead: tuple, fn) -> np.ndarray:
 def _sym(name: str):
     def meaning(x, n, axis, norm):
         x = np.asarray(x, dtype=object)
-        d, m, size, _ = lengths(name, x.shape, n, axis)
-        big = points(name, x.shape, n, axis)
+        d, m, size, big = lengths(name, x.shape, n, axis)
         s = 1 / sympy.sqrt(big) if norm == "ortho" else \
             sympy.Rational(1, big) if scale(name, norm, big) != 1 else sympy.S.One
         cos, sin = _twiddles(big, 1 if INVERSE[name] else -1)
         zero = sympy.S.Zero
+
+        def term(a, b, jk):   # Re and Im of (a + ib)·e^{±2πi jk/N}
+            c, t = cos[jk % big], sin[jk % big]
+            return a * c - b * t, b * c + a * t
 
         def one(v):
             pairs = [tuple(v[j]) if COMPLEX_IN[name] else (v[j], zero) for j in range(m)]
             pairs = (pairs + [(zero, zero)] * size)[:size]
             if name == "irfft":   # the Hermitian half: interior bins count twice
                 return np.array([s * sympy.Add(*[
-                    (1 if k == 0 or 2 * k == big else 2) * (a * cos[j * k % big] - b * sin[j * k % big])
+                    (1 if k == 0 or 2 * k == big else 2) * term(a, b, j * k)[0]
                     for k, (a, b) in enumerate(pairs)]) for j in range(big)], dtype=object)
             outs = range(big // 2 + 1) if name == "rfft" else range(big)
-            rows = [(s * sympy.Add(*[a * cos[j * k % big] - b * sin[j * k % big]
-                                     for j, (a, b) in enumerate(pairs)]),
-                     s * sympy.Add(*[b * cos[j * k % big] + a * sin[j * k % big]
-                                     for j, (a, b) in enumerate(pairs)])) for k in outs]
-            return np.array(rows, dtype=object)
+            terms = [[term(a, b, j * k) for j, (a, b) in enumerate(pairs)] for k in outs]
+            return np.array([(s * sympy.Add(*[t[0] for t in row]),
+                              s * sympy.Add(*[t[1] for t in row])) for row in terms],
+                            dtype=object)
 
         return _slices(x, d, (1,) if COMPLEX_IN[name] else (), one)
 

@@ -35,7 +35,8 @@ _DOCS = {
     "rfft": ("Fourier transform of a real array along axis: bins 0..n//2, in the "
              "view_as_real layout", "rfft(x, axis=1)"),
     "irfft": ("inverse of rfft: a real array of n = 2*(m-1) points from the bins "
-              "0..m-1 (view_as_real layout) along axis", "irfft(stack([x, y], axis=-1), n=4, axis=0)"),
+              "0..m-1 (view_as_real layout) along axis",
+              "irfft(stack([x, y], axis=-1), n=4, axis=0)"),
 }
 
 

@@ -26,10 +26,10 @@ import numpy as np
 from .columns import DUAL, as_complex, as_real, fit, lengths
 
 
-def interior(length: int, points: int) -> slice:
-    """The interior bins of a one-sided spectrum of ``points`` points (length
-    points//2 + 1): neither the DC bin nor, N even, the Nyquist bin."""
-    return slice(1, points - points // 2)
+def interior(count: int) -> slice:
+    """The interior bins of a one-sided spectrum of N = ``count`` points (N//2 + 1
+    bins): neither the DC bin nor, N even, the Nyquist bin."""
+    return slice(1, count - count // 2)
 
 
 def _along(d: int, index) -> tuple:
@@ -49,16 +49,16 @@ def ifft_vjp(g, ans, x, n, axis, norm):
 def rfft_vjp(g, ans, x, n, axis, norm):
     d, m, size, _ = lengths("rfft", np.shape(x), n, axis)
     h = as_complex(g).copy()
-    h[_along(d, interior(h.shape[d], size))] *= 0.5
+    h[_along(d, interior(size))] *= 0.5
     return fit(np.fft.irfft(h, n=size, axis=d, norm=DUAL[norm]), m, d)
 
 
 def irfft_vjp(g, ans, x, n, axis, norm):
-    d, m, size, points = lengths("irfft", np.shape(x), n, axis)
+    d, m, size, count = lengths("irfft", np.shape(x), n, axis)
     h = np.fft.rfft(g, axis=d, norm=DUAL[norm])
-    h[_along(d, interior(size, points))] *= 2
+    h[_along(d, interior(count))] *= 2
     h[_along(d, 0)] = h[_along(d, 0)].real          # DC: its imaginary part unread
-    if points % 2 == 0:                                # Nyquist, likewise
+    if count % 2 == 0:                                 # Nyquist, likewise
         h[_along(d, size - 1)] = h[_along(d, size - 1)].real
     return as_real(fit(h, m, d)).astype(np.result_type(g), copy=False)
 
