@@ -3,17 +3,20 @@ hands them to the model): an FFT's result, and each VJP (again a transform), per
 
 A transform of N points scaled by s sums N products of its inputs with unit-modulus
 twiddles, so each real component of an output moves by at most s·Σ_j (|Δa_j| + |Δb_j|)
-when the inputs (a_j + i b_j) move (irfft's interior bins count twice): that is the
-propagated error, |J|·E(x) bounded exactly. Its own rounding is bounded by
-K(N)·ua·s·Σ_j (|a_j| + |b_j|), K(N) = N + 2⌈log2 N⌉ + 4. Proven for a direct
-summation of the N terms (each product with its rounded twiddle errs by ≤ (√2·2 + 1)u,
-the recursive sum of N terms by (N − 1)u); the FFT algorithms torch and NumPy run
-(pocketfft's mixed radix, Bluestein's chirp for large prime N) are not a direct sum, and
-for them it is measured, not proven: their componentwise error grows like log2 N in
-Σ|x|·u (Higham, Accuracy and Stability, ch. 24, normwise), far below K(N)·u at every N
-tests/test_fft_rows.py draws (float32 against float64, primes included). ua is the
-accumulator's unit (half precision runs the transform in float32); rounding the result
-to the dtype adds u·|y|.
+when the inputs (a_j + i b_j) move (irfft's interior bins count twice): the propagated
+error, an upper bound of |J|·E(x). Its own rounding is bounded by K(N)·ua·s·Σ_j (|a_j| +
+|b_j|), K(N) = N + 2⌈log2 N⌉ + 4. Proven for a direct summation of the N terms (a
+complex product with a rounded twiddle errs by at most about (2√2 + 1)u of |a| + |b|,
+the recursive sum of N terms by (N − 1)u, the scaling by u). The FFT algorithms torch
+(MKL, or pocketfft) and NumPy (pocketfft) run are not a direct sum (mixed radix;
+Bluestein's chirp for a large prime N), and for them it is measured, not proven: their
+componentwise error grows like log2 N (Higham, Accuracy and Stability, ch. 24, proves it
+normwise). Measured float32 against float64 on random inputs of N from 2 to 4099
+(primes included), every norm, NumPy's and torch's: at most 5.1·u·s·Σ|x| for the
+forward and 1.8 for the VJP (irfft's Σ weighted), where K(N) is 8 (N = 2) to 4129
+(N = 4099); tests/test_fft_rows.py checks the bound at N = 2,
+7, 16, 97 and 1024. ua is the accumulator's unit (half precision runs the transform in
+float32); rounding the result to the dtype adds u·|y|.
 """
 
 from __future__ import annotations
