@@ -94,9 +94,10 @@ def test_every_function_of_the_rule_table_parses(names, fname):
     elif RULES[fname].domain_of(0) == "integer":   # one_hot: an integer input's labels
         names = dict(names, idx=Node("input", shape=(3,), name="idx", dtype="int64"))
         text = f"{fname}(idx, 4)"
-    elif RULES[fname].family in (STRUCTURE, BILINEAR, POOLING):   # (dot: above)
-        # a shape, a list of tensors, a subscript, an image and its kernel: the row's
-        # example, over its documented inputs
+    elif RULES[fname].family in (STRUCTURE, BILINEAR, POOLING) or fname in (
+            "fft", "ifft", "irfft"):   # (dot: above)
+        # a shape, a list of tensors, a subscript, an image and its kernel, a complex
+        # array in the view_as_real layout: the row's example, over its documented inputs
         text = RULES[fname].example
         names = {n: Node("input", shape=s, name=n, dtype=EXAMPLE_DTYPES.get(n))
                  for n, s in EXAMPLE_INPUTS.items()}
