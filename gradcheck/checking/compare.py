@@ -115,8 +115,12 @@ class Tally:
     :meth:`record`."""
 
     def __init__(self, witness: str, dtype: str, atol: float | None = None,
-                 rtol: float | None = None):
+                 rtol: float | None = None, *, complex: Iterable[str] = ()):
         self.witness, self.dtype = witness, dtype
+        # the quantities held in the view_as_real layout (a complex input's gradient):
+        # their worst elements are named by complex index and part (Worst.in_parts), at
+        # result(), whichever tally (a trial merged in) found them
+        self.complex = frozenset(complex)
         self.atol, self.rtol = atol or 0.0, rtol or 0.0
         self._max_finite = max_finite(dtype)
         self.max_abs = self.max_rel = 0.0
@@ -142,6 +146,11 @@ class Tally:
         # a Jacobian's rows that agreed at the current point, by map, before any row
         # differed: (point, [row, ...]), mapped only once one of that point does
         self._pending: dict[str, tuple[int, list]] = {}
+
+    def fresh(self) -> "Tally":
+        """An empty tally of the same witness, dtype, tolerances and complex quantities
+        (a trial, merged in or dropped)."""
+        return Tally(self.witness, self.dtype, self.atol, self.rtol, complex=self.complex)
 
     def add(self, got: Evaluation, ref: Evaluation, point: int,
             tolerance: dict[str, np.ndarray], *, loose: Callable[[], dict] | None = None,
@@ -415,7 +424,10 @@ class Tally:
 
     @property
     def worst(self) -> Worst | None:
-        return self.worst_kept[0][1] if self.worst_kept else None
+        return self._named(self.worst_kept[0][1]) if self.worst_kept else None
+
+    def _named(self, worst: Worst) -> Worst:
+        return worst.in_parts() if worst.quantity in self.complex else worst
 
     def error_maps(self) -> tuple:
         """The maps of the quantities that differ (the first MAPS_KEPT)."""
@@ -441,7 +453,7 @@ class Tally:
         return WitnessResult(self.witness, status, self.max_abs, self.max_rel, self.worst,
                              self.checked, self.mismatched, self.grad_fn, message,
                              diagnosis=diagnosis,
-                             worst_elements=tuple(w for _, w in self.worst_kept),
+                             worst_elements=tuple(self._named(w) for _, w in self.worst_kept),
                              notes=tuple(dict.fromkeys(self.notes)),
                              contract_notes=tuple(dict.fromkeys(self.contract_notes)),
                              error_maps=self.error_maps() if self.mismatched else ())
