@@ -19,6 +19,7 @@ from conftest import make_case
 from gradcheck.base.errors import CaseFileError
 from gradcheck.base.result import RunResult, Worst
 from gradcheck.cases import read_file
+from gradcheck.checking.compare import NotFiniteReference, Tally
 from gradcheck.checking.diagnose import Sample, diagnose, diagnose_points, summarize
 from gradcheck.report import render
 from gradcheck.rules import RULES
@@ -154,6 +155,23 @@ def test_an_element_of_a_complex_quantity_is_named_by_index_and_part():
     assert Worst.from_dict(json.loads(json.dumps(w.to_dict()))) == w
     real = Worst("x.grad", (3,), 1.0, 2.0, 1e-9, 0)
     assert real.label == "x.grad[3]" and "part" not in real.to_dict()
+
+
+def test_a_tally_names_the_elements_of_its_complex_quantities_and_its_trials_too():
+    tally = Tally("w", "float64", complex={"z.grad"})
+    e = np.zeros((3, 2))
+    o = e.copy()
+    o[1, 1] = 1.0
+    trial = tally.fresh()   # (a trial judged apart, then merged in)
+    trial.add_quantities({"z.grad": o}, {"z.grad": e}, 0, {"z.grad": np.full((3, 2), 1e-9)})
+    tally.merge(trial)
+    result = tally.result()
+    assert (result.worst.index, result.worst.part) == ((1,), "imaginary")
+    assert "worst z.grad[1] (imaginary part) at point 0" in result.message
+    # a reference that is not finite is named so as well
+    e[2, 0] = np.nan
+    with pytest.raises(NotFiniteReference, match=r"the exact z.grad\[2\] \(real part\) is nan"):
+        tally.add_quantities({"z.grad": o}, {"z.grad": e}, 1, {"z.grad": np.zeros((3, 2))})
 
 
 class _SubMissingMinus(torch.autograd.Function):

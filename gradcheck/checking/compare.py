@@ -91,13 +91,16 @@ class NotFiniteReference(GradcheckError):
     never a pass, nor a failure of a witness the reference cannot vouch against."""
 
 
-def _require_finite(quantity: str, expected: np.ndarray, point: int) -> None:
-    """Raise :class:`NotFiniteReference` where ``expected`` is not finite."""
+def _require_finite(quantity: str, expected: np.ndarray, point: int,
+                    complex: bool = False) -> None:
+    """Raise :class:`NotFiniteReference` where ``expected`` is not finite (``complex``:
+    a quantity in the view_as_real layout, its element named by index and part)."""
     # NaN and inf reach the extremes: two passes, no temporary of a layer's size
     if np.isfinite(np.min(expected)) and np.isfinite(np.max(expected)):
         return
     idx = tuple(int(i) for i in np.argwhere(~np.isfinite(expected))[0])
-    element = quantity + (f"[{', '.join(map(str, idx))}]" if idx else "")
+    element = (Worst(quantity, idx, 0.0, 0.0, 0.0, point).in_parts().label if complex
+               else quantity + (f"[{', '.join(map(str, idx))}]" if idx else ""))
     raise NotFiniteReference(
         f"the reference is not finite at point {point}: the exact {element} is "
         f"{float(expected[idx])}, so no witness can be checked against it there (this is "
@@ -265,7 +268,7 @@ class Tally:
         # (NaN in either extreme is NaN in both; inf is caught just below)
         lo, hi = float(expected.min()), float(expected.max())
         if exact and not (math.isfinite(lo) and math.isfinite(hi)):
-            _require_finite(quantity, expected, point)
+            _require_finite(quantity, expected, point, quantity in self.complex)
         largest = max(abs(lo), abs(hi))
         allowed = np.asarray(allowed, dtype=float)
         if allowed.shape != expected.shape:
