@@ -91,8 +91,7 @@ class NotFiniteReference(GradcheckError):
     never a pass, nor a failure of a witness the reference cannot vouch against."""
 
 
-def _require_finite(quantity: str, expected: np.ndarray, point: int,
-                    complex: bool = False) -> None:
+def _require_finite(quantity: str, expected: np.ndarray, point: int, complex=False) -> None:
     """Raise :class:`NotFiniteReference` where ``expected`` is not finite (``complex``:
     a quantity in the view_as_real layout, its element named by index and part)."""
     # NaN and inf reach the extremes: two passes, no temporary of a layer's size
@@ -151,8 +150,7 @@ class Tally:
         self._pending: dict[str, tuple[int, list]] = {}
 
     def fresh(self) -> "Tally":
-        """An empty tally of the same witness, dtype, tolerances and complex quantities
-        (a trial, merged in or dropped)."""
+        """An empty tally of the same witness, dtype, tolerances and complex quantities."""
         return Tally(self.witness, self.dtype, self.atol, self.rtol, complex=self.complex)
 
     def add(self, got: Evaluation, ref: Evaluation, point: int,

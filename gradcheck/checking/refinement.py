@@ -116,5 +116,5 @@ def refined(measure, tolerance, case, values: dict, trial, got, expected, i: int
                f"{margin:.3g})" for node, count, margin in rows))
     worst = trial.worst
     return None, (f"{w}'s finite differences do not settle there ({why}), so the point "
-                  f"is inconclusive for {w} and not counted (worst {worst.label}: got {worst.obtained:.6g}, expected "
-                  f"{worst.expected:.6g})")
+                  f"is inconclusive for {w} and not counted (worst {worst.label}: got "
+                  f"{worst.obtained:.6g}, expected {worst.expected:.6g})")

@@ -16,9 +16,9 @@ from typing import Callable
 import numpy as np
 
 from ...base.arrays import unbroadcast
-from .parts import complex_part
 from .elements import (PATTERN_ATOL, PATTERN_RTOL, SYSTEMATIC, array, label, matches, shape_text,
                        tolerance)
+from .parts import complex_part
 
 
 @dataclass
@@ -193,7 +193,8 @@ def _factor(name: str, c: _Case) -> str | None:
 
 #: Tried in this order for each input; the first that fits explains it.
 PATTERNS: list[Callable[[str, _Case], str | None]] = [
-    _sign_flip, complex_part, _grad_output_ignored, _swapped, _transposed, _not_summed_back, _factor,
+    _sign_flip, complex_part, _grad_output_ignored, _swapped, _transposed, _not_summed_back,
+    _factor,
 ]
 
 
