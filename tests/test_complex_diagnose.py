@@ -244,6 +244,40 @@ def test_the_modulus_domain_draws_the_modulus_in_it_and_the_phase_all_round():
     assert large.min() > 1.8 and small.max() < 0.7
 
 
+def test_hypothesis_points_keep_the_modulus_domain():
+    from hypothesis import given, settings
+
+    from gradcheck.strategies import points
+
+    case = make_case("sum(z[..., 0] * z[..., 1])", {"z": {
+        "shape": [6], "dtype": "complex", "domain": {"modulus": [0.5, 1]}}})
+
+    @settings(max_examples=10, deadline=None, database=None)
+    @given(points(case))
+    def drawn(values):
+        r = np.hypot(values["z"][..., 0], values["z"][..., 1])
+        assert np.all((0.5 <= r) & (r <= 1))
+
+    drawn()
+
+
+def test_pulling_in_moves_the_modulus_toward_its_middle_and_keeps_the_phase():
+    from gradcheck.sampling.domains import toward
+
+    spec = make_case("sum(z[..., 0])", {"z": {
+        "shape": [3], "dtype": "complex", "domain": {"modulus": [0, 4]}}}).input["z"]
+    z = np.array([4.0, 1j, 0.0])
+    pulled = toward(spec, layout(z), 0.5)
+    assert np.allclose(pulled, layout(np.array([3.0, 1.5j, 1.0])))
+    # an extreme point of a mixing formula that overflows (placed at λ = 0, then
+    # redrawn pair by pair) stays in the domain
+    case = make_case("sum(exp(z[..., 0] @ z[..., 1]))", {"z": {
+        "shape": [4, 4], "dtype": "complex", "domain": {"modulus": [0, 200]}}},
+        points=1, extreme_points=1)
+    large = list(case_points(case, "float64"))[1].values["z"]
+    assert np.all(np.hypot(large[..., 0], large[..., 1]) <= 200)
+
+
 def test_a_modulus_from_zero_reaches_small_magnitudes():
     case = make_case("sum(z[..., 0] * z[..., 1])", {"z": {
         "shape": [64], "dtype": "complex", "domain": {"modulus": [0, 1]}}},
