@@ -242,6 +242,7 @@ def test_the_modulus_domain_draws_the_modulus_in_it_and_the_phase_all_round():
     # the extreme points go to the ends of |z|'s interval: large near 2, small near 0.5
     large, small = (np.hypot(*points[k].values["z"].T) for k in (3, 4))
     assert large.min() > 1.8 and small.max() < 0.7
+    assert "large magnitudes: |z| " in points[3].notes[0] and " from 2 " in points[3].notes[0]
 
 
 def test_hypothesis_points_keep_the_modulus_domain():

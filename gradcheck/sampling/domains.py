@@ -165,12 +165,8 @@ def toward(spec, x: np.ndarray, pull: float) -> np.ndarray:
     if spec.integer:
         return x
     if isinstance(spec.domain, Modulus):   # |z| toward the middle, the phase kept
-        r = modulus(x)
         middle = (spec.domain.lo + spec.domain.hi) / 2
-        with np.errstate(all="ignore"):
-            scale = np.where(r > 0, (middle + pull * (r - middle)) / r, 0.0)
-        return np.where(r[..., None] > 0, x * scale[..., None],
-                        polar(middle * (1 - pull) + 0 * r, 0 * r))
+        return polar(middle + pull * (modulus(x) - middle), np.arctan2(x[..., 1], x[..., 0]))
     if spec.domain == "nonzero":
         return np.sign(x) * (1.05 + pull * (np.abs(x) - 1.05))
     lo, hi = RANGES[spec.domain] if isinstance(spec.domain, str) else spec.domain

@@ -376,14 +376,13 @@ def _extreme_note(index, band, dtype, limit, pull, values, free, rays) -> str:
     parts = []
     for spec in (s for s in free if not s.integer):
         anchors = sorted({r.anchor for r in rays[spec.name]})
-        x, name = values[spec.name], spec.name
-        if isinstance(spec.domain, Modulus):   # (its rays run along |z|)
-            x, name = modulus(x), f"|{spec.name}|"
+        by_modulus = isinstance(spec.domain, Modulus)   # (its rays run along |z|)
+        x = modulus(values[spec.name]) if by_modulus else values[spec.name]
         d = np.min([np.abs(x - a) for a in anchors], axis=0)
         span = f"{np.min(d):.2g} to {np.max(d):.2g}"
-        parts.append(f"|{name}| {span}" if anchors == [0.0] and name == spec.name else
-                     f"{name} {span}" if anchors == [0.0] else
-                     f"{name} {span} from {' and '.join(f'{a:g}' for a in anchors)}")
+        who = f"|{spec.name}|" if by_modulus or anchors == [0.0] else spec.name
+        parts.append(f"{who} {span}" if anchors == [0.0] else
+                     f"{who} {span} from {' and '.join(f'{a:g}' for a in anchors)}")
     how = (f"values of the formula kept below {limit:.2g}, √ of {dtype}'s largest, and "
            f"arguments of exponentials below {math.log(limit):.3g}"
            + (f"; pulled in to λ = {pull:.3g}" if pull < 1 else ""))
