@@ -85,6 +85,7 @@ from .base.dtypes import NAMES as DTYPES
 from .base.errors import CaseFileError
 from .formula.parser import MAX_ELEMENTS, parse
 from .rules import COMPARISON, RULES
+from .sampling.domains import Modulus
 from .sampling.points import RANGES, _round, sample, settle
 from .base.shapes import ShapeError, broadcast
 from .generate.inputs import check_inputs as _check_inputs, check_shape as _check_shape
@@ -451,6 +452,8 @@ def points(case: Case | Mapping[str, Any], dtype: str = "float64") -> st.SearchS
 
 
 def _elements(domain) -> st.SearchStrategy[float]:
+    if isinstance(domain, Modulus):   # each part within |z|'s bound: settle redraws the
+        return st.floats(-domain.hi, domain.hi)   # pairs outside it by modulus
     if domain == "nonzero":
         return st.floats(0.1, 2.0).flatmap(lambda v: st.sampled_from([v, -v]))
     lo, hi = RANGES[domain] if isinstance(domain, str) else domain

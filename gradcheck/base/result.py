@@ -5,7 +5,7 @@ into text, JSON and the other formats; nothing here prints."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
@@ -48,9 +48,24 @@ def _float(x: Any) -> float:
     return float(x)
 
 
+#: the parts of a complex element, by its index on the layout's last axis (the layout
+#: torch.view_as_real gives: real part, imaginary part)
+PARTS = ("real", "imaginary")
+
+
+def element_name(quantity: str, index, part: str | None = None) -> str:
+    """How every report names an element: ``x.grad[1,2]`` (``value[]`` for a scalar);
+    an element of a complex quantity by its complex index and its part,
+    ``z.grad[2,1] (imaginary part)``, never by the layout's ``z.grad[2,1,1]``."""
+    name = f"{quantity}[{','.join(map(str, index))}]"
+    return f"{name} ({part} part)" if part else name
+
+
 @dataclass(frozen=True)
 class Worst:
-    """The element that is furthest outside its tolerance (or closest to it)."""
+    """The element that is furthest outside its tolerance (or closest to it). ``part``:
+    of a complex quantity (held in the view_as_real layout), which part it is
+    ("real" or "imaginary"), ``index`` then its complex index (:meth:`in_parts`)."""
 
     quantity: str                  # "value", "x.grad", "h.grad"
     index: tuple[int, ...]
@@ -58,16 +73,32 @@ class Worst:
     expected: float
     tolerance: float
     point: int                     # which sampled point
+    part: str | None = None
+
+    @property
+    def label(self) -> str:
+        return element_name(self.quantity, self.index, self.part)
+
+    def in_parts(self) -> "Worst":
+        """The same element of a complex quantity, its layout index (last axis: real,
+        imaginary) told as the complex index and the part."""
+        if self.part is not None or not self.index:
+            return self
+        return replace(self, index=tuple(self.index[:-1]), part=PARTS[self.index[-1]])
 
     def to_dict(self) -> dict:
-        return _plain(self.__dict__.copy())
+        data = _plain(self.__dict__.copy())
+        if self.part is None:   # (a real element's record stays as it was)
+            del data["part"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Worst":
         """The inverse of :meth:`to_dict`."""
         return cls(quantity=data["quantity"], index=tuple(data["index"]),
                    obtained=_float(data["obtained"]), expected=_float(data["expected"]),
-                   tolerance=_float(data["tolerance"]), point=data["point"])
+                   tolerance=_float(data["tolerance"]), point=data["point"],
+                   part=data.get("part"))
 
 
 #: The histogram bins of an :class:`ErrorMap`, as powers of ten of |obtained - expected|
@@ -138,7 +169,7 @@ class WitnessResult:
     def worst_index(self) -> str | None:
         if self.worst is None:
             return None
-        return f"{self.worst.quantity}[{','.join(map(str, self.worst.index))}]"
+        return self.worst.label
 
     def to_dict(self) -> dict:
         return _plain({

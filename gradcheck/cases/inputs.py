@@ -19,6 +19,7 @@ import numpy as np
 
 from ..base.errors import CaseFileError
 from ..formula.parser import MAX_ELEMENTS
+from ..sampling.domains import Modulus
 from .model import DOMAINS, InputSpec, in_domain
 from .vocabulary import INPUT_DTYPES
 
@@ -81,11 +82,15 @@ def read_domain(name: str, domain: Any, fail: Fail) -> str | tuple[float, float]
 def _complex_input(name: str, shape: tuple, spec: dict, fail: Fail) -> InputSpec:
     """A complex input (complex128 in a float64 run, complex64 in float32), held as its
     ``[re, im]`` pairs (``torch.view_as_real``'s layout): each part is drawn in its
-    domain, "real" or ``[lo, hi]``; a pinned ``value`` holds ``[re, im]`` pairs."""
-    domain = read_domain(name, spec.get("domain", "real"), fail)
+    domain, "real" or ``[lo, hi]``, or |z| in ``{ modulus = [lo, hi] }`` (the phase
+    uniform); a pinned ``value`` holds ``[re, im]`` pairs."""
+    raw = spec.get("domain", "real")
+    domain = (_modulus(name, raw, fail) if isinstance(raw, dict)
+              else read_domain(name, raw, fail))
     if isinstance(domain, str) and domain != "real":
         raise fail(f"input {name!r} is complex: its domain is \"real\" or [lo, hi] "
-                   f"(for the real and imaginary parts alike), got {domain!r}")
+                   f"(for the real and imaginary parts alike) or {{ modulus = [lo, hi] }}, "
+                   f"got {domain!r}")
     requires_grad = spec.get("requires_grad", True)
     if not isinstance(requires_grad, bool):
         raise fail(f"input {name!r}: requires_grad must be true or false")
@@ -99,6 +104,21 @@ def _complex_input(name: str, shape: tuple, spec: dict, fail: Fail) -> InputSpec
         if not np.all(in_domain(value, domain)):
             raise fail(f"input {name!r}: value lies outside its domain {domain!r}")
     return InputSpec(name, layout, domain, value, requires_grad, complex=True)
+
+
+def _modulus(name: str, domain: dict, fail: Fail) -> Modulus:
+    """``{ modulus = [lo, hi] }``: |z| in [lo, hi], 0 <= lo < hi (finite, at most 1e6)."""
+    bounds = domain.get("modulus")
+    if (set(domain) == {"modulus"} and isinstance(bounds, list) and len(bounds) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                    and math.isfinite(v) and abs(v) <= 1e6 for v in bounds)
+            and 0 <= bounds[0] < bounds[1]):
+        return Modulus(float(bounds[0]), float(bounds[1]))
+    extra = sorted(set(domain) - {"modulus"})
+    raise fail(f"input {name!r}: a complex domain table is {{ modulus = [lo, hi] }} with "
+               "finite 0 <= lo < hi (|z| in [lo, hi], its phase uniform), got "
+               + (f"unknown key{'s' * (len(extra) > 1)} {', '.join(map(repr, extra))}"
+                  if extra else repr(domain)))
 
 
 def _integer_input(name: str, shape: tuple, dtype: str, spec: dict,

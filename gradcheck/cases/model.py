@@ -31,7 +31,7 @@ class InputSpec:
 
     name: str
     shape: tuple[int, ...]
-    domain: str | tuple[float, float] = "real"
+    domain: Any = "real"           # a name, (lo, hi) or a complex input's Modulus
     value: np.ndarray | None = field(default=None, compare=False)
     requires_grad: bool = True
     dtype: str | None = None
@@ -132,6 +132,18 @@ class Case:
     @property
     def input(self) -> dict[str, InputSpec]:
         return {spec.name: spec for spec in self.inputs}
+
+    @property
+    def complex_quantities(self) -> frozenset[str]:
+        """The quantities a report compares in the view_as_real layout, whose elements
+        it names by complex index and part: a complex input's gradient (of a formula
+        witness and of an op), a complex output's values ("value", an op's "out0")."""
+        names = {f"{spec.name}.grad" for spec in self.inputs if spec.complex}
+        names |= {f"{name}.grad" for name in self.retain_grad
+                  if name in self.nodes and self.nodes[name].complex}
+        names |= {"value"} if self.output.complex else set()
+        return frozenset(names | {f"out{k}" for k, node in enumerate(self.outputs)
+                                  if node.complex})
 
     @property
     def surrogate(self) -> bool:

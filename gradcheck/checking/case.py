@@ -189,7 +189,8 @@ class _FormulaCheck:
         self.case, self.dtype = case, dtype
         self.names = [w for w in case.witnesses if w != REFERENCE]
         self.heap = for_formula(case.output)
-        self.tallies = {w: Tally(w, dtype, case.atol, case.rtol) for w in self.names}
+        self.tallies = {w: Tally(w, dtype, case.atol, case.rtol,
+                                  complex=case.complex_quantities) for w in self.names}
         self.errors: dict[str, str] = {}
         # witnesses that do not run in this dtype: reported as skipped, with the reason
         self.skipped = {w: r for w in self.names
@@ -309,7 +310,7 @@ class _FormulaCheck:
         if not refines and (got.decisions is None or not got.decisions.args):
             tally.add(got, expected, i, tolerance, loose=loose, values=values)
             return
-        trial = Tally(tally.witness, tally.dtype, tally.atol, tally.rtol)
+        trial = tally.fresh()
         trial.add(got, expected, i, tolerance, loose=loose, values=values)
         note = None
         if trial.mismatched and refines:
@@ -362,7 +363,8 @@ class _FormulaCheck:
 
                 r = dataclasses.replace(r, diagnosis=summarize(
                     self.samples[w], self.dtype, reference=(self.case.output,),
-                    unkept=self.kept[w].unkept, unseen=self.kept[w].unseen))
+                    unkept=self.kept[w].unkept, unseen=self.kept[w].unseen,
+                    complex={spec.name for spec in self.case.inputs if spec.complex}))
             out.append(r)
         return grad_fn_parity(out)
 
@@ -413,7 +415,7 @@ def _add_near_kink(tally: Tally, got, expected, i: int, tolerance, near,
     cross them, so a disagreement there is a note, not a mismatch; an agreement counts
     (True). The exact witnesses (engine, torch) are compared at the point itself, as
     anywhere."""
-    trial = Tally(tally.witness, tally.dtype, tally.atol, tally.rtol)
+    trial = tally.fresh()
     trial.add(got, expected, i, tolerance, loose=loose)
     if not trial.mismatched:
         tally.merge(trial)
@@ -424,7 +426,7 @@ def _add_near_kink(tally: Tally, got, expected, i: int, tolerance, near,
     tally.notes.append(
         f"point {i} stays near a kink of {', '.join(near)}: {tally.witness}'s finite "
         f"differences disagree there ({trial.mismatched} of {trial.checked} elements; "
-        f"worst {worst.quantity}{list(worst.index)}: got {worst.obtained:.6g}, expected "
+        f"worst {worst.label}: got {worst.obtained:.6g}, expected "
         f"{worst.expected:.6g}), which is not counted: a difference across a kink "
         "measures no derivative")
     return False

@@ -91,13 +91,15 @@ class NotFiniteReference(GradcheckError):
     never a pass, nor a failure of a witness the reference cannot vouch against."""
 
 
-def _require_finite(quantity: str, expected: np.ndarray, point: int) -> None:
-    """Raise :class:`NotFiniteReference` where ``expected`` is not finite."""
+def _require_finite(quantity: str, expected: np.ndarray, point: int, complex=False) -> None:
+    """Raise :class:`NotFiniteReference` where ``expected`` is not finite (``complex``:
+    a quantity in the view_as_real layout, its element named by index and part)."""
     # NaN and inf reach the extremes: two passes, no temporary of a layer's size
     if np.isfinite(np.min(expected)) and np.isfinite(np.max(expected)):
         return
     idx = tuple(int(i) for i in np.argwhere(~np.isfinite(expected))[0])
-    element = quantity + (f"[{', '.join(map(str, idx))}]" if idx else "")
+    element = (Worst(quantity, idx, 0.0, 0.0, 0.0, point).in_parts().label if complex
+               else quantity + (f"[{', '.join(map(str, idx))}]" if idx else ""))
     raise NotFiniteReference(
         f"the reference is not finite at point {point}: the exact {element} is "
         f"{float(expected[idx])}, so no witness can be checked against it there (this is "
@@ -115,8 +117,12 @@ class Tally:
     :meth:`record`."""
 
     def __init__(self, witness: str, dtype: str, atol: float | None = None,
-                 rtol: float | None = None):
+                 rtol: float | None = None, *, complex: Iterable[str] = ()):
         self.witness, self.dtype = witness, dtype
+        # the quantities held in the view_as_real layout (a complex input's gradient):
+        # their worst elements are named by complex index and part (Worst.in_parts), at
+        # result(), whichever tally (a trial merged in) found them
+        self.complex = frozenset(complex)
         self.atol, self.rtol = atol or 0.0, rtol or 0.0
         self._max_finite = max_finite(dtype)
         self.max_abs = self.max_rel = 0.0
@@ -142,6 +148,10 @@ class Tally:
         # a Jacobian's rows that agreed at the current point, by map, before any row
         # differed: (point, [row, ...]), mapped only once one of that point does
         self._pending: dict[str, tuple[int, list]] = {}
+
+    def fresh(self) -> "Tally":
+        """An empty tally of the same witness, dtype, tolerances and complex quantities."""
+        return Tally(self.witness, self.dtype, self.atol, self.rtol, complex=self.complex)
 
     def add(self, got: Evaluation, ref: Evaluation, point: int,
             tolerance: dict[str, np.ndarray], *, loose: Callable[[], dict] | None = None,
@@ -256,7 +266,7 @@ class Tally:
         # (NaN in either extreme is NaN in both; inf is caught just below)
         lo, hi = float(expected.min()), float(expected.max())
         if exact and not (math.isfinite(lo) and math.isfinite(hi)):
-            _require_finite(quantity, expected, point)
+            _require_finite(quantity, expected, point, quantity in self.complex)
         largest = max(abs(lo), abs(hi))
         allowed = np.asarray(allowed, dtype=float)
         if allowed.shape != expected.shape:
@@ -415,7 +425,10 @@ class Tally:
 
     @property
     def worst(self) -> Worst | None:
-        return self.worst_kept[0][1] if self.worst_kept else None
+        return self._named(self.worst_kept[0][1]) if self.worst_kept else None
+
+    def _named(self, worst: Worst) -> Worst:
+        return worst.in_parts() if worst.quantity in self.complex else worst
 
     def error_maps(self) -> tuple:
         """The maps of the quantities that differ (the first MAPS_KEPT)."""
@@ -441,7 +454,7 @@ class Tally:
         return WitnessResult(self.witness, status, self.max_abs, self.max_rel, self.worst,
                              self.checked, self.mismatched, self.grad_fn, message,
                              diagnosis=diagnosis,
-                             worst_elements=tuple(w for _, w in self.worst_kept),
+                             worst_elements=tuple(self._named(w) for _, w in self.worst_kept),
                              notes=tuple(dict.fromkeys(self.notes)),
                              contract_notes=tuple(dict.fromkeys(self.contract_notes)),
                              error_maps=self.error_maps() if self.mismatched else ())

@@ -195,7 +195,6 @@ def rejudged(case, values: dict, v, dtype: str, witness: str, trial, got, i: int
     the witness's tolerances from ``dtype -> bounds``. A judge that raises leaves the
     disagreement standing (never a pass)."""
     from ..process.budgets import exhausted
-    from .compare import Tally
     from ..process.timelimit import CaseTimeout
 
     try:
@@ -207,6 +206,6 @@ def rejudged(case, values: dict, v, dtype: str, witness: str, trial, got, i: int
     if found is None:
         return trial, None
     branch, bounds, note = found
-    again = Tally(trial.witness, trial.dtype, trial.atol, trial.rtol)
+    again = trial.fresh()
     again.add(got, branch, i, tolerance(bounds))
     return (trial, None) if again.mismatched else (again, note)

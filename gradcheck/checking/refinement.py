@@ -83,13 +83,12 @@ def refined(measure, tolerance, case, values: dict, trial, got, expected, i: int
     agreement, or the disagreement every step confirms), None where the measurements do
     not settle (the point inconclusive); ``measure(step)`` measures again,
     ``tolerance(evaluation)`` its tolerances; ``tol`` those of ``got``."""
-    from .compare import Tally
     from .decisions import within_steps
 
     found: dict = {}
 
     def agrees(finer) -> bool:
-        again = Tally(trial.witness, trial.dtype, trial.atol, trial.rtol)
+        again = trial.fresh()
         again.add(finer, expected, i, tolerance(finer))
         found["tally"] = again
         return not again.mismatched
@@ -117,6 +116,5 @@ def refined(measure, tolerance, case, values: dict, trial, got, expected, i: int
                f"{margin:.3g})" for node, count, margin in rows))
     worst = trial.worst
     return None, (f"{w}'s finite differences do not settle there ({why}), so the point "
-                  f"is inconclusive for {w} and not counted (worst {worst.quantity}"
-                  f"{list(worst.index)}: got {worst.obtained:.6g}, expected "
-                  f"{worst.expected:.6g})")
+                  f"is inconclusive for {w} and not counted (worst {worst.label}: got "
+                  f"{worst.obtained:.6g}, expected {worst.expected:.6g})")

@@ -19,7 +19,8 @@ import math
 from dataclasses import dataclass
 
 from ..base.dtypes import info
-from ..base.result import APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED
+from ..base.result import (APPROXIMATE, ERROR, FAILED, INCONCLUSIVE, PASSED, SKIPPED,
+                           element_name)
 from .scrub import split_lines
 
 #: what follows the error/tolerance of a witness that failed, in every report
@@ -68,11 +69,6 @@ def shown_error(w) -> str:
     return f"{err:.1e}/{w.worst.tolerance:.1e}{mark}"
 
 
-def index_label(quantity: str, index) -> str:
-    """``x.grad[1,2]`` (``value[]`` for a scalar), as reports name an element."""
-    return f"{quantity}[{','.join(map(str, index))}]"
-
-
 @dataclass(frozen=True)
 class Element:
     """One compared element, furthest outside (or closest to) its tolerance."""
@@ -83,6 +79,7 @@ class Element:
     obtained: float
     expected: float
     tolerance: float
+    part: str | None = None        # of a complex quantity: "real" or "imaginary"
 
     @classmethod
     def of(cls, worst) -> "Element | None":
@@ -90,11 +87,12 @@ class Element:
         if worst is None:
             return None
         return cls(worst.quantity, tuple(worst.index), worst.point, worst.obtained,
-                   worst.expected, worst.tolerance)
+                   worst.expected, worst.tolerance, worst.part)
 
     @property
     def label(self) -> str:
-        return index_label(self.quantity, self.index)
+        """As every report names an element (:func:`~gradcheck.base.result.element_name`)."""
+        return element_name(self.quantity, self.index, self.part)
 
     @property
     def error(self) -> float:
@@ -116,6 +114,7 @@ class Element:
         return [f"  worst element: {self.label}",
                 f"    quantity:  {self.quantity}",
                 f"    index:     [{', '.join(map(str, self.index))}]",
+                *([f"    part:      {self.part}"] if self.part else []),
                 f"    point:     {self.point}",
                 f"    obtained:  {self.obtained:.17g}",
                 f"    expected:  {self.expected:.17g}",

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..formula.forward import evaluate, exact_nodes, steady_nodes
+from .domains import Modulus
 from .margins import MARGIN, bodies, culprits, roots, too_close, within
 from ..rules import COMPARISON, ELEMENTWISE
 from ..formula.tree import Node, walk
@@ -101,7 +102,9 @@ def targets(case) -> list[list[Target]]:
     surrogate's forward formulas are not approached: their jumps (a straight-through
     sign) are no kink of the gradient checked, and sampling keeps points off them."""
     roots = list(getattr(case, "outputs", ()) or (case.output,))
-    free = [s for s in case.inputs if s.value is None and not s.integer]
+    # (a complex input drawn by modulus moves whole pairs: no kink places one part)
+    free = [s for s in case.inputs if s.value is None and not s.integer
+            and not isinstance(s.domain, Modulus)]
     out, seen = [], set()
     for root in roots:
         exact = exact_nodes(root)

@@ -42,8 +42,9 @@ from ..process.heap import HEAP_ELEMENTS, reused_allocations
 from . import kinks
 # (REACH, STRATIFIED, EXPONENTIAL, PERIODIC, PERIODIC_REACH: named here as well, where
 # they were defined before domains.py and overflow.py held them)
-from .domains import (LARGE, RANGES, REACH, SMALL, STRATIFIED, largest_extreme, place as _place,
-                      rays as _rays, reach, spread as _spread, toward as _toward)
+from .domains import (LARGE, RANGES, REACH, SMALL, STRATIFIED, Modulus, draw_modulus,
+                      largest_extreme, modulus, pairs, placer as _placer, rays as _rays, reach,
+                      toward as _toward)
 from .overflow import (EXPONENTIAL, PERIODIC, PERIODIC_REACH, beyond as _beyond, ceiling, first,
                        fits_range, largest, limit as range_limit, out_of_range, over as _over)
 # (MARGIN and the helpers below were defined here before kinks.py needed them too)
@@ -89,6 +90,8 @@ def _draw(spec, rng: np.random.Generator, shape) -> np.ndarray:
         return rng.integers(domain[0], domain[1], shape, dtype=np.dtype(spec.dtype))
     if domain == "nonzero":
         return rng.uniform(0.1, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    if isinstance(domain, Modulus):
+        return draw_modulus(domain, rng, shape)
     lo, hi = RANGES[domain] if isinstance(domain, str) else domain
     return rng.uniform(lo, hi, shape)
 
@@ -174,7 +177,7 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
             for b, node, near, *_ in bad + ranged:
                 mask |= (_culprits(spec.shape, b.shape, near) if elementwise
                          else _blamed(spec, node, near))
-            mask = mask | outside[spec.name]
+            mask = pairs(mask | outside[spec.name], spec.domain)
             if mask.any():
                 fresh = _draw(spec, rng, spec.shape) if draw is None else draw(spec, round_)
                 values[spec.name] = np.where(mask, _round(fresh, dtype, spec),
@@ -328,9 +331,7 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
             free.append(spec)
             continue
         rays[spec.name] = r = _rays(spec.domain, band, rho, largest_extreme(dtype))
-        which, u = _spread(r, rng, spec.shape)
-        placed[spec.name] = (lambda p, r=r, which=which, u=u:
-                             _round(_place(r, which, u, p), dtype))
+        placed[spec.name] = lambda p, f=_placer(spec, r, rng): _round(f(p), dtype)
         free.append(spec)
     # an elementwise formula is fixed element by element in settle; one that mixes
     # elements is pulled in as a whole first, or nearly every redraw would overflow
@@ -341,8 +342,7 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
     def redraw(spec, round_: int) -> np.ndarray:
         if round_ >= EXTREME_ROUNDS or spec.integer:
             return _draw(spec, rng, spec.shape)
-        which, u = _spread(rays[spec.name], rng, spec.shape)
-        return _place(rays[spec.name], which, u, pull)
+        return _placer(spec, rays[spec.name], rng)(pull)
 
     settle(case, values, free, rng, dtype, draw=redraw, limit=limit)
     # what settle could not fix, told apart: kinks (in settle's body), the ceiling and
@@ -376,11 +376,13 @@ def _extreme_note(index, band, dtype, limit, pull, values, free, rays) -> str:
     parts = []
     for spec in (s for s in free if not s.integer):
         anchors = sorted({r.anchor for r in rays[spec.name]})
-        x = values[spec.name]
+        by_modulus = isinstance(spec.domain, Modulus)   # (its rays run along |z|)
+        x = modulus(values[spec.name]) if by_modulus else values[spec.name]
         d = np.min([np.abs(x - a) for a in anchors], axis=0)
         span = f"{np.min(d):.2g} to {np.max(d):.2g}"
-        parts.append(f"|{spec.name}| {span}" if anchors == [0.0] else
-                     f"{spec.name} {span} from {' and '.join(f'{a:g}' for a in anchors)}")
+        who = f"|{spec.name}|" if by_modulus or anchors == [0.0] else spec.name
+        parts.append(f"{who} {span}" if anchors == [0.0] else
+                     f"{who} {span} from {' and '.join(f'{a:g}' for a in anchors)}")
     how = (f"values of the formula kept below {limit:.2g}, √ of {dtype}'s largest, and "
            f"arguments of exponentials below {math.log(limit):.3g}"
            + (f"; pulled in to λ = {pull:.3g}" if pull < 1 else ""))

@@ -2,9 +2,11 @@
 
 :func:`diagnose` compares the gradient an op returned for each input (its vector-Jacobian
 product) with the exact one and names the pattern the error follows, when one does: a
-flipped sign, a constant factor, the gradient of another input, a transpose, broadcasting
-not summed back, ``grad_output`` ignored, ``None`` where a gradient is needed (or the
-reverse). :func:`diagnose_points` looks across all the :class:`Sample` s of a check
+flipped sign, a constant factor (a mean for a sum, an FFT's normalisation), the gradient
+of another input, a transpose, broadcasting not summed back, ``grad_output`` ignored,
+``None`` where a gradient is needed (or the reverse), and of a complex input (its
+gradient in the view_as_real layout, a last axis of (re, im)) a missing conjugate or one
+part alone. :func:`diagnose_points` looks across all the :class:`Sample` s of a check
 (points, cotangents, repeated backward calls) for what the errors have in common: only
 repeated calls wrong, NaN/inf where the exact gradient is finite, a right Jacobian but a
 wrong dense vᵀJ, the same few indices wrong at every point, a small constant relative
@@ -20,7 +22,8 @@ gradient, the transpose of a symmetric matrix or the swap of two equal gradients
 errors. Across samples, an element counts as evidence that a gradient is right only where
 the exact gradient is clearly non-zero (any wrong factor matches a zero).
 
-The package: :mod:`~gradcheck.checking.diagnose.gradient` (one point),
+The package: :mod:`~gradcheck.checking.diagnose.gradient` (one point; its complex
+readings in :mod:`~gradcheck.checking.diagnose.parts`),
 :mod:`~gradcheck.checking.diagnose.points` (across samples), :mod:`~gradcheck.checking.diagnose.summary`
 (the two for a report) and :mod:`~gradcheck.checking.diagnose.elements` (what they share).
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...base.result import PARTS, element_name
 from ...bounds.tolerance import PATTERN_ATOL, PATTERN_RTOL  # noqa: F401  (the defaults' source)
 
 SYSTEMATIC = 5e-2  # the largest relative error still called small (of all patterns)
@@ -56,8 +57,12 @@ def round_between(lo: float, hi: float) -> float:
     return lo
 
 
-def at(label: str, index: tuple) -> str:
-    return label + (f"[{','.join(map(str, index))}]" if index else "")
+def at(label: str, index: tuple, complex: bool = False) -> str:
+    """``x.grad[1,2]``; of a complex input's gradient (``complex``: ``index`` on the
+    view_as_real layout) ``z.grad[1] (imaginary part)``, as every report names it."""
+    if complex and index:
+        return element_name(label, index[:-1], PARTS[index[-1]])
+    return element_name(label, index) if index else label
 
 
 def listing(items: list[str]) -> str:

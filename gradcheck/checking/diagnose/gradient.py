@@ -18,6 +18,7 @@ import numpy as np
 from ...base.arrays import unbroadcast
 from .elements import (PATTERN_ATOL, PATTERN_RTOL, SYSTEMATIC, array, label, matches, shape_text,
                        tolerance)
+from .parts import complex_part
 
 
 @dataclass
@@ -27,6 +28,13 @@ class _Case:
     ones_vjp: dict[str, np.ndarray]
     rtol: float
     atol: float
+    # complex inputs: their gradients in the view_as_real layout (a last axis of 2)
+    complex: frozenset = frozenset()
+
+    def shape(self, name: str) -> tuple:
+        """``name``'s shape as declared: a complex input's without its (re, im) axis."""
+        shape = self.expected[name].shape
+        return shape[:-1] if name in self.complex else shape
 
     def close(self, obtained, expected) -> bool:
         """All elements of ``obtained`` pass against ``expected`` (same shape)."""
@@ -74,12 +82,14 @@ def _swapped(name: str, c: _Case) -> str | None:
 
 def _transposed(name: str, c: _Case) -> str | None:
     o, e = c.obtained[name], c.expected[name]
-    if e.ndim < 2:
+    last = -2 if name in c.complex else -1   # (a complex matrix's last axis is (re, im))
+    if e.ndim < 1 - last:
         return None
-    t = np.swapaxes(e, -1, -2)
+    t = np.swapaxes(e, last, last - 1)
     if c.close(o, t) and c.distinct(t, e):
+        held = o.shape[:-1] if name in c.complex else o.shape
         return f"{label(name)} is the transpose of the exact gradient" + (
-            f" (shape {shape_text(o.shape)} instead of {shape_text(e.shape)})"
+            f" (shape {shape_text(held)} instead of {shape_text(c.shape(name))})"
             if o.shape != e.shape else "")
     return None
 
@@ -103,18 +113,19 @@ def _not_summed_back(name: str, c: _Case) -> str | None:
     if kept:
         keep = (" keeping " + ("axis " if len(kept) == 1 else "axes ")
                 + ", ".join(map(str, kept)) + " as size 1")
-    return (f"{label(name)} has shape {shape_text(o.shape)} but {name} has shape "
-            f"{shape_text(e.shape)}: broadcasting not summed back (sum over {where}{keep})")
+    held = o.shape[:-1] if name in c.complex else o.shape
+    return (f"{label(name)} has shape {shape_text(held)} but {name} has shape "
+            f"{shape_text(c.shape(name))}: broadcasting not summed back (sum over {where}{keep})")
 
 
 def _counts(name: str, c: _Case) -> list[tuple[int, str]]:
     """Sizes a mean/sum mix-up would divide or multiply ``name``'s gradient by (2 is
     left to the plain factor: "2 times" is more often a forgotten 2 than a mean)."""
-    shape = c.expected[name].shape
+    shape = c.shape(name)
     size = int(np.prod(shape, dtype=np.int64))
     out = []
     try:
-        full = np.broadcast_shapes(*(e.shape for e in c.expected.values()))
+        full = np.broadcast_shapes(*(c.shape(n) for n in c.expected))
         times = int(np.prod(full, dtype=np.int64)) // size if size else 0
         if times > 2:
             out.append((times, f"the number of times {name} is broadcast"))
@@ -152,14 +163,26 @@ def _factor(name: str, c: _Case) -> str | None:
 
     if fits(0.0):
         return f"{text} is zero but the exact gradient is not"
-    for n, what in _counts(name, c):
+    counts = _counts(name, c)
+    # a complex input's gradient scaled by an axis' length is as likely an FFT's
+    # normalisation (norm="backward" against "forward") as a mean for a sum
+    fft = ": an FFT normalisation, or {}?" if name in c.complex else ": {}?"
+    for n, what in counts:
         if fits(1.0 / n):
-            return f"{text} is 1/{n} of the exact gradient ({n} = {what}): mean instead of sum?"
+            return f"{text} is 1/{n} of the exact gradient ({n} = {what})" + fft.format(
+                "mean instead of sum")
         if fits(float(n)):
-            return f"{text} is {n} times the exact gradient ({n} = {what}): sum instead of mean?"
+            return f"{text} is {n} times the exact gradient ({n} = {what})" + fft.format(
+                "sum instead of mean")
     simple = Fraction(k).limit_denominator(8)
     if simple not in (0, 1, -1) and fits(float(simple)):
         return f"{text} is {_ratio(simple)}"
+    for n, what in counts:   # √n: norm="ortho" against "backward" or "forward"
+        for power in (-0.5, 0.5):
+            if fits(n ** power):
+                return (f"{text} is {'1/' if power < 0 else ''}√{n} = {n ** power:.6g} "
+                        f"times the exact gradient ({n} = {what}): an FFT normalisation "
+                        "(norm=\"ortho\")?")
     # Any factor fits a gradient with one significant element: say only simple ones.
     # A factor within a few percent of 1 is left to _systematic, which sees every point.
     significant = np.abs(e) > tolerance(e, c.rtol, c.atol)
@@ -170,7 +193,8 @@ def _factor(name: str, c: _Case) -> str | None:
 
 #: Tried in this order for each input; the first that fits explains it.
 PATTERNS: list[Callable[[str, _Case], str | None]] = [
-    _sign_flip, _grad_output_ignored, _swapped, _transposed, _not_summed_back, _factor,
+    _sign_flip, complex_part, _grad_output_ignored, _swapped, _transposed, _not_summed_back,
+    _factor,
 ]
 
 
@@ -178,18 +202,21 @@ PATTERNS: list[Callable[[str, _Case], str | None]] = [
 
 def diagnose(obtained: dict[str, np.ndarray | None], expected: dict[str, np.ndarray],
              *, ones_vjp: dict[str, np.ndarray] | None = None,
-             rtol: float = PATTERN_RTOL, atol: float = PATTERN_ATOL) -> list[str]:
+             rtol: float = PATTERN_RTOL, atol: float = PATTERN_ATOL,
+             complex=()) -> list[str]:
     """Short explanations of how ``obtained`` (the op's vector-Jacobian product per input
     name) differs from ``expected`` (the exact one), most specific first; [] when no
     simple pattern fits. ``ones_vjp``: the exact VJP with v = ones (what a backward that
-    ignores grad_output would return).
+    ignores grad_output would return). ``complex``: the names of complex inputs, whose
+    gradients are in the view_as_real layout (:mod:`~gradcheck.checking.diagnose.parts`).
 
     An input whose gradient should be ``None`` (no differentiable path) is absent from
     ``expected``; ``obtained`` holds ``None`` for an input the op gave no gradient.
     """
     exp = {n: array(v) for n, v in expected.items() if v is not None}
     obt = {n: array(v) for n, v in obtained.items()}
-    case = _Case(obt, exp, {n: array(v) for n, v in (ones_vjp or {}).items()}, rtol, atol)
+    case = _Case(obt, exp, {n: array(v) for n, v in (ones_vjp or {}).items()}, rtol, atol,
+                 frozenset(complex))
 
     found: list[tuple[int, str]] = []
     for name in exp:

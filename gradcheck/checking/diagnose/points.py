@@ -165,8 +165,9 @@ class _Evidence:
 
     def __init__(self, name: str, every: list[Sample], rtol: float, atol: float,
                  conditions: Callable[[Sample], list[_Condition]], jacobian_right: bool,
-                 unkept: int = 0, unseen: int = 0, jacobians=()):
+                 unkept: int = 0, unseen: int = 0, jacobians=(), complex: bool = False):
         self.name, self.label, self.rtol, self.atol = name, label(name), rtol, atol
+        self.complex = complex   # a complex input: its elements named by part (at())
         self.jacobians = list(jacobians)   # whole Jacobians (structure.Jacobian)
         #: points not kept: where every comparison agreed, and where some did not
         self.unkept, self.unseen = unkept, unseen
@@ -308,7 +309,8 @@ def _fixed_indices(ev: _Evidence) -> str | None:
     right, _, informative = ev.counts()
     if 2 * informative < right:  # the elements called right must be mostly evidence
         return None
-    wrong_at = [at(ev.label, tuple(int(j) for j in idx)) for idx in np.argwhere(fixed)]
+    wrong_at = [at(ev.label, tuple(int(j) for j in idx), ev.complex)
+                for idx in np.argwhere(fixed)]
     verb = "is" if k == 1 else "are"
     return f"only {listing(wrong_at)} {verb} wrong, at every point: an off-by-one?"
 
@@ -403,7 +405,7 @@ def _partly_right(ev: _Evidence) -> str | None:
             continue
         for idx in np.argwhere(~ok)[:_LISTED + 1]:
             i = tuple(int(j) for j in idx)
-            wrong.append(f"{at(ev.label, i)} at point {s.point} (got {o[i]:.6g}, "
+            wrong.append(f"{at(ev.label, i, ev.complex)} at point {s.point} (got {o[i]:.6g}, "
                          f"expected {e[i]:.6g})")
     points_right = sum(by_point.values()) + ev.unkept
     points = len(by_point) + ev.unkept + ev.unseen
@@ -426,7 +428,7 @@ POINT_PATTERNS: list[Callable[[_Evidence], str | None]] = [
 
 def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = PATTERN_ATOL,
                     reference=(), jacobian_right: bool = False, unkept: int = 0,
-                    unseen: int = 0, jacobians=()) -> list[str]:
+                    unseen: int = 0, jacobians=(), complex=()) -> list[str]:
     """What the errors have in common across several points and cotangents, per input.
 
     Args:
@@ -443,6 +445,7 @@ def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = 
             no pattern is said to hold at every point.
         jacobians: whole Jacobians (:class:`~gradcheck.checking.diagnose.structure.
             Jacobian`, op.jacobian's rows at some points) for the error's structure.
+        complex: the complex inputs' names, whose elements are named by part.
     """
     samples = [s if isinstance(s, Sample) else Sample(p, 0, s[0], s[1])
                for p, s in enumerate(samples)]
@@ -460,7 +463,7 @@ def diagnose_points(samples: list, *, rtol: float = PATTERN_RTOL, atol: float = 
     out = []
     for name in names:
         ev = _Evidence(name, samples, rtol, atol, conditions, jacobian_right, unkept,
-                       unseen, jacobians)
+                       unseen, jacobians, name in complex)
         if all(ev.right(s) for s in ev.every):
             continue
         for pattern in POINT_PATTERNS:

@@ -40,7 +40,7 @@ def _shape_of(note: str) -> str:
 def summarize(samples: list[Sample], dtype: str = "float64", *, reference=(),
               jacobian_right: bool = False, rtol: float | None = None,
               atol: float | None = None, unkept: int = 0, unseen: int = 0,
-              jacobians=()) -> str:
+              jacobians=(), complex=()) -> str:
     """One text for a failing check: for each input, the single-sample pattern
     (:func:`diagnose`) when the same one fits at every first backward call where that
     input is wrong, else :func:`diagnose_points` over all samples (the diagonal of a
@@ -52,13 +52,17 @@ def summarize(samples: list[Sample], dtype: str = "float64", *, reference=(),
             ``rtol`` and ``atol`` are given).
         reference, jacobian_right, unkept, unseen, jacobians: as for
             :func:`diagnose_points`.
+        complex: the names of complex inputs (their gradients in the view_as_real
+            layout): read for a missing conjugate or a lost part, their elements named
+            by complex index and part.
     """
     d_rtol, d_atol = pattern_tolerance(dtype)
     rtol = d_rtol if rtol is None else rtol
     atol = d_atol if atol is None else atol
     first = [s for s in samples if not s.repeat]
     per_sample = [diagnose(s.obtained, {n: e for n, e in s.expected.items() if e is not None},
-                           ones_vjp=s.ones, rtol=rtol, atol=atol) for s in first]
+                           ones_vjp=s.ones, rtol=rtol, atol=atol, complex=complex)
+                  for s in first]
     names = list(dict.fromkeys(n for s in samples for n in (*s.expected, *s.obtained)))
     accepted: set[str] = set()
     explained: set[str] = set()
@@ -76,5 +80,5 @@ def summarize(samples: list[Sample], dtype: str = "float64", *, reference=(),
         [dataclasses.replace(s, expected={n: e for n, e in s.expected.items()
                                           if n not in explained}) for s in samples],
         rtol=rtol, atol=atol, reference=reference, jacobian_right=jacobian_right,
-        unkept=unkept, unseen=unseen, jacobians=jacobians)
+        unkept=unkept, unseen=unseen, jacobians=jacobians, complex=complex)
     return "; ".join(dict.fromkeys(notes))

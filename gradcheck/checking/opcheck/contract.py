@@ -210,8 +210,7 @@ class PathJudge:
             {rename[q]: g for q, g in obtained.items()},
             {rename[q]: expected.get(q) for q in obtained}, self.i,
             _twice(_renamed(tolerance, rename)), exact=False, values=self.point)
-        scratch = Tally(self.tally.witness, self.tally.dtype, self.tally.atol,
-                        self.tally.rtol)
+        scratch = self.tally.fresh()
         scratch.maps = None
         scratch.record([comparison])
         if not scratch.mismatched:

@@ -76,7 +76,8 @@ class OpCheck:
         self.loose = OpTolerance(case, LOOSE) if dtype == JUDGED else None
         self.tallies = {
             c: Tally(f"op.{c}", dtype, *((case.nondet_tol, 0.0) if c in _SELF_CONSISTENCY
-                                         else (case.atol, case.rtol)))
+                                         else (case.atol, case.rtol)),
+                     complex=case.complex_quantities)
             for c in CHECKS}
         # every backward call at every point and v, for the diagnosis (of a large
         # point, as Kept admits)
@@ -149,7 +150,8 @@ class OpCheck:
             self.record("registration", registration(self.op.registration(self.first)))
 
     def _tally(self, check: str) -> Tally:
-        return Tally(f"op.{check}", self.dtype, self.case.atol, self.case.rtol)
+        return Tally(f"op.{check}", self.dtype, self.case.atol, self.case.rtol,
+                     complex=self.case.complex_quantities)
 
     def _mismatched(self) -> int:
         return sum(t.mismatched for t in self.tallies.values())
@@ -350,7 +352,8 @@ class OpCheck:
         return summarize(self.samples, self.dtype, reference=self.case.outputs,
                          jacobian_right=jacobian.checked > 0 and not jacobian.mismatched,
                          unkept=self.kept.unkept, unseen=self.kept.unseen,
-                         jacobians=self.jacobians)
+                         jacobians=self.jacobians,
+                         complex={spec.name for spec in self.case.inputs if spec.complex})
 
     def results(self) -> list[WitnessResult]:
         out = []

@@ -131,7 +131,7 @@ def _shape(c: _Contract, spec, g, x, exact: dict) -> list[Finding]:
         rtol, atol = pattern_tolerance(c.dtype)
         found += [Finding(diagnosis=d) for d in diagnose(
             {spec.name: g.values}, {spec.name: exact.get(spec.name)},
-            rtol=rtol, atol=atol)]
+            rtol=rtol, atol=atol, complex=(spec.name,) if spec.complex else ())]
     return found
 
 
