@@ -20,6 +20,9 @@ from ..rules.complex import COMPLEX
 from .tree import Node
 
 
+_SUBSCRIPTS = ("index", "take")   # rows written as z[...], not called by name
+
+
 def lower(builder, op: str, args: list[Node], syntax: ast.AST, given: dict, fail) -> Node:
     """The node of ``op`` applied to ``args`` (one of them complex, or ``op`` a function
     of complex values), lowered by its complex row. ``builder`` is the parser's (its
@@ -27,7 +30,8 @@ def lower(builder, op: str, args: list[Node], syntax: ast.AST, given: dict, fail
     row = COMPLEX.get(op)
     if row is None:
         spelled = RULES[op].symbol or op if op in RULES else op
-        names = ", ".join(sorted(n for n, r in COMPLEX.items() if r.symbol is None))
+        names = ", ".join(sorted(n for n, r in COMPLEX.items()
+                                 if r.symbol is None and n not in _SUBSCRIPTS))
         symbols = " ".join(dict.fromkeys(r.symbol for r in COMPLEX.values() if r.symbol))
         raise fail(f"{spelled} does not take a complex operand; the operations on complex "
                    f"values are {symbols}, subscripts and {names}", syntax)

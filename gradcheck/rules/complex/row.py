@@ -11,9 +11,10 @@ the per-row tests against PyTorch's own complex autograd (tests/test_complex_row
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..families import COMPLEX
 from ..row import Param
 
 
@@ -44,3 +45,4 @@ class ComplexRow:
     symbol: str | None = None
     variadic: str | None = None
     only: bool = False
+    family: str = field(default=COMPLEX, init=False)   # (what families.NEEDS reads)

@@ -18,6 +18,13 @@ def _torch():
     return torch
 
 
+def _promoted(tensors):
+    """Real tensors beside complex ones in the complex dtype (torch.einsum promotes
+    none)."""
+    kind = next(t.dtype for t in tensors if t.is_complex())
+    return [t if t.is_complex() else t.to(kind) for t in tensors]
+
+
 def _reduce(name):
     def call(z, axis=None, keepdims=False):
         f = getattr(_torch(), name)
@@ -64,7 +71,8 @@ ROWS: list[ComplexRow] = [
          "mean(z * w)", params=_AXES),
     _row("matmul", 2, e.matmul, lambda a, b: a @ b, "matrix product (4 real products)",
          "A @ z", symbol="@"),
-    _row("einsum", 1, e.einsum, lambda *ops, subscripts: _torch().einsum(subscripts, *ops),
+    _row("einsum", 1, e.einsum,
+         lambda *ops, subscripts: _torch().einsum(subscripts, *_promoted(ops)),
          "Einstein sum of at most 3 operands (2ⁿ real products)",
          'einsum("ij,j->i", A, z)', params=(Param("subscripts", TEXT),), variadic="star"),
     _row("view_as_real", 1, e.view_as_real, lambda z: _torch().view_as_real(z),
