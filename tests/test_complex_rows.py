@@ -253,3 +253,13 @@ def test_check_takes_complex_arrays_and_tensors_as_pinned_complex_inputs():
                                                  "value": [[1, 2], [-0.5, 0.25], [3, -1]]}}
                                     ).inputs]
     assert spec.complex and spec.shape == (3, 2)
+
+
+def test_every_complex_row_is_documented():
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "formulas.md").read_text()
+    section = page.split("## Complex numbers")[1].split("\n## ")[0]
+    for name, row in COMPLEX.items():
+        if row.symbol is None and name not in ("index", "take"):
+            assert f"{name}" in section, name
