@@ -23,6 +23,7 @@ from conftest import check, make_case
 C = {"shape": [3], "dtype": "complex"}
 INPUTS = {"z": C, "w": C, "x": [3], "A": {"shape": [2, 3], "dtype": "complex"},
           "B": {"shape": [3, 3], "dtype": "complex"}, "V": [3, 2],
+          "C": {"shape": [2, 1, 3], "dtype": "complex"},
           "idx": {"shape": [2], "dtype": "int64", "domain": [0, 3]}}
 FFT = "fft" in RULES   # (the real rows the Fourier transforms apply)
 
@@ -55,6 +56,9 @@ ROW_CASES = {
     "transpose": ("transpose(A)", ["A"], {}),
     "permute": ("permute(A, [1, 0])", ["A"], {"axes": [1, 0]}),
     "reshape": ("reshape(A, [3, 2])", ["A"], {"shape": [3, 2]}),
+    "unsqueeze": ("unsqueeze(A, -1)", ["A"], {"axis": -1}),
+    "squeeze": ("squeeze(C, 1)", ["C"], {"axis": 1}),
+    "flip": ("flip(A, axis=-1)", ["A"], {"axis": -1}),
     "stack": ("stack([z, x], axis=-1)", ["z", "x"], {"axis": -1}),
     "concat": ("concat([A, B], axis=0)", ["A", "B"], {"axis": 0}),
     "fft": ("fft(A, axis=0)", ["A"], {"axis": 0}),
@@ -132,7 +136,8 @@ WITNESS_CASES = {
     "view_as_real": "view_as_real(z * w)", "view_as_complex": "view_as_complex(V) * z",
     "index": "A[1, 0:2] * z[::2] + A[..., 1]", "take": "A[:, idx] * z[idx]",
     "transpose": "transpose(A) @ z[0:2]", "permute": "permute(A, [1, 0])[0] * A[0, 0]",
-    "reshape": "reshape(A * z, [-1])", "stack": "stack([z, w, x], axis=-1)",
+    "reshape": "reshape(A * z, [-1])", "unsqueeze": "unsqueeze(z, 0) * A + unsqueeze(A, -1)[..., 0]",
+    "squeeze": "squeeze(C) + squeeze(C, axis=-2)", "flip": "flip(A) * flip(z, 0)", "stack": "stack([z, w, x], axis=-1)",
     "concat": "concat([A, B], axis=0) @ z", "fft": "fft(z * w)", "ifft": "ifft(A, axis=0)",
     "rfft": "rfft(x, n=6) * w[0]", "irfft": 'irfft(z * w, norm="forward")',
 }
@@ -245,14 +250,16 @@ def test_a_complex_case_is_skipped_in_half_precision_saying_why(dtype):
 
 
 def test_check_takes_complex_arrays_and_tensors_as_pinned_complex_inputs():
+    from gradcheck.testing import _input_table
+
     z = np.array([1 + 2j, -0.5 + 0.25j, 3 - 1j])
     w = torch.tensor([0.5 - 1j, 2 + 0j, -1 + 1j], dtype=torch.complex128)
+    table = _input_table({"z": z, "w": w.conj()})   # (a conjugate view, resolved)
+    assert table["z"] == {"shape": [3], "dtype": "complex",
+                          "value": [[1, 2], [-0.5, 0.25], [3, -1]]}
+    assert table["w"]["value"] == [[0.5, 1], [2, 0], [-1, -1]]
     result = check_formula("sum(abs(z * conj(w)) ** 2)", {"z": z, "w": w})
     assert result.status == "passed"
-    (spec,) = [s for s in make_case("z", {"z": {"shape": [3], "dtype": "complex",
-                                                 "value": [[1, 2], [-0.5, 0.25], [3, -1]]}}
-                                    ).inputs]
-    assert spec.complex and spec.shape == (3, 2)
 
 
 def test_every_complex_row_is_documented():

@@ -263,6 +263,23 @@ def reshape(b, args, given):
     return b.complex(b.row("reshape", [z], shape=(*shape, 2)))
 
 
+def unsqueeze(b, args, given):
+    (z,) = args
+    return b.complex(b.row("unsqueeze", [z], axis=b.axis(given.get("axis"), b.ndim(z) + 1)))
+
+
+def squeeze(b, args, given):
+    (z,) = args
+    axis = given.get("axis")   # (None: every axis of length 1; the layout's is 2)
+    axis = None if axis is None else b.axis(axis, b.ndim(z))
+    return b.complex(b.row("squeeze", [z], axis=axis))
+
+
+def flip(b, args, given):
+    (z,) = args
+    return b.complex(b.row("flip", [z], axis=normalize_axis(given.get("axis"), b.ndim(z))))
+
+
 def joined(op: str, extra: int):
     """stack (``extra`` 1: the result has a new axis) and concat, on the complex shape."""
     def lowered(b, args, given):
