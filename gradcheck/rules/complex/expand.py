@@ -70,12 +70,14 @@ def div(b, args, given):
 def power(b, args, given):
     z, p = args
     if p.complex or not z.complex or p.const is None:
-        raise b.fail("a complex base takes a real constant exponent (z ** 3, z ** 0.5); "
-                     "write exp(w * log(z)) for another")
+        raise b.fail("takes a complex base and a real constant exponent (z ** 3, "
+                     "z ** 0.5); write exp(w * log(z)) for another")
     if abs(p.const) > b.max_exponent:
         raise b.fail(f"constant exponent {p.const:g} exceeds {b.max_exponent} in magnitude")
     if p.const != int(p.const):
-        return _polar(b, z, p.const)
+        # (a folded constant such as 1 / 3 as its float: the engine names a pow by a
+        # folded exponent PowBackward1, torch PowBackward0, as for a real x ** (1 / 3))
+        return _polar(b, z, p if p.op == "const" else b.const(p.const))
     n = int(p.const)
     if n == 0:   # z ** 0 is 1 (torch: 1 + 0i), whatever z
         return b.lift(b.row("expand", [b.const(1)], shape=b.shape(z)))
@@ -95,11 +97,11 @@ def _integer_power(b, z, n: int):
     return out
 
 
-def _polar(b, z, p: float):
-    """z^p = |z|^p (cos pθ + i sin pθ), θ = arg z."""
+def _polar(b, z, p):
+    """z^p = |z|^p (cos pθ + i sin pθ), θ = arg z; ``p`` the exponent's constant node."""
     r, theta = b.row("hypot", [b.re(z), b.im(z)]), b.row("atan2", [b.im(z), b.re(z)])
-    modulus = b.row("pow", [r, b.const(p)])
-    angle = b.row("mul", [b.const(p), theta])
+    modulus = b.row("pow", [r, p])
+    angle = b.row("mul", [p, theta])
     return b.pack(b.row("mul", [modulus, b.row("cos", [angle])]),
                   b.row("mul", [modulus, b.row("sin", [angle])]))
 
@@ -151,7 +153,7 @@ def log(b, args, given):
 
 def sqrt(b, args, given):
     (z,) = args
-    return _polar(b, z, 0.5)
+    return _polar(b, z, b.const(0.5))
 
 
 # ---------------------------------------------------------------- reductions, products
