@@ -179,6 +179,17 @@ def test_a_wrong_lowering_is_caught_by_torchs_complex_autograd(monkeypatch, name
     assert torch_against_reference(name) > 1e-3
 
 
+def test_the_witnesses_check_the_lowered_program_so_only_the_row_test_sees_its_errors(
+        monkeypatch):
+    """Every witness checks the real program the lowering wrote: a wrong lowering is a
+    consistent, wrong program they all agree on. The torch column against it, above, is
+    what holds the lowering to PyTorch's complex semantics."""
+    monkeypatch.setitem(COMPLEX, "mul", dataclasses.replace(COMPLEX["mul"],
+                                                            expand=_drop_conjugate))
+    assert check(make_case("z * w", INPUTS, points=1)).status == "passed"
+    assert torch_against_reference("mul") > 1e-3
+
+
 # ---------------------------------------------------------------- random formulas
 _LEAVES = st.sampled_from(["z", "w", "z * x", "(w + 0.5)"])
 
