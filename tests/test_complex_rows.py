@@ -24,6 +24,7 @@ C = {"shape": [3], "dtype": "complex"}
 INPUTS = {"z": C, "w": C, "x": [3], "A": {"shape": [2, 3], "dtype": "complex"},
           "B": {"shape": [3, 3], "dtype": "complex"}, "V": [3, 2],
           "C": {"shape": [2, 1, 3], "dtype": "complex"},
+          "m": {"shape": [3], "dtype": "bool"},
           "idx": {"shape": [2], "dtype": "int64", "domain": [0, 3]}}
 FFT = "fft" in RULES   # (the real rows the Fourier transforms apply)
 
@@ -37,6 +38,8 @@ ROW_CASES = {
     "div": ("z / w", ["z", "w"], {}),
     "neg": ("-z", ["z"], {}),
     "pow": ("z ** 3", ["z", 3], {}),
+    # (torch's where backward refuses a real branch beside a complex one: w, not x)
+    "where": ("where(m, z, w)", ["m", "z", "w"], {}),
     "real": ("real(z)", ["z"], {}),
     "imag": ("imag(z)", ["z"], {}),
     "conj": ("conj(z)", ["z"], {}),
@@ -71,8 +74,13 @@ NEEDS_FFT = {"fft", "ifft", "rfft", "irfft"}
 
 def _point(case, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
-    return {s.name: (rng.integers(0, 3, s.shape) if s.dtype else rng.normal(size=s.shape))
-            for s in case.inputs}
+    out = {}
+    for s in case.inputs:
+        if s.dtype == "bool":
+            out[s.name] = rng.integers(0, 2, s.shape).astype(bool)
+        else:
+            out[s.name] = rng.integers(0, 3, s.shape) if s.dtype else rng.normal(size=s.shape)
+    return out
 
 
 def _tensor(spec, value):
@@ -113,6 +121,19 @@ def _needs(name: str) -> None:
         pytest.skip("the real table has no fft rows yet")
 
 
+def test_a_complex_literal_is_a_constant_of_the_formula():
+    case = make_case("exp(1j * x) * z + (2 - 3j) * z - 1.5j", INPUTS)
+    point = _point(case)
+    x, z = _tensor(case.inputs[2], point["x"]), _tensor(case.inputs[0], point["z"])
+    out = torch.exp(1j * x) * z + (2 - 3j) * z - 1.5j
+    v = np.random.default_rng(1).normal(size=(3, 2))
+    out.backward(torch.view_as_complex(torch.tensor(v)))
+    got = Reference(case).evaluate(point, v)
+    assert np.allclose(got.value, torch.view_as_real(out.detach()).numpy(), atol=1e-12)
+    assert np.allclose(got.grads["x"], x.grad.numpy(), atol=1e-12)
+    assert np.allclose(got.grads["z"], torch.view_as_real(z.grad).numpy(), atol=1e-12)
+
+
 def test_every_complex_row_has_a_test_case():
     assert set(ROW_CASES) == set(COMPLEX)
 
@@ -128,8 +149,9 @@ WITNESS_CASES = {
     "add": "z + w + x + 1", "sub": "z - w - x - 2", "mul": "z * w * x * 3 * A",
     "div": "z / w + x / w + z / x + 1 / z", "neg": "-z * w",
     "pow": "z ** 3 + z ** -2 + z ** 0.5 + w ** 0 + z ** (1 / 3) + w ** -1.5", "real": "real(z) * x + real(x)",
-    "imag": "imag(z * w)", "conj": "conj(z) * w + conj(x)", "abs": "abs(z * w)",
-    "angle": "angle(z)", "exp": "exp(z) * w", "log": "log(z * w)", "sqrt": "sqrt(z) + w",
+    "imag": "imag(z * w)",
+    "where": "where(abs(z) > 1, z * w, x) + where(m, 1j, z) + where((x < 0) & ~m, 2, w)", "conj": "conj(z) * w + conj(x)", "abs": "abs(z * w)",
+    "angle": "angle(z)", "exp": "exp(z) * w + exp(1j * x) * (2 - 0.5j)", "log": "log(z * w)", "sqrt": "sqrt(z) + w",
     "sum": "sum(A * z) + sum(A, axis=0, keepdims=True)", "mean": "mean(A * z, axis=-1)",
     "matmul": "A @ (z + x @ B) + A @ x + (B @ B[:, 0])[0:2]",
     "einsum": 'einsum("ij,j->i", A, z) + einsum("ij,jk,k->i", A, B, w)',

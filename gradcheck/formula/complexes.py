@@ -42,6 +42,12 @@ def lower(builder, op: str, args: list[Node], syntax: ast.AST, given: dict, fail
         raise fail(f"{op}: {exc}", syntax) from None
 
 
+def constant(builder, value: complex, syntax: ast.AST, fail) -> Node:
+    """A complex literal (Python's ``2j``; ``1 + 2j`` is a sum): its parts, stacked."""
+    b = Lowering(builder, syntax, fail, "constant")
+    return b.pack(b.const(value.real), b.const(value.imag))
+
+
 class Lowering:
     """What a row's ``expand`` builds with: real rows through the parser, a complex
     node's parts, and a complex node from its parts."""

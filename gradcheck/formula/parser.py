@@ -17,7 +17,7 @@ from ..rules import (AXIS, BOOL, CHOICE, COMPARISON, FUNCTIONS, INT, INTS, KEY, 
                      RULES, TEXT)
 from ..base.shapes import ShapeError
 from ..rules.complex import COMPLEX, COMPLEX_ONLY
-from .complexes import lower
+from .complexes import constant, lower
 from .constructors import Constructing, is_constructor
 from .suggestions import suggest, suggest_arity, usage as _usage
 from .subscripts import subscript
@@ -202,6 +202,10 @@ class _Builder:
 
     def visit_Constant(self, node: ast.Constant) -> Node:
         value = node.value
+        if isinstance(value, complex):   # 2j: a complex constant
+            if not math.isfinite(abs(value)) or abs(value) > MAX_LITERAL:
+                raise _Fail(f"number literal exceeds {MAX_LITERAL:g} in magnitude", node)
+            return constant(self, value, node, _Fail)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _Fail(f"literal {value!r} is not a number", node)
         if not math.isfinite(value) or abs(value) > MAX_LITERAL:

@@ -107,6 +107,22 @@ def _polar(b, z, p):
 
 
 # ---------------------------------------------------------------- functions of z
+def where(b, args, given):
+    cond, z, w = args   # (the condition is real: a comparison, a mask)
+    return b.complex(b.row("where", [_column_condition(b, cond), b.lift(z), b.lift(w)]))
+
+
+def _column_condition(b, cond):
+    """The condition against the layout: the same comparisons of its operands as
+    columns (``x[..., None] < 0``; where's condition is a comparison, which the
+    reference reads as such)."""
+    if not cond.shape:
+        return cond
+    if cond.op in ("logical_and", "logical_or", "logical_not"):
+        return b.row(cond.op, [_column_condition(b, c) for c in cond.args])
+    return b.row(cond.op, [b.col(a) for a in cond.args])
+
+
 def real(b, args, given):
     (z,) = args
     return b.re(z) if z.complex else z   # (torch.real of a real tensor: itself)
