@@ -98,7 +98,12 @@ def _input_table(inputs: Mapping[str, Any]) -> dict:
             table[name] = {"shape": list(spec)}
         else:  # a concrete array or tensor: used as given
             if hasattr(spec, "detach"):
-                spec = spec.detach().cpu().numpy()
+                spec = spec.detach().cpu().resolve_conj().numpy()
+            if np.iscomplexobj(spec):   # a complex input: its [re, im] pairs
+                value = np.asarray(spec, dtype=np.complex128)
+                table[name] = {"shape": list(value.shape), "dtype": "complex", "value":
+                               np.stack([value.real, value.imag], -1).tolist()}
+                continue
             value = np.asarray(spec, dtype=np.float64)
             table[name] = {"shape": list(value.shape), "value": value.tolist()}
     return table

@@ -367,7 +367,7 @@ HOSTILE = [
     ("(q := x)", r"assignment \(:=\) is not allowed"),
     ("'abc'", r"literal 'abc' is not a number"),
     ("b'abc'", r"is not a number"),
-    ("1j", r"is not a number"),
+    ("1e300j", r"number literal exceeds"),   # (2j is a complex constant)
     ("True", r"literal True is not a number"),
     ("None", r"literal None is not a number"),
     ("x if s else y", r"if-expression is not allowed"),

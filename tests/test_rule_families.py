@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from gradcheck.rules import FAMILIES, RULES
+from gradcheck.rules.complex import COMPLEX
 from gradcheck.rules.composite.bounds import BOUNDS
-from gradcheck.rules.families import NEEDS, missing
+from gradcheck.rules.families import COMPLEX as COMPLEX_FAMILY, NEEDS, missing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,11 +26,12 @@ REGISTRIES = {r: _resolve(r) for needs in NEEDS.values() for r in needs.registri
 
 
 def test_every_family_declares_its_places_and_they_exist():
-    assert set(NEEDS) == set(FAMILIES)
+    assert set(NEEDS) == set(FAMILIES) | {COMPLEX_FAMILY}
     for family, needs in NEEDS.items():
         assert needs.fields and needs.files, family
+        row = COMPLEX["mul"] if family == COMPLEX_FAMILY else RULES["add"]
         for f in needs.fields:
-            assert f in {x.name for x in dataclasses.fields(RULES["add"])}, (family, f)
+            assert f in {x.name for x in dataclasses.fields(row)}, (family, f)
         for path in needs.files:
             assert (ROOT / path.split(" ")[0]).is_file(), (family, path)
 
@@ -37,6 +39,13 @@ def test_every_family_declares_its_places_and_they_exist():
 @pytest.mark.parametrize("name", list(RULES))
 def test_every_row_fills_its_familys_places(name):
     assert missing(RULES[name], REGISTRIES) == []
+
+
+@pytest.mark.parametrize("name", list(COMPLEX))
+def test_every_complex_row_fills_its_places(name):
+    assert COMPLEX[name].family == COMPLEX_FAMILY
+    assert missing(COMPLEX[name], REGISTRIES) == []
+    assert missing(dataclasses.replace(COMPLEX[name], torch=None), REGISTRIES) == ["torch"]
 
 
 def test_a_composite_rows_rounding_is_its_registered_bound():

@@ -331,7 +331,7 @@ class CaseReader:
                      line=self.lines.text(self.index, key))
         # a let of an integer input (indexed, reshaped...) is one too (a mask for where)
         nodes[name] = Node("let", (body,), body.shape, name=name, const=body.const,
-                           dtype=body.dtype)
+                           dtype=body.dtype, complex=body.complex)
 
     def read_retain(self, nodes: dict[str, Node]) -> tuple[str, ...]:
         raw = self.raw.get("retain_grad", [])

@@ -83,7 +83,7 @@ def command(args: argparse.Namespace) -> int:
     for name, text in lets:
         body = parse(text, nodes)
         nodes[name] = Node("let", (body,), body.shape, name=name, const=body.const,
-                           dtype=body.dtype)
+                           dtype=body.dtype, complex=body.complex)
         out.append(f"  let {name} = {text}")
     for k, text in enumerate(outputs):
         shape = list(parse(text, nodes).shape)

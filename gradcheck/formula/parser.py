@@ -16,6 +16,8 @@ from ..base.errors import CaseFileError
 from ..rules import (AXIS, BOOL, CHOICE, COMPARISON, FUNCTIONS, INT, INTS, KEY, NUMBER, OPERATORS,
                      RULES, TEXT)
 from ..base.shapes import ShapeError
+from ..rules.complex import COMPLEX, COMPLEX_ONLY
+from .complexes import constant, lower
 from .constructors import Constructing, is_constructor
 from .suggestions import suggest, suggest_arity, usage as _usage
 from .subscripts import subscript
@@ -137,12 +139,23 @@ def parse(text: str, names: Mapping[str, Node], *, file: str | None = None,
 class _Builder:
     """Turns whitelisted syntax into nodes. Depth is bounded above, so recursion is safe."""
 
+    max_exponent = MAX_EXPONENT
+
     def __init__(self, names: Mapping[str, Node]):
         self.names = names
+        self.parts: dict[int, list] = {}   # a complex node's real and imaginary parts
 
     # ------------------------------------------------------------------ node making
     def apply(self, op: str, args: list[Node], syntax: ast.AST,
               given: dict | None = None) -> Node:
+        """The row ``op`` on ``args``; on a complex operand, lowered to real rows by
+        the row of the complex table (:mod:`.complexes`)."""
+        if any(a.complex for a in args):
+            return lower(self, op, args, syntax, given or {}, _Fail)
+        return self.apply_row(op, args, syntax, given)
+
+    def apply_row(self, op: str, args: list[Node], syntax: ast.AST,
+                  given: dict | None = None) -> Node:
         rule = RULES[op]
         shapes = [a.shape for a in args]
         try:
@@ -189,6 +202,10 @@ class _Builder:
 
     def visit_Constant(self, node: ast.Constant) -> Node:
         value = node.value
+        if isinstance(value, complex):   # 2j: a complex constant
+            if not math.isfinite(abs(value)) or abs(value) > MAX_LITERAL:
+                raise _Fail(f"number literal exceeds {MAX_LITERAL:g} in magnitude", node)
+            return constant(self, value, node, _Fail)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _Fail(f"literal {value!r} is not a number", node)
         if not math.isfinite(value) or abs(value) > MAX_LITERAL:
@@ -279,6 +296,11 @@ class _Builder:
         fname = node.func.id
         if is_constructor(fname):   # ones([3, 4]), eye(4), arange(5): see .constructors
             return Constructing(self, _Fail).call(fname, node)
+        if fname in COMPLEX_ONLY:   # conj(z), fft(z): lowered whatever the operands
+            row = COMPLEX[fname]
+            operands, positional = _split_arguments(row, node)
+            return lower(self, fname, [self.build(a) for a in operands], node,
+                         self.parameters(row, node, positional), _Fail)
         if fname not in FUNCTIONS:
             raise _Fail(f"unknown function {fname!r}{suggest(fname)}", node)
         rule = RULES[fname]

@@ -47,7 +47,8 @@ def subscript(builder, node: ast.Subscript, fail):
     if not tensors:
         return builder.apply("index", [base], node, {"key": key})
     return builder.apply("take", [base, tensors[0]], node,
-                         {"axis": _tensor_axis(key, len(base.shape), fail, node.slice)})
+                         {"axis": _tensor_axis(key, len(base.shape) - base.complex, fail,
+                                               node.slice)})   # (a complex one's axes)
 
 
 def _tensor_axis(key, ndim: int, fail, where) -> int:

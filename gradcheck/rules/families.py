@@ -24,6 +24,10 @@ from dataclasses import dataclass
 
 from .row import BILINEAR, COMPARISON, COMPOSITE, ELEMENTWISE, POOLING, REDUCTION, STRUCTURE
 
+#: The family of the complex table's rows (gradcheck.rules.complex), beside the real
+#: table's :data:`gradcheck.rules.row.FAMILIES`.
+COMPLEX = "complex"
+
 #: Every row's SymPy meaning, float forward, torch call and engine rule.
 COLUMNS = ("sympy", "numpy", "torch", "engine")
 #: The test entry every row has: a formula using it, checked by every witness.
@@ -83,6 +87,14 @@ NEEDS: dict[str, Needs] = {
         "gradcheck/rules/composite/vjps.py", "gradcheck/rules/composite/tensor.py",
         "gradcheck/rules/composite/bounds.py (BOUNDS: its rounding bound; an FFT's "
         "columns, VJPs, tensor column and bound: in rules/spectral/)", ROW_CASE)),
+    # a row of the complex table (gradcheck.rules.complex): lowered to real rows, its
+    # torch column the operation on complex tensors, which its test compares against
+    COMPLEX: Needs(("expand", "torch", "doc", "example"), files=(
+        "gradcheck/rules/complex/rows.py", "gradcheck/rules/complex/expand.py",
+        "gradcheck/formula/complexes.py (what an expansion builds with: parts, pack, "
+        "promotion of a real operand)",
+        "tests/test_complex_rows.py (ROW_CASES: its torch column against the lowered "
+        "formula's reference gradient, and every witness)")),
 }
 
 
@@ -93,7 +105,7 @@ def missing(rule, registries: dict[str, object]) -> list[str]:
     needs = NEEDS[rule.family]
     out = [f for f in needs.fields if getattr(rule, f) in (None, "", ())]
     for column in ("engine", "tensor"):   # (a comparison's engine column has none)
-        vjps = getattr(getattr(rule, column), "vjps", None)
+        vjps = getattr(getattr(rule, column, None), "vjps", None)
         if column in needs.fields and vjps is not None and rule.family != COMPARISON \
                 and len(vjps) != rule.arity:
             out.append(f"{column} (one VJP per operand)")
