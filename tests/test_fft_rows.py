@@ -2,7 +2,8 @@
 adjoint of its forward (⟨F x, y⟩ = ⟨x, F* y⟩ over every norm, odd and even lengths, n
 shorter and longer, an axis not last), equals torch's own FFT autograd, and agrees with
 PyTorch's realified convention for complex leaves; each row as a formula passes every
-witness; the exact SymPy column is the DFT; the rounding bound holds float32 against
+witness, spelled as a user spells it (the complex table's fft of view_as_complex(x),
+view_as_real of the result); the exact SymPy column is the DFT; the rounding bound holds float32 against
 float64; a wrong norm or a missing halving or doubling in a VJP is caught."""
 
 from __future__ import annotations
@@ -126,12 +127,34 @@ def test_the_sympy_column_is_the_exact_dft(name, shape, given):
     np.testing.assert_allclose(exact.astype(float), y, atol=1e-14)
 
 
+# Each row through the complex spelling (a call of fft is torch.fft.fft's, of a complex
+# value): x, a real array in the layout, viewed as complex; the complex result viewed as
+# real again, so that the real weights c give a real loss with a cotangent in every part
 FORMULAS = {
-    "fft": ("sum(fft(x, axis=0) * c)", {"x": [8, 2], "c": [8, 2]}),
-    "ifft": ('sum(ifft(x, n=5, axis=0, norm="ortho") * c)', {"x": [8, 2], "c": [5, 2]}),
-    "rfft": ('sum(rfft(x[:, 0], n=9, norm="forward") * c)', {"x": [8, 2], "c": [5, 2]}),
-    "irfft": ("sum(irfft(x[:5], axis=0) * c)", {"x": [8, 2], "c": [8]}),
+    "fft": ("sum(view_as_real(fft(view_as_complex(x), axis=0)) * c)",
+            {"x": [8, 2], "c": [8, 2]}),
+    "ifft": ('sum(view_as_real(ifft(view_as_complex(x), n=5, axis=0, norm="ortho")) * c)',
+             {"x": [8, 2], "c": [5, 2]}),
+    "rfft": ('sum(view_as_real(rfft(x[:, 0], n=9, norm="forward")) * c)',
+             {"x": [8, 2], "c": [5, 2]}),
+    "irfft": ("sum(irfft(view_as_complex(x[:5]), axis=0) * c)", {"x": [8, 2], "c": [8]}),
 }
+
+
+#: the shape of the real row's operand in each formula: the layout of 8 complex values
+#: (5 for irfft's), or rfft's real signal
+OPERANDS = {"fft": (8, 2), "ifft": (8, 2), "rfft": (8,), "irfft": (5, 2)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_formula_applies_its_real_row_to_the_complex_values(name):
+    # the complex spelling lowers to the real table's row on the layout of x (not to an
+    # FFT of the layout taken as a real signal, a promoted [8, 2, 2])
+    from gradcheck.formula.tree import walk
+
+    root = make_case(*FORMULAS[name]).output
+    (node,) = [n for n in walk(root) if n.op == name]
+    assert [a.shape for a in node.args] == [OPERANDS[name]]
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -157,12 +180,18 @@ def test_the_tensor_reference_equals_sympys_element_by_element_derivative(name):
 
 
 def test_a_non_contiguous_operand_is_cloned_as_torch_clones_it():
-    # transpose(w) is a strided view: torch's view_as_complex needs x.contiguous()
-    # (CloneBackward0), which the engine records alike
-    result = check(make_case("sum(fft(transpose(w), axis=0) * c)",
+    # transpose(w) is a strided view; view_as_complex is lowered to a reshape of the
+    # layout (an alias of it: ReshapeAliasBackward0), and the row's torch.view_as_complex
+    # needs x.contiguous() (CloneBackward0): what torch records, and the engine alike
+    result = check(make_case("sum(view_as_real(fft(view_as_complex(transpose(w)), axis=0)) * c)",
                              {"w": [2, 8], "c": [8, 2]}, points=1))
     assert result.status == "passed", result.message
-    assert "CloneBackward0" in result.witness("torch").grad_fn
+    chain = ("FftC2CBackward0", "ViewAsComplexBackward0", "CloneBackward0",
+             "ReshapeAliasBackward0", "TransposeBackward0")
+    for witness in ("torch", "engine"):
+        got = result.witness(witness).grad_fn
+        start = got.index("FftC2CBackward0")
+        assert got[start:start + len(chain)] == chain, (witness, got)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -189,12 +218,40 @@ def test_the_engines_results_are_strided_as_torchs(name):
 
 
 def test_a_transform_after_a_transform_along_a_leading_axis_records_torchs_graph():
-    # rfft along axis 0 gives a strided result; the product keeps that layout and
-    # irfft's view_as_complex needs a clone of it (CloneBackward0), in both graphs
+    # rfft along axis 0 gives a strided result; its product with a real c keeps that
+    # layout (TensorIterator's) and irfft's view_as_complex needs a clone of it
+    # (CloneBackward0), in both graphs
     result = check(make_case("sum(irfft(rfft(r, axis=0) * c, n=16, axis=0) * r)",
-                             {"r": [16, 4], "c": [9, 4, 2]}, points=1))
+                             {"r": [16, 4], "c": [9, 4]}, points=1))
     assert result.status == "passed", result.message
-    assert "CloneBackward0" in result.witness("engine").grad_fn
+    for witness in ("torch", "engine"):
+        got = result.witness(witness).grad_fn
+        assert got[2:5] == ("FftC2RBackward0", "ViewAsComplexBackward0", "CloneBackward0")
+    # a complex c: the product is a stack of its parts, which torch.stack lays out
+    # row-major whatever its operands' strides (NumPy's stack would keep them): no clone
+    result = check(make_case("sum(irfft(rfft(r, axis=0) * c, n=16, axis=0) * r)",
+                             {"r": [16, 4], "c": {"shape": [9, 4], "dtype": "complex"}},
+                             points=1))
+    assert result.status == "passed", result.message
+    for witness in ("torch", "engine"):
+        got = result.witness(witness).grad_fn
+        assert got[2:5] == ("FftC2RBackward0", "ViewAsComplexBackward0", "StackBackward0")
+
+
+@pytest.mark.parametrize("join", ["stack", "concat"])
+def test_the_engines_joins_are_row_major_as_torchs(join):
+    import torch
+
+    from gradcheck.engine.views import _strides
+
+    x = np.random.default_rng(6).standard_normal((4, 9))
+    for axis in (0, 1, -1):
+        if join == "concat" and axis == -1:
+            continue
+        got = getattr(engine, join)([engine.Tensor(x.T)] * 2, axis=axis)
+        want = getattr(torch, "cat" if join == "concat" else join)(
+            [torch.tensor(x).T] * 2, axis)
+        assert _strides(got.data) == tuple(want.stride()), (join, axis)
 
 
 @hypothesis.settings(max_examples=25, deadline=None, database=None)
@@ -212,11 +269,14 @@ def test_drawn_formulas_of_the_transforms_pass_every_witness(table):
 def test_explain_names_an_ffts_nodes_and_prints_its_adjoint():
     from gradcheck.explanation import explain
 
-    e = explain("sum(fft(z, axis=0) * z)", {"z": [4, 2]})
+    # (view_as_complex and view_as_real are lowered to reshapes of the layout)
+    e = explain("sum(view_as_real(fft(view_as_complex(z), axis=0)) * z)", {"z": [4, 2]})
     assert [n.name for n in e.engine_graph] == [n.name for n in e.torch_graph]
     inner = next(n for n in e.torch_graph if n.name == "FftC2CBackward0")
-    assert "ifft" not in inner.computes and "fft(z, axis=0)" in inner.computes
-    assert e.formulas["z.grad"] == "(ḡ ⊙ (fft(z, axis=0))) + fft_adjoint(ḡ ⊙ (z), axis=0)"
+    assert "ifft" not in inner.computes
+    assert "fft(reshape(z, shape=[4, 2]), axis=0)" in inner.computes
+    assert e.formulas["z.grad"] == ("(ḡ ⊙ (reshape(fft(reshape(z, shape=[4, 2]), axis=0), "
+                                    "shape=[4, 2]))) + fft_adjoint(ḡ ⊙ (z), axis=0)")
 
 
 # ----------------------------------------------------------------- rounding

@@ -28,6 +28,13 @@ from .tensor import Tensor
 from .views import _contiguous, _data, _expand, _reshape, _squeeze, _strides, _view
 
 
+#: Structure rows whose result is a fresh tensor, row-major in torch (cat's
+#: compute_output_memory_format: contiguous unless every operand is channels-last),
+#: where NumPy's concatenate follows its operands' stride order: an rfft's strided
+#: result joined by stack would otherwise look non-contiguous to a later view_as_complex.
+_JOINS = frozenset({"stack", "concat"})
+
+
 def apply(op: str, *args, params=(), grad_fn: str | None = None) -> Tensor:
     """``RULES[op]`` applied to the operands ``args`` with the parameter values
     ``params`` (the (name, value) pairs of ``Rule.bind``): the forward, and the node when
@@ -55,7 +62,7 @@ def apply(op: str, *args, params=(), grad_fn: str | None = None) -> Tensor:
             out.data = _torch_layout(out.data, [a for a in raw if isinstance(a, np.ndarray)])
         elif not out.data.flags.c_contiguous:   # (a 1-d view with a stride: dense)
             out.data = np.ascontiguousarray(out.data)
-    elif rule.family != STRUCTURE:   # reductions and products: fresh row-major results
+    elif rule.family != STRUCTURE or op in _JOINS:   # fresh row-major results
         out.data = np.asarray(out.data, order="C")   # (views keep NumPy's strides: torch's)
     if rule.engine.grad_fn is not None and grad_mode.enabled and \
             any(t._requires_grad for t in tensors):
