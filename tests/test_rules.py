@@ -16,6 +16,8 @@ from conftest import check, make_case
 
 M = [4, 3]
 V = [3]
+CM = {"shape": M, "dtype": "complex"}
+CV = {"shape": V, "dtype": "complex"}
 
 # (expression, inputs) exercising each row; the coverage test below keeps this complete.
 ROW_CASES = {
@@ -140,14 +142,15 @@ ROW_CASES = {
                '+ einsum("...j,j", x, y)[:, None] + einsum("ij,ij->ij", x, x)[:, 1:] '
                '+ einsum("ij,jk,k->i", x, W, u)[:, None] + einsum("i,ij,kj,k->ik", y, W, W, y)[0:1, :2]',
                {"x": M, "y": V, "W": [3, 2], "u": [2]}),
-    # the FFTs: z, w complex (the view_as_real layout), x real
+    # the FFTs, spelled as torch.fft's: z, w complex inputs (their rows take the
+    # view_as_real layout the complex table lowers them to), x, y real
     "fft": ('fft(z, axis=0) * w + fft(z, n=6, axis=1, norm="ortho")[:, :3]',
-            {"z": [4, 3, 2], "w": [3, 2]}),
+            {"z": CM, "w": CV}),
     "ifft": ('ifft(z, axis=1, norm="forward") * w + sum(ifft(z, n=5, axis=0), axis=0)',
-             {"z": [4, 3, 2], "w": [3, 2]}),
+             {"z": CM, "w": CV}),
     "rfft": ('rfft(x, axis=0) + rfft(x * y, n=5, axis=0, norm="ortho")', {"x": M, "y": V}),
     "irfft": ('irfft(z, axis=0) * y + irfft(z * w, n=5, axis=0, norm="ortho")[:1]',
-              {"z": [4, 3, 2], "w": [3, 2], "y": V}),
+              {"z": CM, "w": CV, "y": V}),
     "one_hot": ("one_hot(idx, 4) @ W + sum(one_hot(lab, 3) * y, axis=1)[:, None]",
                 {"idx": {"shape": [4], "dtype": "int64", "domain": [0, 4]}, "W": [4, 3],
                  "lab": {"shape": [4], "dtype": "int32", "domain": [0, 3]}, "y": V}),

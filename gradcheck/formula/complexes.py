@@ -78,6 +78,11 @@ class Lowering:
         return dataclasses.replace(node, complex=True)
 
     @staticmethod
+    def real_node(node: Node) -> Node:
+        """The complex ``node`` as the real array in the layout that holds it."""
+        return dataclasses.replace(node, complex=False)
+
+    @staticmethod
     def shape(z: Node) -> tuple[int, ...]:
         """The complex shape of ``z`` (a real node's own)."""
         return z.shape[:-1] if z.complex else z.shape

@@ -262,17 +262,21 @@ _WINDOWED = {
 
 # one_hot takes integer labels, which only a template's own input holds
 _WINDOWED["one_hot"] = (["lab"], ["one_hot({1}, 3) * ({0})"])
-# the FFTs of a complex operand take it in the view_as_real layout (a last axis of 2),
-# which the drawn inputs rarely have: a signal of 4 complex values, scaled by {0}; rfft
-# takes any real operand ({0} itself)
+# the FFTs are the complex table's (torch.fft's): a complex operand is a signal of 4
+# complex values held in the view_as_real layout (sig, a last axis of 2), which the
+# drawn inputs rarely have, scaled by {0} and viewed as complex; rfft takes any real
+# operand ({0} itself). A complex result is viewed as real again, so that the formula
+# stays real where it feeds the other rows
 _WINDOWED.update({
-    "fft": (["sig"], ["fft({1} * ({0}), axis=0)",
-                      'fft({1} * ({0}), n=3, axis=0, norm="ortho")']),
-    "ifft": (["sig"], ["ifft({1} * ({0}), axis=0)",
-                       'ifft({1} * ({0}), n=6, axis=0, norm="forward")']),
-    "rfft": ([], ["rfft({0})", 'rfft({0}, n=5, norm="forward")']),
-    "irfft": (["sig"], ["irfft({1} * ({0}), axis=0)",
-                        'irfft({1} * ({0}), n=5, axis=0, norm="ortho")'])})
+    "fft": (["sig"], ["view_as_real(fft(view_as_complex({1} * ({0})), axis=0))",
+                      'view_as_real(fft(view_as_complex({1} * ({0})), n=3, axis=0, '
+                      'norm="ortho"))']),
+    "ifft": (["sig"], ["view_as_real(ifft(view_as_complex({1} * ({0})), axis=0))",
+                       'view_as_real(ifft(view_as_complex({1} * ({0})), n=6, axis=0, '
+                       'norm="forward"))']),
+    "rfft": ([], ["view_as_real(rfft({0}))", 'view_as_real(rfft({0}, n=5, norm="forward"))']),
+    "irfft": (["sig"], ["irfft(view_as_complex({1} * ({0})), axis=0)",
+                        'irfft(view_as_complex({1} * ({0})), n=5, axis=0, norm="ortho")'])})
 
 
 def _windowed() -> dict[str, tuple[Template, ...]]:

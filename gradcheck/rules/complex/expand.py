@@ -227,18 +227,25 @@ def _signed_sum(b, terms):
 
 
 # ---------------------------------------------------------------- layout
+# view_as_real and view_as_complex move no value: in the layout each is the identity,
+# the node itself marked real or complex (so that fft of view_as_complex(x) is the fft
+# row on x, and a formula drawn of fft alone applies no other row). An input keeps its
+# own mark (its InputSpec's): a view of it is an alias, reshape's.
+
 def view_as_real(b, args, given):
     (z,) = args
     if not z.complex:
         raise b.fail("takes a complex operand")
-    return b.row("reshape", [z], shape=b.shape(z) + (2,))   # the layout, as a real array
+    if z.op == "input":
+        return b.row("reshape", [z], shape=z.shape)   # the layout, as a real array
+    return b.real_node(z)
 
 
 def view_as_complex(b, args, given):
     (x,) = args
     if x.complex or not x.shape or x.shape[-1] != 2:
         raise b.fail("takes a real operand whose last axis has length 2 (real, imaginary)")
-    return b.complex(b.row("reshape", [x], shape=x.shape))
+    return b.complex(b.row("reshape", [x], shape=x.shape) if x.op == "input" else x)
 
 
 def index(b, args, given):
