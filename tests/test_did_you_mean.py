@@ -5,6 +5,7 @@ wrong, in the case file errors' format (``file:line: case 'name': ...``)."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -159,3 +160,16 @@ def test_a_misspelled_command_line_option_is_answered(capsys, argv, says):
     err = capsys.readouterr().err
     assert info.value.code == 2 and says in err, err
     assert argv[0] != "rnu" or err.rstrip().endswith("; did you mean 'run'?")
+
+
+@pytest.mark.parametrize("written,meant", [
+    ("conjj(z)", "conj(x)"), ("conjugate(z)", "conj(x)"), ("angel(z)", "angle(x)"),
+    ("imagg(z)", "imag(x)"), ("ral(z)", "real(x)"), ("view_as_reel(z)", "view_as_real(x)"),
+    ("view_as_complx(V)", "view_as_complex(x)"), ("fftt(z)", "fft(x, n, axis, norm)")])
+def test_a_misspelled_complex_function_is_answered_with_the_one_meant(written, meant):
+    # the functions of complex values are the complex table's, not the real table's
+    from conftest import make_case
+    from gradcheck.base.errors import CaseFileError
+
+    with pytest.raises(CaseFileError, match=f"did you mean {re.escape(meant)}"):
+        make_case(written, {"z": {"shape": [3], "dtype": "complex"}, "V": [3, 2]})

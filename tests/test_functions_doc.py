@@ -10,25 +10,41 @@ import pytest
 
 from gradcheck.formula.parser import parse
 from gradcheck.rules import RULES
-from gradcheck.formula.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS, example, markdown
+from gradcheck.formula.docs import complex_only, example, example_nodes, markdown
 from gradcheck.formula.tree import Node, walk
 
 FUNCTIONS_PAGE = (Path(__file__).parent.parent / "docs" / "functions.md").read_text()
 
 
 def _inputs() -> dict[str, Node]:
-    out = {}
-    for name, shape in EXAMPLE_INPUTS.items():
-        dtype = EXAMPLE_DTYPES.get(name)
-        extra = {"dtype": dtype} if dtype and "dtype" in Node.__dataclass_fields__ else {}
-        out[name] = Node("input", shape=shape, name=name, **extra)
-    return out
+    return example_nodes()
 
 
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_every_rows_example_parses_and_uses_the_row(name):
     root = parse(example(RULES[name]), _inputs())
     assert name in {node.op for node in walk(root)}
+
+
+@pytest.mark.parametrize("row", complex_only(), ids=lambda r: r.name)
+def test_every_complex_functions_example_parses_and_is_listed(row):
+    # conj, real, view_as_complex...: no real row names them; their examples parse (to
+    # the real rows they are lowered to) and the listing marks them
+    assert parse(row.example, _inputs()).shape
+    assert row.name not in RULES
+    line = next(ln for ln in markdown().splitlines() if ln.startswith(f"| `{row.name}("))
+    assert f"`{row.example}`" in line and "| only |" in line
+
+
+def test_the_listing_says_which_rows_take_a_complex_operand():
+    def cell(name):
+        line = next(ln for ln in markdown().splitlines() if f"| `{name}(" in ln)
+        return line.split(" | ")[3]
+
+    assert [cell(n) for n in ("exp", "fft", "rfft", "sum", "tanh", "maximum")] == [
+        "yes", "yes", "yes", "yes", "", ""]
+    assert {r.name for r in complex_only()} == {"real", "imag", "conj", "angle",
+                                                 "view_as_real", "view_as_complex"}
 
 
 def test_the_function_table_is_generated_from_the_rows():

@@ -15,7 +15,7 @@ from conftest import bounded_work
 from gradcheck.base.errors import CaseFileError
 from gradcheck.formula.parser import MAX_CHARS, MAX_DEPTH, MAX_EXPONENT, MAX_TREE_DEPTH, parse
 from gradcheck.rules import BILINEAR, FUNCTIONS, POOLING, RULES, STRUCTURE
-from gradcheck.formula.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS
+from gradcheck.formula.docs import example_nodes
 from gradcheck.formula.tree import Node, walk
 
 #: a safety bound, not a benchmark: hostile input must not hang the parser
@@ -97,10 +97,9 @@ def test_every_function_of_the_rule_table_parses(names, fname):
     elif RULES[fname].family in (STRUCTURE, BILINEAR, POOLING) or fname in (
             "fft", "ifft", "irfft"):   # (dot: above)
         # a shape, a list of tensors, a subscript, an image and its kernel, a complex
-        # array in the view_as_real layout: the row's example, over its documented inputs
+        # input: the row's example, over its documented inputs
         text = RULES[fname].example
-        names = {n: Node("input", shape=s, name=n, dtype=EXAMPLE_DTYPES.get(n))
-                 for n, s in EXAMPLE_INPUTS.items()}
+        names = example_nodes()
     else:   # a number parameter without a default (clamp's min=, max=) given, the others
         # left to defaults; a text parameter (einsum's subscripts) as "...", any shape
         params = RULES[fname].params

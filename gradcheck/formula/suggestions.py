@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from ..base.spelling import closest
 from ..rules import FUNCTIONS, RULES
+from ..rules.complex import COMPLEX, COMPLEX_ONLY
+
+#: Every name a formula calls: the real table's functions and the complex table's
+#: functions of complex values (conj, real, view_as_complex...).
+CALLABLE = frozenset(FUNCTIONS | COMPLEX_ONLY)
 
 # Names people reach for, from NumPy and PyTorch, and the row that does the job.
 _ALIASES = {"clip": "clamp", "cat": "concat", "concatenate": "concat", "amax": "max",
@@ -14,14 +19,15 @@ _ALIASES = {"clip": "clamp", "cat": "concat", "concatenate": "concat", "amax": "
             "arcsinh": "asinh", "arccosh": "acosh", "logistic": "sigmoid", "expit":
             "sigmoid", "swish": "silu", "swapaxes": "transpose", "view": "reshape",
             "matmul": "matmul", "mm": "matmul", "bmm": "matmul", "inner": "dot",
-            "average": "mean", "sqr": "square", "log_sum_exp": "logsumexp"}
+            "average": "mean", "sqr": "square", "log_sum_exp": "logsumexp",
+            "conjugate": "conj", "arg": "angle", "phase": "angle"}
 
 
 def suggest(name: str, known=None, suffix: str = "(...)") -> str:
     """"; did you mean ...?" for a misspelled or foreign ``name``: the row a NumPy or
     PyTorch name stands for, else the closest of ``known`` (the callable rows)."""
     rows = known is None   # a function's name: only a close one (short names: looser)
-    known = sorted(FUNCTIONS) if rows else list(known)
+    known = sorted(CALLABLE) if rows else list(known)
     if rows and name in _ALIASES or name in _ALIASES and _ALIASES[name] in known:
         return f"; did you mean {usage(_ALIASES[name])}?"
     close = closest(name, known, cutoff=0.75 if rows else 0.6)
@@ -43,7 +49,7 @@ def suggest_arity(fname: str, count: int) -> str:
 
 def usage(name: str) -> str:
     """``name`` as a user calls it: its operands and parameters (``clamp(x, min, max)``)."""
-    rule = RULES[name]
+    rule = RULES[name] if name in RULES else COMPLEX[name]
     operands = ["x"] if rule.arity == 1 else [f"{c}" for c in "abcdefgh"[: rule.arity]]
     if rule.symbol is not None:   # an operator: matmul is a @ b
         return rule.spell(operands)

@@ -14,7 +14,7 @@ import itertools
 
 from ..formula.parser import parse
 from ..rules import AXIS, INT, INTS, KEY
-from ..formula.docs import EXAMPLE_DTYPES, EXAMPLE_INPUTS
+from ..formula.docs import example_nodes
 from ..rules.keys import Slice
 from ..formula.tree import Node, walk
 
@@ -29,9 +29,7 @@ PIECES = (0, -1)
 
 @functools.lru_cache(maxsize=None)
 def _example_node(rule) -> Node:
-    names = {n: Node("input", shape=s, name=n, dtype=EXAMPLE_DTYPES.get(n))
-             for n, s in EXAMPLE_INPUTS.items()}
-    return next(n for n in walk(parse(rule.example, names)) if n.op == rule.name)
+    return next(n for n in walk(parse(rule.example, example_nodes())) if n.op == rule.name)
 
 
 def _values(param, written, is_piece: bool) -> list:

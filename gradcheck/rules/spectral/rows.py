@@ -27,16 +27,17 @@ PARAMS = (Param("n", INT, None), Param("axis", INT, -1),
 GRAD_FN = {"fft": "FftC2CBackward0", "ifft": "FftC2CBackward0", "rfft": "FftR2CBackward0",
            "irfft": "FftC2RBackward0"}
 
+#: (doc, example) of each row, as a formula spells it: the complex table's call (torch.fft's,
+#: of a complex value; a real one promoted), whose lowering applies the row to the layout
 _DOCS = {
-    "fft": ("discrete Fourier transform along axis of a complex array (view_as_real "
-            "layout: a last axis of 2), n points", "fft(stack([x, y], axis=-1), axis=0)"),
-    "ifft": ("inverse discrete Fourier transform along axis of a complex array "
-             "(view_as_real layout), n points", 'ifft(stack([x, y], axis=-1), n=3, norm="ortho")'),
-    "rfft": ("Fourier transform of a real array along axis: bins 0..n//2, in the "
-             "view_as_real layout", "rfft(x, axis=1)"),
-    "irfft": ("inverse of rfft: a real array of n = 2*(m-1) points from the bins "
-              "0..m-1 (view_as_real layout) along axis",
-              "irfft(stack([x, y], axis=-1), n=4, axis=0)"),
+    "fft": ("discrete Fourier transform along axis of a complex array (a real one "
+            "promoted), n points", 'fft(z, n=6, norm="ortho")'),
+    "ifft": ("inverse discrete Fourier transform along axis of a complex array, n points",
+             "view_as_real(ifft(view_as_complex(stack([x, y], axis=-1)), axis=0))"),
+    "rfft": ("Fourier transform of a real array along axis: the complex bins 0..n//2",
+             "rfft(x, axis=1)"),
+    "irfft": ("inverse of rfft: a real array of n = 2*(m-1) points from the complex bins "
+              "0..m-1 along axis", "irfft(z, n=6)"),
 }
 
 
