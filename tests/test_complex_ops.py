@@ -187,6 +187,13 @@ def test_an_output_of_the_wrong_kind_is_an_error_naming_the_case(
     assert ("is complex" if complex_output else "is real") in result.message
 
 
+def test_an_engine_op_on_complex_inputs_is_skipped_saying_why():
+    case = op_case("complex_ops:EngineMul", MUL, MUL_INPUTS, True, FIXTURES)
+    result = run_case(case, "float64", timeout=None)
+    assert result.status == "skipped"
+    assert "gradcheck.engine Function, which has no complex tensors" in result.message
+
+
 # --------------------------------------------------------------------------- the spectral op
 
 def _spectral():
@@ -216,6 +223,39 @@ def test_the_spectral_convolutions_backward_is_torchs(n):
     got = torch.autograd.grad(ops.SpectralConv1d.apply(x, w), (x, w), g)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
+
+
+def spectral_case(op: str):
+    """irfft(rfft(x) * w, n=16) on the layout with real rows: the DFT as matrices of
+    reference-only constants, rfft(x) = (x @ C, x @ S) and irfft(Y) = re Y @ P + im Y @ Q
+    (P, Q: the bins weighted by how often irfft counts them, 1 / N; the entries that are
+    exactly zero, sin(k pi) and cos(pi/2 + k pi), held exactly)."""
+    n, bins = 16, 9
+    theta = 2 * np.pi * np.outer(np.arange(n), np.arange(bins)) / n
+    C, S = np.cos(theta), -np.sin(theta)
+    C[abs(C) < 1e-12], S[abs(S) < 1e-12] = 0.0, 0.0
+    m = np.where((np.arange(bins) == 0) | (np.arange(bins) == n // 2), 1.0, 2.0)
+    P, Q = m[:, None] * C.T / n, m[:, None] * S.T / n
+
+    def const(a):
+        return {"shape": list(a.shape), "value": a.tolist(), "requires_grad": False}
+
+    reference = ("(x @ C * w[..., 0] - x @ S * w[..., 1]) @ P "
+                 "+ (x @ C * w[..., 1] + x @ S * w[..., 0]) @ Q")
+    inputs = {"x": {"shape": [3, n]}, "w": {"shape": [bins], "dtype": "complex"},
+              "C": const(C), "S": const(S), "P": const(P), "Q": const(Q)}
+    return op_case(f"complex:{op}", reference, inputs, False, call="op(x, w)", points=2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_spectral_convolution_passes_every_check_and_its_twin_fails(dtype):
+    """The FFT op through every op check (torch.fft under vmap and compile included)
+    against a reference on the layout; the twin's N-fold gradients are caught."""
+    passed_every_check(run_case(spectral_case("SpectralConv1d"), dtype, timeout=None))
+    wrong = run_case(spectral_case("SpectralConv1dUnnormalised"), dtype, timeout=None)
+    assert wrong.status == "failed"
+    assert wrong.witness("op.backward").status == "failed"
+    assert "16 times the exact gradient" in wrong.message
 
 
 @pytest.mark.parametrize("op", ["ComplexMul", "AbsSquaredLinear"])

@@ -22,6 +22,13 @@ class OpDtypeError(GradcheckError):
     """The op cannot run in the case's dtype (an engine op in float16 or bfloat16)."""
 
 
+def no_complex(name) -> OpDtypeError:
+    """Why an engine op is not checked on complex inputs (a skip, as for its dtypes)."""
+    return OpDtypeError(f"op {name} is a gradcheck.engine Function, which has no complex "
+                        "tensors; write it as a torch.autograd.Function to check it on "
+                        "complex inputs")
+
+
 @dataclass(frozen=True)
 class OpKind:
     """How to drive the op: on torch tensors or on engine tensors, through apply or not."""
@@ -136,9 +143,7 @@ class Runner:
             from ...engine import Tensor
 
             if complex:
-                raise OpDtypeError(f"op {self.kind.name} is a gradcheck.engine Function, "
-                                   "which has no complex tensors; write it as a "
-                                   "torch.autograd.Function to check it on complex inputs")
+                raise no_complex(self.kind.name)
             return Tensor(np.asarray(array, dtype=self.dtype))
         import torch
 
