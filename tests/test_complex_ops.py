@@ -194,6 +194,18 @@ def test_an_engine_op_on_complex_inputs_is_skipped_saying_why():
     assert "gradcheck.engine Function, which has no complex tensors" in result.message
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_complex_case_in_half_precision_is_skipped_saying_why(dtype):
+    """torch has no complex bfloat16 and an experimental complex32: the case is skipped
+    there, not failed as if the op raised."""
+    with pytest.raises(RuntimeError, match="view_as_complex is only supported"):
+        torch.view_as_complex(torch.zeros(3, 2, dtype=torch.bfloat16))
+    case = op_case("complex:ComplexMul", MUL, MUL_INPUTS, True)
+    result = run_case(case, dtype, timeout=None)
+    assert result.status == "skipped"
+    assert "complex inputs are checked in float64 and float32" in result.message
+
+
 # --------------------------------------------------------------------------- the spectral op
 
 def _spectral():
