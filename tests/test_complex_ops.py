@@ -52,22 +52,22 @@ def op_case(op: str, reference: str, inputs: dict, complex_output: bool,
     value in the layout (Node.complex, which the complex spelling marks; a reference
     written with real rows is marked here)."""
     case = case_from_dict({"name": op.split(":")[1], "op": op, "reference": reference,
-                           "inputs": inputs, "points": 3, **keys}, file=str(file))
+                           "inputs": inputs, "points": 2, **keys}, file=str(file))
     if complex_output and not case.outputs[0].complex:
         case = dataclasses.replace(case, outputs=tuple(
             dataclasses.replace(n, complex=True) for n in case.outputs))
     return case
 
 
-def complex_spelling(op: str, reference: str, inputs: dict, file: Path = BUNDLED):
+def complex_spelling(op: str, reference: str, inputs: dict, complex_output: bool):
     """The case with its reference in the complex spelling, or a skip where that is
-    not parsed as complex on this branch (gradcheck.rules.complex)."""
+    not read as complex on this branch (gradcheck.rules.complex)."""
     try:
         case = case_from_dict({"name": op.split(":")[1], "op": op, "reference": reference,
-                               "inputs": inputs, "points": 3}, file=str(file))
+                               "inputs": inputs, "points": 2}, file=str(BUNDLED))
     except Exception as exc:
         pytest.skip(f"the complex spelling {reference!r} does not parse here: {exc}")
-    if not case.outputs[0].complex and "abs" not in reference:
+    if case.outputs[0].complex != complex_output:
         pytest.skip(f"{reference!r} is not read as complex here")
     return case
 
@@ -88,7 +88,7 @@ def passed_every_check(result, plain: bool = False) -> None:
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op, reference, inputs, complex_output", [
     ("complex:ComplexMul", MUL, MUL_INPUTS, True),
-    ("complex:AbsSquaredLinear", ABS2, ABS2_INPUTS, False)])
+    ("complex:AbsSquaredLinear", ABS2, ABS2_INPUTS, False)], ids=["mul", "abs2"])
 def test_bundled_right_ops_pass_every_check(op, reference, inputs, complex_output, dtype):
     passed_every_check(run_case(op_case(op, reference, inputs, complex_output), dtype,
                                 timeout=None))
@@ -116,12 +116,13 @@ def test_a_real_output_of_complex_inputs_passes_with_its_derived_backward():
     assert result.witness("op.double").status == "passed"
 
 
-@pytest.mark.parametrize("op, reference, inputs", [
-    ("complex:ComplexMul", "z * w", MUL_INPUTS),
-    ("complex:AbsSquaredLinear", "abs(A @ z)**2", ABS2_INPUTS)])
-def test_the_complex_spelling_checks_the_same_ops(op, reference, inputs):
-    passed_every_check(run_case(complex_spelling(op, reference, inputs), "float64",
-                                timeout=None))
+@pytest.mark.parametrize("op, reference, inputs, complex_output", [
+    ("complex:ComplexMul", "z * w", MUL_INPUTS, True),
+    ("complex:AbsSquaredLinear", "abs(A @ z)**2", ABS2_INPUTS, False)],
+    ids=["mul", "abs2"])
+def test_the_complex_spelling_checks_the_same_ops(op, reference, inputs, complex_output):
+    case = complex_spelling(op, reference, inputs, complex_output)
+    passed_every_check(run_case(case, "float64", timeout=None))
 
 
 # --------------------------------------------------------------------------- wrong twins
@@ -129,7 +130,8 @@ def test_the_complex_spelling_checks_the_same_ops(op, reference, inputs):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op, reference, inputs, complex_output", [
     ("complex:ComplexMulNoConj", MUL, MUL_INPUTS, True),
-    ("complex:AbsSquaredLinearRealGrad", ABS2, ABS2_INPUTS, False)])
+    ("complex:AbsSquaredLinearRealGrad", ABS2, ABS2_INPUTS, False)],
+    ids=["mul-no-conj", "abs2-real-grad"])
 def test_wrong_twins_fail_the_gradient_checks(op, reference, inputs, complex_output,
                                               dtype):
     result = run_case(op_case(op, reference, inputs, complex_output), dtype, timeout=None)
@@ -177,7 +179,8 @@ def test_op_backward_at_the_boundary_is_torchs_complex_autograd():
     ("complex_ops:real_part", MUL, MUL_INPUTS, True,
      "returned a real tensor (float64) for output 0, where the reference"),
     ("complex_ops:complex_power", ABS2, ABS2_INPUTS, False,
-     "returned a complex tensor (complex128) for output 0, where the reference")])
+     "returned a complex tensor (complex128) for output 0, where the reference")],
+    ids=["real-for-complex", "complex-for-real"])
 def test_an_output_of_the_wrong_kind_is_an_error_naming_the_case(
         op, reference, inputs, complex_output, words):
     case = op_case(op, reference, inputs, complex_output, FIXTURES)
