@@ -7,13 +7,16 @@ op.backward at the boundary is torch's own complex autograd, and an output of th
 kind (real for a complex reference, complex for a real one) is an error naming the
 case.
 
-The references are written here on the layout with real rows, which the parser reads
-already (the complex spelling ``z * w`` is gradcheck.rules.complex's: where it is at
-hand, the same checks run on it too)."""
+The references are the complex spelling (``z * w``, ``abs(A @ z)**2``,
+``irfft(rfft(x) * w, n=16)``: gradcheck.rules.complex and the spectral rows) where the
+parser reads it, else the same formulas written on the layout with real rows (the
+DFT as constant matrices), the root marked complex by hand: the boundary is tested
+either way."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 
@@ -21,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 
+from gradcheck.base.errors import CaseFileError
 from gradcheck.cases import case_from_dict
 from gradcheck.checking.case import run_case
 from conftest import skipped_saying_why
@@ -29,46 +33,81 @@ ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = ROOT / "cases" / "ops" / "complex.toml"       # (its ops: complex.py beside it)
 FIXTURES = ROOT / "tests" / "fixtures" / "complex_ops.toml"   # (complex_ops.py)
 DTYPES = ("float64", "float32")
-
-#: z * w on the layout: (zr wr - zi wi, zr wi + zi wr)
-MUL = ("stack([z[..., 0]*w[..., 0] - z[..., 1]*w[..., 1], "
-       "z[..., 0]*w[..., 1] + z[..., 1]*w[..., 0]], -1)")
-#: abs(A @ z)**2 on the layout: re(A z)**2 + im(A z)**2
-ABS2 = ("(A[..., 0] @ z[..., 0] - A[..., 1] @ z[..., 1])**2 "
-        "+ (A[..., 0] @ z[..., 1] + A[..., 1] @ z[..., 0])**2")
-MUL_INPUTS = {"z": {"shape": [5], "dtype": "complex"},
-              "w": {"shape": [5], "dtype": "complex"}}
-ABS2_INPUTS = {"A": {"shape": [3, 4], "dtype": "complex"},
-               "z": {"shape": [4], "dtype": "complex"}}
 #: the checks every right op below must run and pass (the others may be skipped,
 #: saying why: op.jvp of a Function without jvp)
 RAN = ("op.forward", "op.backward", "op.jacobian", "op.zero", "op.determinism",
        "op.shapes", "op.inplace", "op.layout", "op.contract", "op.vmap", "op.compile")
 
 
-def op_case(op: str, reference: str, inputs: dict, complex_output: bool,
-            file: Path = BUNDLED, **keys):
-    """A case of ``op`` against ``reference``; ``complex_output``: its root is a complex
-    value in the layout (Node.complex, which the complex spelling marks; a reference
-    written with real rows is marked here)."""
-    case = case_from_dict({"name": op.split(":")[1], "op": op, "reference": reference,
-                           "inputs": inputs, "points": 2, **keys}, file=str(file))
-    if complex_output and not case.outputs[0].complex:
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    text: str
+    inputs: dict
+    complex_output: bool
+    keys: tuple = ()    # (other case keys: a call passing the op its inputs only)
+
+
+def _dft(n: int = 16) -> dict:
+    """rfft and irfft of length n as matrices, reference-only constants: rfft(x) =
+    (x @ C, x @ S); irfft(Y) = re Y @ P + im Y @ Q (P, Q: the bins weighted by how often
+    irfft counts them, over n). The entries that are exactly zero (sin(k pi), cos(pi/2
+    + k pi)) are held exactly."""
+    bins = n // 2 + 1
+    theta = 2 * np.pi * np.outer(np.arange(n), np.arange(bins)) / n
+    C, S = np.cos(theta), -np.sin(theta)
+    C[abs(C) < 1e-12], S[abs(S) < 1e-12] = 0.0, 0.0
+    m = np.where((np.arange(bins) == 0) | (np.arange(bins) == n // 2), 1.0, 2.0)
+    P, Q = m[:, None] * C.T / n, m[:, None] * S.T / n
+    return {k: {"shape": list(a.shape), "value": a.tolist(), "requires_grad": False}
+            for k, a in dict(C=C, S=S, P=P, Q=Q).items()}
+
+
+MUL_INPUTS = {"z": {"shape": [5], "dtype": "complex"},
+              "w": {"shape": [5], "dtype": "complex"}}
+ABS2_INPUTS = {"A": {"shape": [3, 4], "dtype": "complex"},
+               "z": {"shape": [4], "dtype": "complex"}}
+SPECTRAL_INPUTS = {"x": {"shape": [3, 16]}, "w": {"shape": [9], "dtype": "complex"}}
+COMPLEX_SPELLING = {
+    "mul": Reference("z * w", MUL_INPUTS, True),
+    "abs2": Reference("abs(A @ z)**2", ABS2_INPUTS, False),
+    "spectral": Reference("irfft(rfft(x) * w, n=16)", SPECTRAL_INPUTS, False)}
+LAYOUT_SPELLING = {
+    # (zr wr - zi wi, zr wi + zi wr)
+    "mul": Reference("stack([z[..., 0]*w[..., 0] - z[..., 1]*w[..., 1], "
+                     "z[..., 0]*w[..., 1] + z[..., 1]*w[..., 0]], -1)", MUL_INPUTS, True),
+    # re(A z)**2 + im(A z)**2
+    "abs2": Reference("(A[..., 0] @ z[..., 0] - A[..., 1] @ z[..., 1])**2 "
+                      "+ (A[..., 0] @ z[..., 1] + A[..., 1] @ z[..., 0])**2",
+                      ABS2_INPUTS, False),
+    "spectral": Reference("(x @ C * w[..., 0] - x @ S * w[..., 1]) @ P "
+                          "+ (x @ C * w[..., 1] + x @ S * w[..., 0]) @ Q",
+                          {**SPECTRAL_INPUTS, **_dft()}, False,
+                          (("call", "op(x, w)"),))}
+
+
+@functools.cache
+def reference(kind: str) -> Reference:
+    """The complex spelling of ``kind`` where the parser reads it so (its root complex
+    where the formula's value is), else the layout spelling."""
+    ref = COMPLEX_SPELLING[kind]
+    try:
+        case = case_from_dict({"name": kind, "expr": ref.text, "inputs": ref.inputs})
+    except CaseFileError:
+        return LAYOUT_SPELLING[kind]
+    return ref if case.output.complex == ref.complex_output else LAYOUT_SPELLING[kind]
+
+
+def op_case(op: str, kind: str, file: Path = BUNDLED, **keys):
+    """A case of ``op`` against the formula ``kind`` (:func:`reference`); a layout
+    spelling's complex root is marked here (Node.complex, which the complex spelling
+    sets)."""
+    ref = reference(kind)
+    case = case_from_dict({"name": op.split(":")[1], "op": op, "reference": ref.text,
+                           "inputs": ref.inputs, "points": 2, **dict(ref.keys), **keys},
+                          file=str(file))
+    if ref.complex_output and not case.outputs[0].complex:
         case = dataclasses.replace(case, outputs=tuple(
             dataclasses.replace(n, complex=True) for n in case.outputs))
-    return case
-
-
-def complex_spelling(op: str, reference: str, inputs: dict, complex_output: bool):
-    """The case with its reference in the complex spelling, or a skip where that is
-    not read as complex on this branch (gradcheck.rules.complex)."""
-    try:
-        case = case_from_dict({"name": op.split(":")[1], "op": op, "reference": reference,
-                               "inputs": inputs, "points": 2}, file=str(BUNDLED))
-    except Exception as exc:
-        pytest.skip(f"the complex spelling {reference!r} does not parse here: {exc}")
-    if case.outputs[0].complex != complex_output:
-        pytest.skip(f"{reference!r} is not read as complex here")
     return case
 
 
@@ -86,12 +125,9 @@ def passed_every_check(result, plain: bool = False) -> None:
 # --------------------------------------------------------------------------- right ops
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("op, reference, inputs, complex_output", [
-    ("complex:ComplexMul", MUL, MUL_INPUTS, True),
-    ("complex:AbsSquaredLinear", ABS2, ABS2_INPUTS, False)], ids=["mul", "abs2"])
-def test_bundled_right_ops_pass_every_check(op, reference, inputs, complex_output, dtype):
-    passed_every_check(run_case(op_case(op, reference, inputs, complex_output), dtype,
-                                timeout=None))
+@pytest.mark.parametrize("op, kind", [("ComplexMul", "mul"), ("AbsSquaredLinear", "abs2")])
+def test_bundled_right_ops_pass_every_check(op, kind, dtype):
+    passed_every_check(run_case(op_case(f"complex:{op}", kind), dtype, timeout=None))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -101,7 +137,7 @@ def test_a_plain_function_on_complex_tensors_passes_forward_mode_and_double_back
     on complex duals) and op.double (double backward with complex cotangents) run on
     the layout too and agree with the exact ones; the op asserts it is handed complex
     leaves of the run's precision."""
-    case = op_case("complex_ops:mul", MUL, MUL_INPUTS, True, FIXTURES, order=2)
+    case = op_case("complex_ops:mul", "mul", FIXTURES, order=2)
     result = run_case(case, dtype, timeout=None)
     passed_every_check(result, plain=True)
     for name in ("op.jvp", "op.double"):
@@ -110,31 +146,19 @@ def test_a_plain_function_on_complex_tensors_passes_forward_mode_and_double_back
 
 
 def test_a_real_output_of_complex_inputs_passes_with_its_derived_backward():
-    case = op_case("complex_ops:abs_squared", ABS2, ABS2_INPUTS, False, FIXTURES, order=2)
+    case = op_case("complex_ops:abs_squared", "abs2", FIXTURES, order=2)
     result = run_case(case, "float64", timeout=None)
     passed_every_check(result, plain=True)
     assert result.witness("op.double").status == "passed"
 
 
-@pytest.mark.parametrize("op, reference, inputs, complex_output", [
-    ("complex:ComplexMul", "z * w", MUL_INPUTS, True),
-    ("complex:AbsSquaredLinear", "abs(A @ z)**2", ABS2_INPUTS, False)],
-    ids=["mul", "abs2"])
-def test_the_complex_spelling_checks_the_same_ops(op, reference, inputs, complex_output):
-    case = complex_spelling(op, reference, inputs, complex_output)
-    passed_every_check(run_case(case, "float64", timeout=None))
-
-
 # --------------------------------------------------------------------------- wrong twins
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("op, reference, inputs, complex_output", [
-    ("complex:ComplexMulNoConj", MUL, MUL_INPUTS, True),
-    ("complex:AbsSquaredLinearRealGrad", ABS2, ABS2_INPUTS, False)],
-    ids=["mul-no-conj", "abs2-real-grad"])
-def test_wrong_twins_fail_the_gradient_checks(op, reference, inputs, complex_output,
-                                              dtype):
-    result = run_case(op_case(op, reference, inputs, complex_output), dtype, timeout=None)
+@pytest.mark.parametrize("op, kind", [("ComplexMulNoConj", "mul"),
+                                      ("AbsSquaredLinearRealGrad", "abs2")])
+def test_wrong_twins_fail_the_gradient_checks(op, kind, dtype):
+    result = run_case(op_case(f"complex:{op}", kind), dtype, timeout=None)
     assert result.status == "failed"
     for name in ("op.backward", "op.jacobian"):
         assert result.witness(name).status == "failed", name
@@ -143,7 +167,7 @@ def test_wrong_twins_fail_the_gradient_checks(op, reference, inputs, complex_out
 
 
 def test_a_twin_expected_to_fail_passes_when_caught():
-    case = op_case("complex:ComplexMulNoConj", MUL, MUL_INPUTS, True, expect="fail")
+    case = op_case("complex:ComplexMulNoConj", "mul", expect="fail")
     assert run_case(case, "float64", timeout=None).status == "passed"
 
 
@@ -155,7 +179,7 @@ def test_op_backward_at_the_boundary_is_torchs_complex_autograd():
     view_as_complex(v): PyTorch's convention, unchanged by the boundary."""
     from gradcheck.checking.opcheck.process import OpProcess
 
-    case = op_case("complex_ops:mul", MUL, MUL_INPUTS, True, FIXTURES)
+    case = op_case("complex_ops:mul", "mul", FIXTURES)
     rng = np.random.default_rng(0)
     point = {n: rng.standard_normal((5, 2)) for n in ("z", "w")}
     v = rng.standard_normal((5, 2))
@@ -175,15 +199,15 @@ def test_op_backward_at_the_boundary_is_torchs_complex_autograd():
     assert leaves["z"].dtype == "torch.complex128" and leaves["z"].shape == (5,)
 
 
-@pytest.mark.parametrize("op, reference, inputs, complex_output, words", [
-    ("complex_ops:real_part", MUL, MUL_INPUTS, True,
+@pytest.mark.parametrize("op, kind, words", [
+    ("complex_ops:real_part", "mul",
      "returned a real tensor (float64) for output 0, where the reference"),
-    ("complex_ops:complex_power", ABS2, ABS2_INPUTS, False,
+    ("complex_ops:complex_power", "abs2",
      "returned a complex tensor (complex128) for output 0, where the reference")],
     ids=["real-for-complex", "complex-for-real"])
-def test_an_output_of_the_wrong_kind_is_an_error_naming_the_case(
-        op, reference, inputs, complex_output, words):
-    case = op_case(op, reference, inputs, complex_output, FIXTURES)
+def test_an_output_of_the_wrong_kind_is_an_error_naming_the_case(op, kind, words):
+    case = op_case(op, kind, FIXTURES)
+    complex_output = kind == "mul"
     result = run_case(case, "float64", timeout=None)
     assert result.status == "failed"
     assert f"case {case.name!r}: op {op.split(':')[1]} {words}" in result.message
@@ -191,22 +215,10 @@ def test_an_output_of_the_wrong_kind_is_an_error_naming_the_case(
 
 
 def test_an_engine_op_on_complex_inputs_is_skipped_saying_why():
-    case = op_case("complex_ops:EngineMul", MUL, MUL_INPUTS, True, FIXTURES)
+    case = op_case("complex_ops:EngineMul", "mul", FIXTURES)
     result = run_case(case, "float64", timeout=None)
     assert result.status == "skipped"
     assert "gradcheck.engine Function, which has no complex tensors" in result.message
-
-
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_a_complex_case_in_half_precision_is_skipped_saying_why(dtype):
-    """torch has no complex bfloat16 and an experimental complex32: the case is skipped
-    there, not failed as if the op raised."""
-    with pytest.raises(RuntimeError, match="view_as_complex is only supported"):
-        torch.view_as_complex(torch.zeros(3, 2, dtype=torch.bfloat16))
-    case = op_case("complex:ComplexMul", MUL, MUL_INPUTS, True)
-    result = run_case(case, dtype, timeout=None)
-    assert result.status == "skipped"
-    assert "complex inputs are checked in float64 and float32" in result.message
 
 
 # --------------------------------------------------------------------------- the spectral op
@@ -240,34 +252,14 @@ def test_the_spectral_convolutions_backward_is_torchs(n):
         torch.testing.assert_close(a, b)
 
 
-def spectral_case(op: str):
-    """irfft(rfft(x) * w, n=16) on the layout with real rows: the DFT as matrices of
-    reference-only constants, rfft(x) = (x @ C, x @ S) and irfft(Y) = re Y @ P + im Y @ Q
-    (P, Q: the bins weighted by how often irfft counts them, 1 / N; the entries that are
-    exactly zero, sin(k pi) and cos(pi/2 + k pi), held exactly)."""
-    n, bins = 16, 9
-    theta = 2 * np.pi * np.outer(np.arange(n), np.arange(bins)) / n
-    C, S = np.cos(theta), -np.sin(theta)
-    C[abs(C) < 1e-12], S[abs(S) < 1e-12] = 0.0, 0.0
-    m = np.where((np.arange(bins) == 0) | (np.arange(bins) == n // 2), 1.0, 2.0)
-    P, Q = m[:, None] * C.T / n, m[:, None] * S.T / n
-
-    def const(a):
-        return {"shape": list(a.shape), "value": a.tolist(), "requires_grad": False}
-
-    reference = ("(x @ C * w[..., 0] - x @ S * w[..., 1]) @ P "
-                 "+ (x @ C * w[..., 1] + x @ S * w[..., 0]) @ Q")
-    inputs = {"x": {"shape": [3, n]}, "w": {"shape": [bins], "dtype": "complex"},
-              "C": const(C), "S": const(S), "P": const(P), "Q": const(Q)}
-    return op_case(f"complex:{op}", reference, inputs, False, call="op(x, w)", points=2)
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_spectral_convolution_passes_every_check_and_its_twin_fails(dtype):
-    """The FFT op through every op check (torch.fft under vmap and compile included)
-    against a reference on the layout; the twin's N-fold gradients are caught."""
-    passed_every_check(run_case(spectral_case("SpectralConv1d"), dtype, timeout=None))
-    wrong = run_case(spectral_case("SpectralConv1dUnnormalised"), dtype, timeout=None)
+    """The FFT op through every op check (torch.fft under vmap and compile included);
+    the twin's N-fold gradients are caught."""
+    passed_every_check(run_case(op_case("complex:SpectralConv1d", "spectral"), dtype,
+                                timeout=None))
+    wrong = run_case(op_case("complex:SpectralConv1dUnnormalised", "spectral"), dtype,
+                     timeout=None)
     assert wrong.status == "failed"
     assert wrong.witness("op.backward").status == "failed"
     assert "16 times the exact gradient" in wrong.message

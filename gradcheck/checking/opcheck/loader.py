@@ -29,20 +29,6 @@ def no_complex(name) -> OpDtypeError:
                         "complex inputs")
 
 
-#: the complex dtype an op is handed for a complex input, by the run's dtype
-COMPLEX_DTYPES = {"float64": "complex128", "float32": "complex64"}
-
-
-def no_complex_dtype(dtype: str) -> OpDtypeError | None:
-    """Why an op is not checked on complex inputs in ``dtype`` (None: it is): torch has
-    no complex bfloat16 (view_as_complex refuses it), and its complex32 is experimental,
-    "many operators don't support it yet" (its own warning)."""
-    if dtype in COMPLEX_DTYPES:
-        return None
-    return OpDtypeError(f"complex inputs are checked in float64 and float32 (complex128 "
-                        f"and complex64): torch has no complex {dtype} that ops support")
-
-
 @dataclass(frozen=True)
 class OpKind:
     """How to drive the op: on torch tensors or on engine tensors, through apply or not."""
