@@ -199,6 +199,20 @@ def test_op_backward_at_the_boundary_is_torchs_complex_autograd():
     assert leaves["z"].dtype == "torch.complex128" and leaves["z"].shape == (5,)
 
 
+@pytest.mark.parametrize("op, verdict", [("ComplexMul", "passed"),
+                                         ("ComplexMulNoConj", "mismatch")])
+def test_torchs_own_gradcheck_in_the_ops_process_takes_complex_leaves(op, verdict):
+    """The bench's torch verdict (torch.autograd.gradcheck called in the op's process
+    on the leaves it makes) checks the op on complex tensors too, and agrees."""
+    from gradcheck.checking.opcheck.process import OpProcess
+
+    rng = np.random.default_rng(1)
+    point = {n: rng.standard_normal((5, 2)) for n in ("z", "w")}
+    with OpProcess(op_case(f"complex:{op}", "mul"), "float64") as process:
+        got = process.call("torch_gradcheck", point=point, settings={}, order=1, chars=200)
+    assert got["verdict"] == verdict, got
+
+
 @pytest.mark.parametrize("op, kind, words", [
     ("complex_ops:real_part", "mul",
      "returned a real tensor (float64) for output 0, where the reference"),
@@ -212,6 +226,16 @@ def test_an_output_of_the_wrong_kind_is_an_error_naming_the_case(op, kind, words
     assert result.status == "failed"
     assert f"case {case.name!r}: op {op.split(':')[1]} {words}" in result.message
     assert ("is complex" if complex_output else "is real") in result.message
+
+
+def test_a_torch_library_op_on_complex_tensors_passes_its_registration():
+    """torch.library.opcheck (op.registration) and the other checks on a custom op of
+    complex tensors."""
+    result = run_case(op_case("complex_ops:library_mul", "mul", FIXTURES), "float64",
+                      timeout=None)
+    passed_every_check(result, plain=True)
+    registration = result.witness("op.registration")
+    assert registration.status == "passed" and registration.checked > 0
 
 
 def test_an_engine_op_on_complex_inputs_is_skipped_saying_why():
