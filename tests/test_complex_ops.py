@@ -155,13 +155,17 @@ def test_a_real_output_of_complex_inputs_passes_with_its_derived_backward():
 # --------------------------------------------------------------------------- wrong twins
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("op, kind", [("ComplexMulNoConj", "mul"),
-                                      ("AbsSquaredLinearRealGrad", "abs2")])
-def test_wrong_twins_fail_the_gradient_checks(op, kind, dtype):
+@pytest.mark.parametrize("op, kind, diagnosis", [
+    # (z * w's real Jacobian transposed is multiplication by the conjugate)
+    ("ComplexMulNoConj", "mul", "conjugate missing?"),
+    ("AbsSquaredLinearRealGrad", "abs2", "real part only?")])
+def test_wrong_twins_fail_the_gradient_checks_with_their_diagnosis(op, kind, diagnosis,
+                                                                   dtype):
     result = run_case(op_case(f"complex:{op}", kind), dtype, timeout=None)
     assert result.status == "failed"
     for name in ("op.backward", "op.jacobian"):
         assert result.witness(name).status == "failed", name
+        assert diagnosis in result.witness(name).diagnosis, name
     # (its outputs are right: only the gradients are wrong)
     assert result.witness("op.forward").status == "passed"
 
@@ -287,6 +291,9 @@ def test_the_spectral_convolution_passes_every_check_and_its_twin_fails(dtype):
     assert wrong.status == "failed"
     assert wrong.witness("op.backward").status == "failed"
     assert "16 times the exact gradient" in wrong.message
+    # w's axis has 9 bins: its 16 is read as the length of the formula's FFT
+    assert ("w.grad is 16 times the exact gradient (16 = the length of an FFT of the "
+            "formula): an FFT normalisation") in wrong.witness("op.backward").diagnosis
 
 
 @pytest.mark.parametrize("op", ["ComplexMul", "AbsSquaredLinear"])
