@@ -16,7 +16,6 @@ either way."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sys
 from pathlib import Path
 
@@ -24,7 +23,6 @@ import numpy as np
 import pytest
 import torch
 
-from gradcheck.base.errors import CaseFileError
 from gradcheck.cases import case_from_dict
 from gradcheck.checking.case import run_case
 from conftest import skipped_saying_why
@@ -72,42 +70,31 @@ COMPLEX_SPELLING = {
     "abs2": Reference("abs(A @ z)**2", ABS2_INPUTS, False),
     "spectral": Reference("irfft(rfft(x) * w, n=16)", SPECTRAL_INPUTS, False)}
 LAYOUT_SPELLING = {
-    # (zr wr - zi wi, zr wi + zi wr)
-    "mul": Reference("stack([z[..., 0]*w[..., 0] - z[..., 1]*w[..., 1], "
-                     "z[..., 0]*w[..., 1] + z[..., 1]*w[..., 0]], -1)", MUL_INPUTS, True),
+    # (zr wr - zi wi, zr wi + zi wr), real rows on the parts
+    "mul": Reference("view_as_complex(stack([real(z)*real(w) - imag(z)*imag(w), "
+                     "real(z)*imag(w) + imag(z)*real(w)], -1))", MUL_INPUTS, True),
     # re(A z)**2 + im(A z)**2
-    "abs2": Reference("(A[..., 0] @ z[..., 0] - A[..., 1] @ z[..., 1])**2 "
-                      "+ (A[..., 0] @ z[..., 1] + A[..., 1] @ z[..., 0])**2",
+    "abs2": Reference("(real(A) @ real(z) - imag(A) @ imag(z))**2 "
+                      "+ (real(A) @ imag(z) + imag(A) @ real(z))**2",
                       ABS2_INPUTS, False),
-    "spectral": Reference("(x @ C * w[..., 0] - x @ S * w[..., 1]) @ P "
-                          "+ (x @ C * w[..., 1] + x @ S * w[..., 0]) @ Q",
+    "spectral": Reference("(x @ C * real(w) - x @ S * imag(w)) @ P "
+                          "+ (x @ C * imag(w) + x @ S * real(w)) @ Q",
                           {**SPECTRAL_INPUTS, **_dft()}, False,
                           (("call", "op(x, w)"),))}
 
 
-@functools.cache
-def reference(kind: str) -> Reference:
-    """The complex spelling of ``kind`` where the parser reads it so (its root complex
-    where the formula's value is), else the layout spelling."""
-    ref = COMPLEX_SPELLING[kind]
-    try:
-        case = case_from_dict({"name": kind, "expr": ref.text, "inputs": ref.inputs})
-    except CaseFileError:
-        return LAYOUT_SPELLING[kind]
-    return ref if case.output.complex == ref.complex_output else LAYOUT_SPELLING[kind]
+def reference(kind: str, spelling: dict = COMPLEX_SPELLING) -> Reference:
+    return spelling[kind]
 
 
-def op_case(op: str, kind: str, file: Path = BUNDLED, **keys):
-    """A case of ``op`` against the formula ``kind`` (:func:`reference`); a layout
-    spelling's complex root is marked here (Node.complex, which the complex spelling
-    sets)."""
-    ref = reference(kind)
+def op_case(op: str, kind: str, file: Path = BUNDLED, spelling: dict = COMPLEX_SPELLING,
+            **keys):
+    """A case of ``op`` against the formula ``kind`` (:func:`reference`)."""
+    ref = reference(kind, spelling)
     case = case_from_dict({"name": op.split(":")[1], "op": op, "reference": ref.text,
                            "inputs": ref.inputs, "points": 2, **dict(ref.keys), **keys},
                           file=str(file))
-    if ref.complex_output and not case.outputs[0].complex:
-        case = dataclasses.replace(case, outputs=tuple(
-            dataclasses.replace(n, complex=True) for n in case.outputs))
+    assert case.outputs[0].complex == ref.complex_output
     return case
 
 
@@ -150,6 +137,16 @@ def test_a_real_output_of_complex_inputs_passes_with_its_derived_backward():
     result = run_case(case, "float64", timeout=None)
     passed_every_check(result, plain=True)
     assert result.witness("op.double").status == "passed"
+
+
+@pytest.mark.parametrize("op, kind", [("ComplexMul", "mul"), ("AbsSquaredLinear", "abs2"),
+                                      ("SpectralConv1d", "spectral")])
+def test_the_layout_spelling_of_each_reference_passes_the_same_op(op, kind):
+    """The same ops against their references written with real rows on the layout (the
+    FFT as DFT matrices): the complex table's lowering and the FFT rows agree with an
+    independent spelling of the same maps."""
+    case = op_case(f"complex:{op}", kind, spelling=LAYOUT_SPELLING)
+    assert run_case(case, "float64", timeout=None).status == "passed"
 
 
 # --------------------------------------------------------------------------- wrong twins
