@@ -16,6 +16,8 @@ from typing import Callable
 import numpy as np
 
 from ...base.arrays import unbroadcast
+from ...formula.tree import walk
+from ...rules.spectral.columns import NAMES as FFT_ROWS, points
 from .elements import (PATTERN_ATOL, PATTERN_RTOL, SYSTEMATIC, array, label, matches, shape_text,
                        tolerance)
 from .parts import complex_part
@@ -30,6 +32,9 @@ class _Case:
     atol: float
     # complex inputs: their gradients in the view_as_real layout (a last axis of 2)
     complex: frozenset = frozenset()
+    # the lengths N of the formula's FFTs: a factor N, 1/N or √N is their normalisation
+    # as likely as a mean for a sum
+    ffts: tuple[int, ...] = ()
 
     def shape(self, name: str) -> tuple:
         """``name``'s shape as declared: a complex input's without its (re, im) axis."""
@@ -134,6 +139,8 @@ def _counts(name: str, c: _Case) -> list[tuple[int, str]]:
     out += [(n, f"the size of axis {d} of {name}") for d, n in enumerate(shape) if n > 2]
     if size > 2:
         out.append((size, f"the number of elements of {name}"))
+    out += [(n, "the length of an FFT of the formula") for n in c.ffts
+            if n > 2 and n not in {k for k, _ in out}]
     return out
 
 
@@ -166,7 +173,7 @@ def _factor(name: str, c: _Case) -> str | None:
     counts = _counts(name, c)
     # a complex input's gradient scaled by an axis' length is as likely an FFT's
     # normalisation (norm="backward" against "forward") as a mean for a sum
-    fft = ": an FFT normalisation, or {}?" if name in c.complex else ": {}?"
+    fft = ": an FFT normalisation, or {}?" if name in c.complex or c.ffts else ": {}?"
     for n, what in counts:
         if fits(1.0 / n):
             return f"{text} is 1/{n} of the exact gradient ({n} = {what})" + fft.format(
@@ -203,12 +210,13 @@ PATTERNS: list[Callable[[str, _Case], str | None]] = [
 def diagnose(obtained: dict[str, np.ndarray | None], expected: dict[str, np.ndarray],
              *, ones_vjp: dict[str, np.ndarray] | None = None,
              rtol: float = PATTERN_RTOL, atol: float = PATTERN_ATOL,
-             complex=()) -> list[str]:
+             complex=(), ffts=()) -> list[str]:
     """Short explanations of how ``obtained`` (the op's vector-Jacobian product per input
     name) differs from ``expected`` (the exact one), most specific first; [] when no
     simple pattern fits. ``ones_vjp``: the exact VJP with v = ones (what a backward that
     ignores grad_output would return). ``complex``: the names of complex inputs, whose
     gradients are in the view_as_real layout (:mod:`~gradcheck.checking.diagnose.parts`).
+    ``ffts``: the lengths of the formula's FFTs (:func:`fft_lengths`).
 
     An input whose gradient should be ``None`` (no differentiable path) is absent from
     ``expected``; ``obtained`` holds ``None`` for an input the op gave no gradient.
@@ -216,7 +224,7 @@ def diagnose(obtained: dict[str, np.ndarray | None], expected: dict[str, np.ndar
     exp = {n: array(v) for n, v in expected.items() if v is not None}
     obt = {n: array(v) for n, v in obtained.items()}
     case = _Case(obt, exp, {n: array(v) for n, v in (ones_vjp or {}).items()}, rtol, atol,
-                 frozenset(complex))
+                 frozenset(complex), tuple(ffts))
 
     found: list[tuple[int, str]] = []
     for name in exp:
@@ -239,3 +247,10 @@ def diagnose(obtained: dict[str, np.ndarray | None], expected: dict[str, np.ndar
     found.sort(key=lambda item: item[0])  # stable: input order within one pattern
     return list(dict.fromkeys(message for _, message in found))
 
+
+
+def fft_lengths(reference) -> tuple[int, ...]:
+    """The lengths N of the FFT rows below the formula's output nodes ``reference``."""
+    found = {points(node.op, node.args[0].shape, node.param("n"), node.param("axis", -1))
+             for root in reference for node in walk(root) if node.op in FFT_ROWS}
+    return tuple(sorted(found))

@@ -380,7 +380,7 @@ def _magnitude(ev: _Evidence) -> str | None:
 def _structure(ev: _Evidence) -> str | None:
     # What the error is made of (gradcheck.checking.diagnose.structure): from the whole
     # Jacobian where op.jacobian kept it, else from vᵀJ along one axis at a time.
-    found = jacobian_structure(ev.name, ev.jacobians, ev.rtol, ev.atol) \
+    found = jacobian_structure(ev.name, ev.jacobians, ev.rtol, ev.atol, ev.complex) \
         if ev.jacobians else None
     if found or not ev.aligned or ev.unkept or ev.unseen:   # (points it cannot tell of)
         return found

@@ -193,9 +193,10 @@ def _direction(b: np.ndarray, x: np.ndarray | None) -> str:
 
 
 def jacobian_structure(name: str, jacobians: list[Jacobian], rtol: float,
-                       atol: float) -> str | None:
+                       atol: float, complex_input: bool = False) -> str | None:
     """The structure of ``name``'s Jacobian error over the points of ``jacobians``; None
-    where none fits (or the op gave no gradient, or a non-finite one)."""
+    where none fits (or the op gave no gradient, or a non-finite one). ``complex_input``:
+    ``name`` is complex, its columns (re, im) pairs."""
     js, values = [], []
     for jac in jacobians:
         o, e = jac.obtained.get(name), jac.expected.get(name)
@@ -210,6 +211,13 @@ def jacobian_structure(name: str, jacobians: list[Jacobian], rtol: float,
     scale = max(1.0, max(float(np.max(np.abs(e))) for _, e in js))
     r, a = rtol, atol * scale   # (matches scales atol by each matrix; keep one scale)
     if _transposed(js, r, a):
+        if complex_input:
+            # A complex-linear map's real Jacobian is made of blocks [[a, -b], [b, a]]
+            # (multiplication by a + ib); its transpose multiplies by a - ib: the
+            # backward multiplied grad_output by df/dz where conj(df/dz) is due
+            return (f"{label(name)}: the op's Jacobian is the exact one transposed (J_op "
+                    "= Jᵀ; in complex terms, grad_output times df/dz where conj(df/dz) "
+                    "is due): conjugate missing?")
         return (f"{label(name)}: the op's Jacobian is the exact one transposed (J_op = "
                 "Jᵀ): the backward applies the forward's map to grad_output, not its "
                 "transpose")

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...bounds.tolerance import PATTERN_TOLERANCES, pattern_tolerance
 from .elements import array, matches
-from .gradient import diagnose
+from .gradient import diagnose, fft_lengths
 from .points import Sample, diagnose_points
 
 #: (rtol, atol) by dtype for deciding that a pattern fits: the table is
@@ -60,8 +60,10 @@ def summarize(samples: list[Sample], dtype: str = "float64", *, reference=(),
     rtol = d_rtol if rtol is None else rtol
     atol = d_atol if atol is None else atol
     first = [s for s in samples if not s.repeat]
+    ffts = fft_lengths(reference)
     per_sample = [diagnose(s.obtained, {n: e for n, e in s.expected.items() if e is not None},
-                           ones_vjp=s.ones, rtol=rtol, atol=atol, complex=complex)
+                           ones_vjp=s.ones, rtol=rtol, atol=atol, complex=complex,
+                           ffts=ffts)
                   for s in first]
     names = list(dict.fromkeys(n for s in samples for n in (*s.expected, *s.obtained)))
     accepted: set[str] = set()

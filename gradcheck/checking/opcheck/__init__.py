@@ -40,7 +40,10 @@ zero, determinism, inplace), :mod:`~gradcheck.checking.opcheck.shapes`,
 :mod:`~gradcheck.checking.opcheck.double` and :mod:`~gradcheck.checking.opcheck.jvp` are
 the checks, each a function returning the outcomes its tally records;
 :mod:`~gradcheck.checking.opcheck.exact` is the reference side and
-:mod:`~gradcheck.checking.opcheck.tolerances` the per-point tolerances.
+:mod:`~gradcheck.checking.opcheck.tolerances` the per-point tolerances. A complex input
+or output crosses into the op's process as a complex tensor and comes back in
+``torch.view_as_real``'s layout (:class:`~gradcheck.checking.opcheck.replies.Complexity`),
+so every check runs on complex ops unchanged.
 """
 
 from __future__ import annotations

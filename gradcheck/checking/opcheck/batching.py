@@ -100,7 +100,9 @@ def _placed(runner, samples: list[dict], vs: list[list], placement: str,
     batched = {n: torch.stack([s[n].detach() for s in samples], dim=axes[n])
                .requires_grad_(samples[0][n].requires_grad) for n in names}
     dims = tuple(axes[n] for n in names)
-    cot_axes = [axis(len(node.shape), placement) for node in runner.case.outputs]
+    # (a complex output's tensor has one axis fewer than its layout)
+    cot_axes = [axis(len(node.shape) - node.complex, placement)
+                for node in runner.case.outputs]
     done = {"placement": placement, "axes": axes, "cotangent_axes": cot_axes}
 
     def forward(*xs):
@@ -122,7 +124,8 @@ def _placed(runner, samples: list[dict], vs: list[list], placement: str,
         ys, pull = torch.func.vjp(differentiated, *[xs[n] for n in wanted])
         return pull(tuple(cts[:len(ys)]))
 
-    cotangents = [torch.stack([runner.tensor(v[k]) for v in vs], dim=cot_axes[k])
+    each = [runner.cotangents(v) for v in vs]
+    cotangents = [torch.stack([c[k] for c in each], dim=cot_axes[k])
                   for k in range(len(cot_axes))]
     plainly = [batched[n].detach() for n in names]
     done["grads"] = _attempt(lambda: dict(zip(wanted, map(plain, torch.func.vmap(
@@ -136,7 +139,8 @@ def _backward(runner, batched: dict, axes: dict, outs: tuple, vs: list[list]) ->
     import torch
 
     wanted = runner.wanted
-    pairs = [(y, torch.stack([runner.tensor(v[k]) for v in vs]))
+    each = [runner.cotangents(v) for v in vs]
+    pairs = [(y, torch.stack([c[k] for c in each]))
              for k, y in enumerate(outs) if y.requires_grad and k < len(vs[0])]
     if not pairs:
         return dict.fromkeys(wanted)

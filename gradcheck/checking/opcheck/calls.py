@@ -19,7 +19,7 @@ def backward_method(runner, leaves: dict, outs: tuple, vs: list) -> dict:
     wanted = runner.wanted
     for n in wanted:
         leaves[n].grad = None
-    pairs = [(y, runner.tensor(v)) for y, v in zip(outs, vs)
+    pairs = [(y, v) for y, v in zip(outs, runner.cotangents(vs))
              if getattr(y, "requires_grad", False)]
     if len(pairs) == 1:
         pairs[0][0].backward(pairs[0][1], retain_graph=True)
@@ -60,14 +60,14 @@ def second_derivatives(runner, leaves: dict, vs: list, us: dict) -> dict:
     import torch
 
     outs = runner.forward(leaves)
-    cotangents = [runner.tensor(v).requires_grad_(True) for v in vs]
+    cotangents = [v.requires_grad_(True) for v in runner.cotangents(vs)]
     grads = runner.vjp(leaves, outs, vs, create_graph=True, tensors=cotangents)
     names = [n for n, g in grads.items() if g is not None and g.requires_grad]
     targets = [leaves[n] for n in grads] + cotangents
     if names:
         second = torch.autograd.grad(
             [grads[n] for n in names], targets,
-            grad_outputs=[runner.tensor(us[n]) for n in names], allow_unused=True)
+            grad_outputs=[runner.direction(n, us[n]) for n in names], allow_unused=True)
     else:
         second = [None] * len(targets)
     got = {f"{n}.grad": plain(g) for n, g in zip(grads, second)}

@@ -33,7 +33,7 @@ from ..compare import Comparison, Finding, Outcome, Tally
 from .contract import PathJudge, SUMMED, pair_tolerance, shared_pair, shared_point, summed
 from .exact import grad_quantities
 from .loader import wanted
-from .replies import listed, named, path as path_reply, real
+from .replies import Complexity, listed, named, path as path_reply, real
 from .vmap import _agrees, _judged, _renamed, _renaming
 
 ENGINE = ("op.compile not run: a gradcheck.engine op is no torch code for "
@@ -143,14 +143,14 @@ def ask(op, case, point: dict, vs: list, todo: dict) -> dict:
     if "raised" in reply:
         out["raised"] = str(reply["raised"])
         return out
-    names = wanted(case)
-    out["outputs"] = [real(y, f"output {k} under torch.compile")
+    names, kinds = wanted(case), Complexity(case)   # (complex ones in the layout)
+    out["outputs"] = [real(y, f"output {k} under torch.compile", kinds.output(k))
                       for k, y in enumerate(listed(reply, "outputs"))]
-    out["grads"] = named(reply.get("grads"), names)
+    out["grads"] = named(reply.get("grads"), names, kinds.inputs)
     pair = todo.get("pair")
     one = [n for n in names if not pair or n != pair[1]]
-    out["pair"] = None if not pair else path_reply(reply.get("pair"), shared=one,
-                                                   eager=one, separate=names)
+    out["pair"] = None if not pair else path_reply(reply.get("pair"), kinds.inputs,
+                                                   shared=one, eager=one, separate=names)
     return out
 
 

@@ -65,7 +65,7 @@ def _grad_output(runner, point: dict, vs: list, layout: str) -> dict | None:
     """vᵀJ with every cotangent in ``layout`` (None: it changes none of them)."""
     if layout == "expanded":
         vs = [np.ones(np.shape(v)) for v in vs]
-    tensors = [runner.tensor(v) for v in vs]
+    tensors = runner.cotangents(vs)
     arranged = [_laid_out(t, layout) for t in tensors]
     if all(a.is_contiguous() for a in arranged):
         return None
@@ -93,7 +93,7 @@ def _subset(runner, point: dict, vs: list, names: list) -> dict:
     for n in runner.wanted:
         if n not in names:
             leaves[n].requires_grad_(False)
-    tensors = [runner.tensor(v) for v in vs]
+    tensors = runner.cotangents(vs)
     return {"grads": _grads(runner, leaves, runner.forward(leaves), tensors, names)}
 
 
@@ -103,7 +103,7 @@ def _shared(runner, point: dict, vs: list, first: str, second: str) -> dict:
     ``second`` a separate tensor of ``first``'s values, every input's (as
     :func:`gradcheck.checking.opcheck.contract.shared_point`)."""
     point = {**point, second: point[first]}
-    tensors = [runner.tensor(v) for v in vs]
+    tensors = runner.cotangents(vs)
     leaves = runner.leaves(point)
     leaves[second] = leaves[first]
     names = [n for n in runner.wanted if n != second]

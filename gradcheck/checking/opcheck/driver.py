@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..approximate import JUDGED, LOOSE
-from .loader import OpDtypeError, wanted
+from .loader import OpDtypeError, no_complex, wanted
 from ..compare import Finding, Outcome, Tally
 from ..diagnose import Kept, Sample, summarize
 from ..diagnose.points import KEPT_ELEMENTS
@@ -63,6 +63,8 @@ class OpCheck:
             raise OpDtypeError(f"op {op.info.get('name')} is a gradcheck.engine Function, "
                                f"and {reason}; check it in those, or write it as a "
                                f"torch.autograd.Function to check it in {dtype}")
+        if op.info.get("engine") and any(s.complex for s in case.inputs):
+            raise no_complex(op.info.get("name"))
         self.refs = references(case, cache)
         if case.order == 2 and not op.info.get("engine"):
             for ref in self.refs:   # a formula without exact second derivatives (or past

@@ -31,7 +31,9 @@ def plan(case, point: dict) -> tuple[dict, dict] | None:
         spec = case.input[name]
         if spec.value is not None:
             continue   # (a pinned value is the case's to choose)
-        axis = next((a for a, size in enumerate(spec.shape) if size > 1), None)
+        # (a complex input's axes, never the layout's (re, im) one: the op broadcasts
+        # the complex tensor)
+        axis = next((a for a, size in enumerate(spec.complex_shape) if size > 1), None)
         if axis is not None:
             axes[name] = axis
     if not axes:

@@ -114,7 +114,7 @@ def _duals(runner, point: dict, u: dict) -> dict:
     then shows that reverse mode would differentiate it."""
     import torch.autograd.forward_ad as fwad
 
-    return {n: (fwad.make_dual(t, runner.tensor(u[n]).reshape(t.shape)) if n in u else t)
+    return {n: (fwad.make_dual(t, runner.direction(n, u[n]).reshape(t.shape)) if n in u else t)
             for n, t in runner.leaves(point).items()}
 
 

@@ -22,6 +22,13 @@ class OpDtypeError(GradcheckError):
     """The op cannot run in the case's dtype (an engine op in float16 or bfloat16)."""
 
 
+def no_complex(name) -> OpDtypeError:
+    """Why an engine op is not checked on complex inputs (a skip, as for its dtypes)."""
+    return OpDtypeError(f"op {name} is a gradcheck.engine Function, which has no complex "
+                        "tensors; write it as a torch.autograd.Function to check it on "
+                        "complex inputs")
+
+
 @dataclass(frozen=True)
 class OpKind:
     """How to drive the op: on torch tensors or on engine tensors, through apply or not."""
@@ -92,16 +99,22 @@ class Runner:
         if self.kind.engine:
             from ...engine import Tensor
 
+            if any(s.complex for s in self.case.inputs):
+                self.tensor(None, complex=True)   # (refused: the engine has no complex)
             return {s.name: Tensor(np.asarray(point[s.name], dtype=s.dtype or self.dtype),
                                    requires_grad=s.requires_grad)
                     for s in self.case.inputs}
         import torch
 
-        # the point is already rounded to the dtype: the leaves hold it exactly
-        return {s.name: torch.tensor(point[s.name], device=self.device,
-                                     dtype=getattr(torch, s.dtype) if s.dtype
-                                     else torch_dtype(self.dtype),
-                                     requires_grad=s.requires_grad)
+        # the point is already rounded to the dtype: the leaves hold it exactly; a
+        # complex input's (re, im) pairs become a complex leaf of its own
+        # (view_as_complex, copied), whose .grad is then the op's complex gradient
+        return {s.name: (self.tensor(point[s.name], complex=True)
+                         .requires_grad_(s.requires_grad)) if s.complex else
+                torch.tensor(point[s.name], device=self.device,
+                             dtype=getattr(torch, s.dtype) if s.dtype
+                             else torch_dtype(self.dtype),
+                             requires_grad=s.requires_grad)
                 for s in self.case.inputs}
 
     def arguments(self) -> tuple[list, list]:
@@ -122,15 +135,34 @@ class Runner:
     def wanted(self) -> list[str]:
         return wanted(self.case)
 
-    def tensor(self, array: np.ndarray):
+    def tensor(self, array: np.ndarray, complex: bool = False):
+        """``array`` as a tensor of the op's kind in the run's dtype; ``complex``: an
+        array in the layout (a last axis of (re, im) pairs) as the complex tensor it
+        holds (complex128 in float64, complex64 in float32), one of its own."""
         if self.kind.engine:
             from ...engine import Tensor
 
+            if complex:
+                raise no_complex(self.kind.name)
             return Tensor(np.asarray(array, dtype=self.dtype))
         import torch
 
-        return torch.tensor(np.asarray(array), dtype=torch_dtype(self.dtype),
-                            device=self.device)
+        t = torch.tensor(np.asarray(array), dtype=torch_dtype(self.dtype),
+                         device=self.device)
+        return torch.view_as_complex(t).clone() if complex else t
+
+    def cotangents(self, vs: list) -> list:
+        """The cotangents ``vs`` (arrays in the outputs' shapes, a complex output's in
+        the layout) as tensors: a complex output's complex, whose ``view_as_real`` is
+        the real cotangent (PyTorch's convention: dL = Re(sum(conj(v) dw)))."""
+        outputs = self.case.outputs
+        return [self.tensor(v, complex=k < len(outputs) and outputs[k].complex)
+                for k, v in enumerate(vs)]
+
+    def direction(self, name: str, u: np.ndarray):
+        """A direction ``u`` for input ``name`` (a tangent; a complex input's in the
+        layout) as a tensor like the input's own."""
+        return self.tensor(u, complex=self.case.input[name].complex)
 
     def vjp(self, leaves: dict, outputs: tuple, vs: list[np.ndarray] | None,
             create_graph: bool = False, tensors: list | None = None,
@@ -142,7 +174,7 @@ class Runner:
         ``names``: the inputs whose gradients are taken (else every one checked).
         """
         wanted = self.wanted if names is None else names
-        tensors = [self.tensor(v) for v in vs] if tensors is None else tensors
+        tensors = self.cotangents(vs) if tensors is None else tensors
         if self.kind.engine:
             for leaf in leaves.values():
                 leaf.grad = None
@@ -170,6 +202,6 @@ class Runner:
         ctx = outputs[0].grad_fn
         if ctx is None:
             return None
-        grads = self.kind.obj.backward(ctx, *[self.tensor(v) for v in vs])
+        grads = self.kind.obj.backward(ctx, *self.cotangents(vs))
         return grads if isinstance(grads, tuple) else (grads,)
 

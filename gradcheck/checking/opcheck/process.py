@@ -37,7 +37,7 @@ from ...process.children import Capture
 from .loader import OpImportError, OpRefused
 from .replies import (OpRaised, Sent, sent, malformed as _malformed, array as _array,  # noqa: F401
                       real as _real, listed as _list, path as _path, named as _named,
-                      failure as _failure, batched as _batched)
+                      failure as _failure, batched as _batched, Complexity)
 
 _STALL = 60.0                # seconds a reply may stall once it has begun
 _SLACK = 1 << 26             # bytes a reply may hold beyond its arrays' expected size
@@ -64,6 +64,7 @@ class OpProcess:
         self.info: dict = {}
         self._local = None
         self._popen = None
+        self._kinds = Complexity(case)   # which quantities come back complex
 
     def __enter__(self) -> "OpProcess":
         try:
@@ -240,7 +241,7 @@ class OpProcess:
         """The op's outputs at ``point`` (it keeps the graph for the vjp calls that
         follow), and its inputs' dtype and device as it made them."""
         reply = self.call("forward", point=point)
-        outputs = [_real(y, f"output {k}") for k, y in enumerate(_list(reply, "outputs"))]
+        outputs = [self._output(y, k) for k, y in enumerate(_list(reply, "outputs"))]
         leaves = reply.get("leaves")
         if not isinstance(leaves, dict):
             raise _malformed("leaves")
@@ -269,11 +270,13 @@ class OpProcess:
 
     def inplace(self, point: dict, vs: list) -> dict:
         reply = self.call("inplace", point=point, vs=vs)
-        names = [s.name for s in self.case.inputs]
-        return {"after_forward": _named(reply.get("after_forward"), names),
-                "after_backward": _named(reply.get("after_backward"), names),
-                "cotangents": [_real(c, "a cotangent") for c in _list(reply, "cotangents")],
-                "again": [_real(y, "an output") for y in _list(reply, "again")]}
+        names, complex = [s.name for s in self.case.inputs], self._kinds.inputs
+        return {"after_forward": _named(reply.get("after_forward"), names, complex),
+                "after_backward": _named(reply.get("after_backward"), names, complex),
+                "cotangents": [self._output(c, k, "a cotangent")
+                               for k, c in enumerate(_list(reply, "cotangents"))],
+                "again": [self._output(y, k, "an output")
+                          for k, y in enumerate(_list(reply, "again"))]}
 
     def layouts(self, point: dict, vs: list) -> dict:
         """op.layout's calls (:func:`gradcheck.checking.opcheck.calls.layouts`): by layout,
@@ -289,7 +292,8 @@ class OpProcess:
                 out[str(layout)] = {"error": str(done["error"])}
                 continue
             out[str(layout)] = {
-                "outputs": [_real(y, "an output") for y in _list(done, "outputs")],
+                "outputs": [self._output(y, k, "an output")
+                            for k, y in enumerate(_list(done, "outputs"))],
                 "grads": self._grads(done.get("grads"))}
         return out
 
@@ -306,7 +310,8 @@ class OpProcess:
             done = got.get(key)
             if not isinstance(done, dict):
                 raise _malformed("expanded")
-            out[key] = {"outputs": [_real(y, "an output") for y in _list(done, "outputs")],
+            out[key] = {"outputs": [self._output(y, k, "an output")
+                                    for k, y in enumerate(_list(done, "outputs"))],
                         "grads": self._grads(done.get("grads"))}
         return out
 
@@ -323,22 +328,24 @@ class OpProcess:
                 or len(subsets) != len(plan["subsets"])
                 or not set(layouts) <= set(plan["layouts"])):
             raise _malformed("contract")
-        names = wanted(self.case)
+        names, complex = wanted(self.case), self._kinds.inputs
         pair = plan.get("pair")
         return {
-            "grad_output": {str(k): _path(d, grads=names, **(
+            "grad_output": {str(k): _path(d, complex, grads=names, **(
                 {"contiguous": names} if k == "expanded" else {}))
                 for k, d in layouts.items()},
-            "subsets": [_path(d, grads=list(s)) for d, s in zip(subsets, plan["subsets"])],
+            "subsets": [_path(d, complex, grads=list(s))
+                        for d, s in zip(subsets, plan["subsets"])],
             "pair": None if not pair else _path(
-                reply.get("pair"), shared=[n for n in names if n != pair[1]],
+                reply.get("pair"), complex, shared=[n for n in names if n != pair[1]],
                 separate=names)}
 
     def double(self, vs: list, us: dict) -> dict:
         got = self.call("double", vs=vs, us=us).get("got")
         if not isinstance(got, dict):
             raise _malformed("got")
-        return {str(q): None if g is None else _real(g, q) for q, g in got.items()}
+        return {str(q): None if g is None else _real(g, q, self._kinds.quantity(q))
+                for q, g in got.items()}
 
     def jvp(self, point: dict, directions: list[dict]) -> dict:
         """op.jvp's call (:func:`gradcheck.checking.opcheck.forward_mode.tangents`):
@@ -351,7 +358,8 @@ class OpProcess:
         rows = _list(reply, "tangents")
         if len(rows) != len(directions) or not all(isinstance(r, list) for r in rows):
             raise _malformed("tangents")
-        return {"tangents": [[None if t is None else _real(t, f"the tangent of output {k}")
+        return {"tangents": [[None if t is None else
+                              self._output(t, k, f"the tangent of output {k}")
                               for k, t in enumerate(r)] for r in rows]}
 
     def over_reverse(self, point: dict, vs: list, us: dict) -> dict:
@@ -383,14 +391,14 @@ class OpProcess:
                    "axes": {str(n): a for n, a in axes.items()}, "cotangent_axes": cot_axes}
             outputs = done.get("outputs")
             got["outputs"] = (_failure(outputs) if isinstance(outputs, dict) else
-                              [_batched(y, len(points)) for y in _list(done, "outputs")])
+                              [_batched(y, len(points), self._kinds.output(k))
+                               for k, y in enumerate(_list(done, "outputs"))])
             for key in ("backward", "grads"):
                 if key in done:
                     grads = done[key]
                     failed = isinstance(grads, dict) and "error" in grads
-                    got[key] = _failure(grads) if failed else {
-                        n: None if g is None else _batched(g, len(points))
-                        for n, g in self._grads(grads).items()}
+                    got[key] = _failure(grads) if failed else self._batched_grads(
+                        grads, len(points))
             out.append(got)
         return {"claimed": bool(reply.get("claimed")), "placements": out}
 
@@ -411,7 +419,27 @@ class OpProcess:
     def _grads(self, grads) -> dict:
         from .loader import wanted
 
-        return _named(grads, wanted(self.case))
+        return _named(grads, wanted(self.case), self._kinds.inputs)
+
+    def _batched_grads(self, grads, size: int) -> dict:
+        """vmap's gradients by input name, batch first (a complex input's in the
+        layout)."""
+        from .loader import wanted
+
+        names = wanted(self.case)
+        if not isinstance(grads, dict) or set(grads) != set(names):
+            raise _malformed("gradients")
+        return {n: None if grads[n] is None else
+                _batched(grads[n], size, n in self._kinds.inputs) for n in names}
+
+    def _output(self, y, k: int, what: str | None = None) -> np.ndarray:
+        """Output ``k`` (or what else is in its shape: ``what``) as the judge holds it
+        (:class:`~gradcheck.checking.opcheck.replies.Complexity`); of the op's first
+        outputs, a complex tensor for a real reference (or the reverse) is said of the
+        case."""
+        if what is None:
+            self._kinds.check_output(_array(y, f"output {k}"), k, self.info)
+        return _real(y, what or f"output {k}", self._kinds.output(k))
 
     # ------------------------------------------------------------------ ending
 

@@ -45,8 +45,11 @@ def sent(d, what: str) -> Sent | None:
             or not isinstance(d.get("dtype"), str)
             or not isinstance(d.get("device"), (str, type(None)))):
         raise malformed(what)
+    if values is not None:   # (a complex tensor's values in the layout, as the judge's)
+        values = array(values, what)
+        values = layout(values) if values.dtype.kind == "c" else values
     return Sent("tensor", str(d.get("type", "Tensor")), tuple(shape), d["dtype"],
-                d["device"], None if values is None else array(values, what))
+                d["device"], values)
 
 
 def malformed(what: str) -> OpRaised:
@@ -59,13 +62,26 @@ def array(a, what: str) -> np.ndarray:
     return a
 
 
-def real(a, what: str) -> np.ndarray:
-    """A float64 array of what the op returned (a complex one is the op's failure: the
-    case's quantities are real)."""
+def real(a, what: str, complex: bool = False) -> np.ndarray:
+    """A float64 array of what the op returned. ``complex``: the quantity is complex (of
+    a complex input or output), and the op's complex tensor comes to the judge in the
+    layout, ``torch.view_as_real``'s (a last axis of (re, im) pairs); a complex tensor
+    where the quantity is real, or a real one where it is complex, is the op's
+    failure."""
     a = array(a, what)
-    if a.dtype.kind == "c":
-        raise OpRaised(f"the op returned a complex tensor for {what}, which is real")
+    if (a.dtype.kind == "c") != complex:
+        kinds = ("complex", "real") if a.dtype.kind == "c" else ("real", "complex")
+        raise OpRaised(f"the op returned a {kinds[0]} tensor for {what}, which is "
+                       f"{kinds[1]}")
+    if complex:
+        return layout(a)
     return a.astype(np.float64, copy=False)
+
+
+def layout(a: np.ndarray) -> np.ndarray:
+    """A complex array as ``torch.view_as_real`` holds it: float64, a last axis of its
+    (re, im) pairs."""
+    return np.stack([a.real, a.imag], axis=-1).astype(np.float64, copy=False)
 
 
 def listed(reply: dict, key: str) -> list:
@@ -75,20 +91,23 @@ def listed(reply: dict, key: str) -> list:
     return value
 
 
-def path(done, **parts: list[str]) -> dict:
-    """One op.contract path's reply: its error, or each of ``parts``' gradients."""
+def path(done, complex: frozenset = frozenset(), **parts: list[str]) -> dict:
+    """One op.contract path's reply: its error, or each of ``parts``' gradients (those of
+    the inputs in ``complex``, in the layout)."""
     if not isinstance(done, dict):
         raise malformed("contract")
     if "error" in done:
         return {"error": str(done["error"])}
-    return {k: named(done.get(k), names) for k, names in parts.items()}
+    return {k: named(done.get(k), names, complex) for k, names in parts.items()}
 
 
-def named(grads, names: list[str]) -> dict:
-    """``{name: array or None}`` for exactly ``names``."""
+def named(grads, names: list[str], complex: frozenset = frozenset()) -> dict:
+    """``{name: array or None}`` for exactly ``names`` (those in ``complex``: a complex
+    input's, in the layout)."""
     if not isinstance(grads, dict) or set(grads) != set(names):
         raise malformed("gradients")
-    return {n: None if grads[n] is None else real(grads[n], f"{n}'s gradient")
+    return {n: None if grads[n] is None else real(grads[n], f"{n}'s gradient",
+                                                  n in complex)
             for n in names}
 
 
@@ -101,10 +120,47 @@ def failure(done: dict) -> dict:
                       "refused": bool(error.get("refused"))}}
 
 
-def batched(a, size: int) -> np.ndarray:
+def batched(a, size: int, complex: bool = False) -> np.ndarray:
     """A real array of a batch of ``size`` along its first axis (vmap's ``out_dims =
-    0``)."""
-    a = real(a, "a batched quantity")
+    0``; a complex quantity's in the layout)."""
+    a = real(a, "a batched quantity", complex)
     if a.ndim == 0 or a.shape[0] != size:
         raise malformed("a batched quantity")
     return a
+
+
+class Complexity:
+    """Which of a case's quantities the op hands back complex: a complex input's
+    (its value, gradient, direction) and a complex output's (the reference's root
+    ``Node.complex``: its value, cotangent, tangent). The judge holds each in the
+    layout, ``torch.view_as_real``'s, where the case's formulas compute it."""
+
+    def __init__(self, case):
+        self.case = case
+        self.inputs = frozenset(s.name for s in case.inputs if s.complex)
+        self.outputs = tuple(bool(n.complex) for n in case.outputs)
+
+    def output(self, k: int) -> bool:
+        return k < len(self.outputs) and self.outputs[k]
+
+    def quantity(self, q: str) -> bool:
+        """op.double's quantity ``q`` (``x.grad``, ``d/d grad_output{k}``)."""
+        prefix = "d/d grad_output"
+        if q.startswith(prefix) and q[len(prefix):].isdigit():
+            return self.output(int(q[len(prefix):]))
+        return q.removesuffix(".grad") in self.inputs
+
+    def check_output(self, y: np.ndarray, k: int, info: dict) -> None:
+        """Output ``k`` of the op's forward: complex where the reference is, real where
+        it is real; else an error that names the case (the op's failure)."""
+        complex = self.output(k)
+        if (y.dtype.kind == "c") == complex:
+            return
+        got, want = ("complex", "real") if y.dtype.kind == "c" else ("real", "complex")
+        case = self.case
+        raise OpRaised(
+            f"case {case.name!r}: op {info.get('name') or case.op} returned a {got} "
+            f"tensor ({y.dtype}) for output {k}, where the reference ({case.expr}) is "
+            f"{want}: " + ("the op's complex output is checked against a complex "
+                           "formula (torch.view_as_real of one against the other)"
+                           if complex else "a real formula's output is real"))

@@ -166,7 +166,7 @@ class Server:
         leaves = runner.leaves(point)
         outs = runner.forward(leaves)
         after_forward = {n: plain(t) for n, t in leaves.items()}
-        cotangents = [runner.tensor(v) for v in vs]
+        cotangents = runner.cotangents(vs)
         runner.vjp(leaves, outs, vs, tensors=cotangents)
         return {"after_forward": after_forward,
                 "after_backward": {n: plain(t) for n, t in leaves.items()},

@@ -29,6 +29,9 @@ def plain(t):
 
         base = _base(t)
         wide = torch.complex128 if base.is_complex() else torch.float64
+        # a lazily conjugated (or negated) view, as t.conj() and autograd's complex
+        # backwards hand back: its storage holds the values before the conjugate
+        base = torch.resolve_neg(torch.resolve_conj(base))
         return base.cpu().to(wide).numpy().copy()
     from ...base.dtypes import to_numpy
 
