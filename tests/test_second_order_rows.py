@@ -253,6 +253,29 @@ def test_the_work_budget_counts_calls_and_nests():
     assert sys.getprofile() is before
 
 
+class _Finalized:
+    def __del__(self):   # Python calls where the budget may run out, and be swallowed
+        str(1), repr(2), len("3")
+
+
+def test_a_budget_that_runs_out_inside_a_finalizer_still_refuses():
+    """An _Exceeded raised in a __del__ is swallowed and CPython unsets the raising
+    profile hook; the block runs on uncounted, but is refused at its end all the same;
+    the cyclic collector (which runs finalizers of earlier code) is off inside it."""
+    import gc
+    import sys
+
+    before = sys.getprofile()
+    with pytest.raises(budgets.BudgetError, match="^finalized took more than"):
+        with budgets.sympy_work("finalized", 1) as count:
+            assert not gc.isenabled()
+            item = _Finalized()
+            del item   # (the budget's second call is in its __del__)
+            assert sys.getprofile() is before and count[0] == 2   # unset, uncounted
+            len("the work goes on")
+    assert gc.isenabled() and sys.getprofile() is before
+
+
 @pytest.mark.parametrize("raw, message", [
     ({"second_order": "symbolic", "order": 2}, 'second_order must be "tensor" or '
                                                '"expanded"'),

@@ -25,6 +25,7 @@ torch's out-of-memory error) and a ``RecursionError`` are never an internal erro
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import re
@@ -193,6 +194,7 @@ def sympy_work(what: str, calls: int | None = None):
         return
     limit = EXPANDED_SECOND_CALLS if calls is None else calls
     count = _counting.count = [0]
+    collecting = gc.isenabled()
 
     def counter(frame, event, arg):
         if previous is not None:
@@ -202,17 +204,30 @@ def sympy_work(what: str, calls: int | None = None):
             if count[0] > limit:
                 raise _Exceeded()
 
+    def refusal() -> BudgetError:
+        return BudgetError(
+            f"{what} took more than {limit:,} steps of SymPy (Python calls) and was "
+            "stopped: its expanded formula is too large to differentiate twice element by "
+            "element")
+
+    # The cyclic collector is off in the block: a finalizer it runs (a __del__ or a
+    # weakref callback of whatever earlier code left behind) is a Python call too, and
+    # an _Exceeded raised in one is swallowed ("Exception ignored in ...") while CPython
+    # unsets the profile hook that raised: the block would run on unbudgeted, for
+    # minutes, or not, by what ran before it in the process.
+    gc.disable()
     sys.setprofile(counter)
     try:
         yield count
     except _Exceeded:
-        raise BudgetError(
-            f"{what} took more than {limit:,} steps of SymPy (Python calls) and was "
-            "stopped: its expanded formula is too large to differentiate twice element by "
-            "element") from None
+        raise refusal() from None
     finally:
         sys.setprofile(previous)
         _counting.count = None
+        if collecting:
+            gc.enable()
+    if count[0] > limit:   # raised where something swallowed it: refused all the same
+        raise refusal()
 
 
 # --------------------------------------------------------------------------- exhausted
