@@ -512,6 +512,18 @@ def test_list_prints_the_cases_without_running_them(capsys, passing):
     assert "PASS" not in out  # listed, not run
 
 
+def test_list_gives_a_complex_input_its_declared_shape(capsys, tmp_path):
+    path = write(tmp_path, "c.toml", """
+        [[case]]
+        name = "c"
+        expr = "sum(abs(z * x)**2)"
+        inputs.z = { shape = [3, 4], dtype = "complex" }
+        inputs.x = { shape = [4] }
+        """)
+    code, out, _ = gc(capsys, "list", path)
+    assert code == 0 and "(z[3, 4] complex, x[4])" in out   # (held as z[3, 4, 2])
+
+
 def test_list_with_invalid_cases_exits_2(capsys, tmp_path):
     path = write(tmp_path, "bad.toml", ONE_BAD)
     code, out, err = gc(capsys, "list", path)

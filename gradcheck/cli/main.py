@@ -129,7 +129,8 @@ def _cmd_list(args) -> int:
 
     cases, errors = read_paths(args.paths)
     for c in cases:
-        inputs = ", ".join(f"{s.name}{list(s.shape)}" for s in c.inputs)
+        inputs = ", ".join(f"{s.name}{list(s.complex_shape)}"
+                           + (" complex" if s.complex else "") for s in c.inputs)
         print(one_line(f"{c.where}: {c.name}  [{', '.join(c.dtypes)}]  ({inputs})  {c.expr}"))
         for line in split_lines(c.description or ""):
             print(f"    {one_line(line)}")

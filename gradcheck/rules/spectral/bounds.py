@@ -48,16 +48,24 @@ def _weight(name: str) -> float:
     return 2.0 if name == "irfft" else 1.0
 
 
+def _through(name: str, x, n, axis, norm, err, value, ua, reads_pairs, gives_pairs):
+    """The bound of one transform of ``value`` (its error ``err``) along the row's axis:
+    the error carried, w·Σ|err|, plus the transform's own rounding, w·K(N)·u·Σ|value|
+    (w the row's scale and weight; the operand of x's shape, ``reads_pairs``/
+    ``gives_pairs`` which side is in the layout)."""
+    d = lengths(name, np.shape(x), n, axis)[0]
+    big = points(name, np.shape(x), n, axis)
+    w = scale(name, norm, big) * _weight(name)
+    return (w * _total(err, d, reads_pairs, gives_pairs)
+            + w * own_terms(big) * ua * _total(value, d, reads_pairs, gives_pairs))
+
+
 def forward_bound(name: str):
     def forward(t, args, errs, units, n, axis, norm):
         (x,), (e,), (u, ua, _) = args, errs, units
-        d = lengths(name, np.shape(x), n, axis)[0]
-        big = points(name, np.shape(x), n, axis)
-        w = scale(name, norm, big) * _weight(name)
-        pair, keep = COMPLEX_IN[name], COMPLEX_OUT[name]
-        spread = w * _total(e, d, pair, keep)
-        own = w * own_terms(big) * ua * _total(x, d, pair, keep)
-        return np.broadcast_to(spread + own, np.shape(t)) + u * np.abs(t)
+        bound = _through(name, x, n, axis, norm, e, x, ua, COMPLEX_IN[name],
+                         COMPLEX_OUT[name])
+        return np.broadcast_to(bound, np.shape(t)) + u * np.abs(t)
 
     forward.__name__ = f"{name}_forward"
     return forward
@@ -68,13 +76,9 @@ def backward_bound(name: str):
     rfft's adjoint halves interior bins that irfft counts twice, irfft's doubles them)."""
     def backward(k, g, ge, c, t, et, args, errs, units, n, axis, norm):
         (x,), u, ua = args, units[0], units[1]
-        d = lengths(name, np.shape(x), n, axis)[0]
-        big = points(name, np.shape(x), n, axis)
-        w = scale(name, norm, big) * _weight(name)
-        pair, keep = COMPLEX_OUT[name], COMPLEX_IN[name]
-        spread = w * _total(ge, d, pair, keep)
-        own = w * own_terms(big) * ua * _total(g, d, pair, keep)
-        return np.broadcast_to(spread + own, np.shape(c)) + u * np.abs(c)
+        bound = _through(name, x, n, axis, norm, ge, g, ua, COMPLEX_OUT[name],
+                         COMPLEX_IN[name])
+        return np.broadcast_to(bound, np.shape(c)) + u * np.abs(c)
 
     backward.__name__ = f"{name}_backward"
     return backward
