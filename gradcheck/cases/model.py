@@ -134,11 +134,16 @@ class Case:
         return {spec.name: spec for spec in self.inputs}
 
     @property
+    def complex_inputs(self) -> frozenset[str]:
+        """The names of the complex inputs (held in the view_as_real layout)."""
+        return frozenset(spec.name for spec in self.inputs if spec.complex)
+
+    @property
     def complex_quantities(self) -> frozenset[str]:
         """The quantities a report compares in the view_as_real layout, whose elements
         it names by complex index and part: a complex input's gradient (of a formula
         witness and of an op), a complex output's values ("value", an op's "out0")."""
-        names = {f"{spec.name}.grad" for spec in self.inputs if spec.complex}
+        names = {f"{name}.grad" for name in self.complex_inputs}
         names |= {f"{name}.grad" for name in self.retain_grad
                   if name in self.nodes and self.nodes[name].complex}
         names |= {"value"} if self.output.complex else set()

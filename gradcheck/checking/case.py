@@ -374,7 +374,7 @@ class _FormulaCheck:
                 r = dataclasses.replace(r, diagnosis=summarize(
                     self.samples[w], self.dtype, reference=(self.case.output,),
                     unkept=self.kept[w].unkept, unseen=self.kept[w].unseen,
-                    complex={spec.name for spec in self.case.inputs if spec.complex}))
+                    complex=self.case.complex_inputs))
             out.append(r)
         return grad_fn_parity(out)
 

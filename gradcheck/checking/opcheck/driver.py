@@ -355,7 +355,7 @@ class OpCheck:
                          jacobian_right=jacobian.checked > 0 and not jacobian.mismatched,
                          unkept=self.kept.unkept, unseen=self.kept.unseen,
                          jacobians=self.jacobians,
-                         complex={spec.name for spec in self.case.inputs if spec.complex})
+                         complex=self.case.complex_inputs)
 
     def results(self) -> list[WitnessResult]:
         out = []

@@ -137,7 +137,7 @@ class Complexity:
 
     def __init__(self, case):
         self.case = case
-        self.inputs = frozenset(s.name for s in case.inputs if s.complex)
+        self.inputs = case.complex_inputs
         self.outputs = tuple(bool(n.complex) for n in case.outputs)
 
     def output(self, k: int) -> bool:
