@@ -320,3 +320,45 @@ def test_every_node_is_seen_by_the_ceiling():
         assert len(values) == len([n for n in walk(case.output)
                                    if n.op not in ("input", "const", "let")])
         assert max(np.abs(v).max() for v in values) <= sampling.ceiling("float16")
+
+
+def _passes(monkeypatch) -> list:
+    """The forward passes the sampling makes to find hazards (one per call)."""
+    calls = []
+    real = sampling._too_close
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sampling, "_too_close", counted)
+    return calls
+
+
+def test_a_mixing_point_past_the_ceiling_stops_redrawing_after_a_few_rounds(monkeypatch):
+    """A formula that mixes elements redraws whole inputs: where its extreme point stays
+    past the ceiling whatever is drawn (softmax of scaled sums of 300 products), the
+    redraws stop after CEILING_ROUNDS, not MAX_ROUNDS forward passes, and the point
+    says what stays beyond."""
+    case = make_case("sum(softmax((x @ W) * 100, axis=-1) * (x @ W))",
+                     {"x": [4, 300], "W": [300, 4]},
+                     extreme_points=1)
+    calls = _passes(monkeypatch)
+    point = sampling.extreme(case, "float64", 0, case.points)
+    assert sampling.CEILING_ROUNDS < sampling.MAX_ROUNDS
+    # (settle's first pass and its rounds, and the kinks' pass at the end)
+    assert len(calls) <= sampling.CEILING_ROUNDS + 2, len(calls)
+    assert any("keeps a value beyond" in n for n in point.notes), point.notes
+
+
+def test_a_redraw_that_moves_nothing_makes_no_forward_pass(monkeypatch):
+    """Redraws that hand back the values they replace find the hazards the last pass
+    found: settle evaluates nothing again (the rounds still count)."""
+    case = make_case("sum(exp((x @ W) * 100))", {"x": [2, 3], "W": [3, 2]})
+    values = {"x": np.full((2, 3), 2.0), "W": np.full((3, 2), 2.0)}
+    free = list(case.inputs)
+    calls = _passes(monkeypatch)
+    sampling.settle(case, values, free, np.random.default_rng(0), "float64",
+                    draw=lambda spec, _round: values[spec.name].copy(), limit=1e3)
+    assert len(calls) == 1
+    assert np.all(values["x"] == 2.0)
