@@ -16,6 +16,7 @@ import pytest
 
 from gradcheck.cli.bench import (CHAINS, QUICK, SECTIONS, TEMPLATES, count_ops, formula_of_size,
                                  markdown, random_formula, run_bench, size_goal, to_json)
+from gradcheck.cli.bench.speed import workloads_of
 from gradcheck.cli.main import main
 
 JAX = importlib.util.find_spec("jax") is not None
@@ -364,5 +365,48 @@ def test_speed_section_has_every_checker_side_by_side_and_its_ratios(quick):
         assert ratio["ratio"] == pytest.approx(got["torch fast_mode"]["seconds"]
                                                / got["gradcheck"]["seconds"])
         assert ratio["target"] == "≥ 1×" and got["gradcheck / fwd+bwd"]["target"] == "≤ 10×"
+        if JAX:   # the same formula in jax.numpy, beside them, and its ratio
+            assert "central-difference JVP" in got["jax check_grads"]["verified"]
+            assert "(verdict: passed)" in got["jax check_grads"]["verified"]
+            jax_ratio = got["jax check_grads / gradcheck"]
+            assert jax_ratio["ratio"] == pytest.approx(got["jax check_grads"]["seconds"]
+                                                       / got["gradcheck"]["seconds"])
+            assert jax_ratio["target"] == "≥ 1×"
 
 
+
+
+@pytest.mark.parametrize("label", list(workloads_of(replace(QUICK, layer_names=None))))
+def test_each_jax_form_computes_the_workloads_value_and_gradient_as_torch(label):
+    """Section (g)'s JAX column checks the same formula as the torch one: each workload's
+    form in jaxforms gives torch's value and vector-Jacobian product (a random cotangent
+    for a non-scalar output) at the same point, at the small sizes."""
+    pytest.importorskip("jax")
+    import numpy as np
+    import torch
+
+    from gradcheck.cli.bench.checkers import load_jax
+    from gradcheck.cli.bench.jaxforms import jax_function
+    from gradcheck.cli.bench.speed_jobs import bench_case
+    from gradcheck.sampling.points import case_points
+    from gradcheck.witnesses.drive import rebuild
+    from gradcheck.witnesses.torch import applier, leaves
+
+    keys, shapes = workloads_of(replace(QUICK, layer_names=None))[label]
+    case = bench_case(label, keys, shapes, points=1, extreme_points=0)
+    point = next(case_points(case, "float64")).values
+    fixed = leaves(case, point, "float64")
+    names = [s.name for s in case.inputs if s.requires_grad]
+    y = rebuild(case.output, fixed, applier(case, "float64"))
+    w = np.random.default_rng(1).standard_normal(tuple(y.shape))
+    want = torch.autograd.grad(y, [fixed[n] for n in names], torch.tensor(w))
+    mods = load_jax(pin=False)
+    jax, jnp = mods[0], mods[1]
+    values = {n: jnp.asarray(t.detach().numpy(), dtype=jnp.float64) for n, t in fixed.items()}
+    f = jax_function(label, names, {n: v for n, v in values.items() if n not in names}, mods)
+    assert f is not None, f"{label} has no JAX form"
+    got, vjp = jax.vjp(f, *(values[n] for n in names))
+    np.testing.assert_allclose(np.asarray(got), y.detach().numpy(), rtol=1e-12, atol=1e-12)
+    for name, g, t in zip(names, vjp(jnp.asarray(w)), want):
+        np.testing.assert_allclose(np.asarray(g), t.numpy(), rtol=1e-10, atol=1e-12,
+                                   err_msg=name)

@@ -1,6 +1,6 @@
 """``gradcheck bench``: fixed workloads measured side by side, one comparison table.
 
-Six sections, each a list of :class:`Row` (data only; printing is the caller's):
+Seven sections, each a list of :class:`Row` (data only; printing is the caller's):
 
 (a) ``checkers`` (:mod:`.checkers`): gradcheck's full check against
     ``torch.autograd.gradcheck`` (slow and fast mode) and, when JAX is importable,
@@ -21,6 +21,11 @@ Six sections, each a list of :class:`Row` (data only; printing is the caller's):
 (f) ``opchecks`` (:mod:`.opcost`): the bundled op cases with every check, and with each
     of the newer ones (op.jvp and those after it in OP_CHECKS) switched off in turn:
     seconds, and what each check adds to each case run.
+(g) ``speed`` (:mod:`.speed`, measured in fresh processes by :mod:`.speed_jobs`): one
+    point checked at every element against torch fwd+bwd, ``torch.autograd.gradcheck``
+    (fast_mode; the full check at 4,096 inputs) and, when JAX is importable,
+    ``jax.test_util.check_grads`` on the same formula in jax.numpy (:mod:`.jaxforms`),
+    per layer, on one thread and on the default threads.
 
 Rows with a target say whether it was met (``met``); in a ``--quick`` run the sizes are
 too small for the targets, which are then not assessed (``met`` is ``None``).

@@ -119,10 +119,11 @@ def _torch_rows(n: int, cfg: Config) -> list[Row]:
                 "derivative (float64)", fast_runs)]
 
 
-def load_jax():
+def load_jax(pin: bool = True):
     """``(jax, jax.numpy, check_grads, pinned)``, float64 enabled. Raises on any failure
-    (JAX is optional). ``pinned``: XLA was asked for one thread before it started."""
-    pinned = "jax" not in sys.modules and "XLA_FLAGS" not in os.environ
+    (JAX is optional). ``pinned``: XLA was asked for one thread before it started (only
+    with ``pin``: a process measuring the default threads leaves XLA its own)."""
+    pinned = pin and "jax" not in sys.modules and "XLA_FLAGS" not in os.environ
     if pinned:
         # read when XLA's CPU backend starts; one thread, as torch and NumPy here
         os.environ["XLA_FLAGS"] = ("--xla_cpu_multi_thread_eigen=false "

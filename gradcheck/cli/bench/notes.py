@@ -42,8 +42,8 @@ def static_notes(cfg: Config) -> dict[str, list[str]]:
             "set_num_threads(1); OMP, OpenBLAS, MKL and numexpr pools by their environment "
             "variables) and with the default threads. Inside it, after a warm-up check, "
             "torch fwd+bwd, gradcheck, torch fast_mode (and torch's full check at 4,096 "
-            "inputs) run in turns, one run of each at a time, the median kept: a ratio is "
-            "measured under one load.",
+            "inputs), and JAX's check_grads where JAX is importable, run in turns, one "
+            "run of each at a time, the median kept: a ratio is measured under one load.",
             "gradcheck: run_case at one point, no extreme point, every witness, float64, "
             "its reference compiled each run (SymPy's cache and the kernel memo off). "
             "torch's checkers and fwd+bwd run the same formula, built from the rule "

@@ -39,7 +39,7 @@ def _plan(cfg: Config, wanted: tuple[str, ...], notes: dict,
         plan.append(Workload("opchecks", "the bundled op cases, each newer check off in "
                              "turn", lambda: opcost_rows(cfg)))
     if "speed" in wanted:
-        plan += speed_workloads(cfg)
+        plan += speed_workloads(cfg, notes, absent)
     return plan
 
 

@@ -13,12 +13,18 @@ side_by_side`, so that a ratio is measured under one load):
 - ``torch fast_mode``: ``torch.autograd.gradcheck(..., fast_mode=True)`` of the same
   function (one random projection uᵀJv against a finite-difference directional
   derivative), and at 4,096 inputs the full ``torch.autograd.gradcheck`` too;
-- ``jax check_grads``: where JAX is importable (it is optional), on the same formula
-  written in jax.numpy (order 1, reverse mode).
+- ``jax check_grads``: where JAX is importable (it is optional: the ``bench`` extra)
+  and the workload has a JAX form (:mod:`.jaxforms`: every workload but the
+  transformer block), ``jax.test_util.check_grads(f, args, order=1, modes=["rev"])``
+  on the same formula written in jax.numpy at the same point, float64, not jitted,
+  after one untimed call (JAX compiles each op per shape on its first call); XLA pinned
+  to one thread in the one-thread process (:func:`.checkers.load_jax`), its own
+  threads in the other. Where it is absent, the section's absent list says why.
 
-Ratio rows: fast_mode's seconds over gradcheck's (the speed of gradcheck in units of
-fast_mode's: target ≥ 1.0), and gradcheck's over one forward and backward (target
-≤ 10)."""
+Ratio rows: fast_mode's seconds over gradcheck's and JAX check_grads' over gradcheck's
+(the speed of gradcheck in units of theirs: target ≥ 1.0 each), gradcheck's over one
+forward and backward (target ≤ 10), and at 4,096 inputs torch full's over gradcheck's
+(target ≥ 50)."""
 
 from __future__ import annotations
 
@@ -85,7 +91,23 @@ def workloads_of(cfg: Config) -> dict[str, tuple[dict, dict]]:
     return out
 
 
-def _rows(label: str, keys: dict, shapes: dict, threads_label: str, cfg: Config) -> list[Row]:
+#: what each checker of a workload verified (gradcheck's, with its verdict: _rows)
+WHAT = {
+    "torch fwd+bwd": "nothing: the formula's forward and backward once (float64)",
+    "torch fast_mode": "one random projection uᵀJv against a finite-difference "
+                       "directional derivative (float64)",
+    "torch full": "every element of the Jacobian against central differences (float64)",
+    "gradcheck, finite differences at every point":
+        "as gradcheck, the witnesses named: finite differences measured even where the "
+        "engine and torch agree far inside their tolerances",
+    "jax check_grads": "one random projection: ⟨u, Jᵀw⟩ from the VJP against a "
+                       "central-difference JVP along u (order 1, modes ['rev'], float64; "
+                       "not jitted, after a first call that compiles each op)",
+}
+
+
+def _rows(label: str, keys: dict, shapes: dict, threads_label: str, cfg: Config,
+          notes: dict, absent: dict) -> list[Row]:
     threads = THREADS[threads_label]
     # (the CLI pins each pool to one thread where the user has not: the default
     # threads are the libraries' own, the variables removed)
@@ -98,28 +120,59 @@ def _rows(label: str, keys: dict, shapes: dict, threads_label: str, cfg: Config)
                        timeout=3600, env=env)
     if answer.get("capped"):
         raise RuntimeError(f"{label} ran past an hour")
+    _jax_said(answer["jax"], label, threads_label, notes, absent)
     sizes = {"n": n, "shapes": shapes}
     name = f"{label} ({answer['threads']} thread{'s' * (answer['threads'] > 1)})"
     secs = {k: s for k, (s, _) in answer["seconds"].items()}
     runs = {k: r for k, (_, r) in answer["seconds"].items()}
-    what = {"torch fwd+bwd": "nothing: the formula's forward and backward once (float64)",
-            "gradcheck": f"every element of vᵀJ, every witness, one point, float64, "
-                         f"compile included (verdict: {', '.join(answer['status'])})",
-            "torch fast_mode": "one random projection uᵀJv against a finite-difference "
-                               "directional derivative (float64)",
-            "torch full": "every element of the Jacobian against central differences "
-                          "(float64)",
-            "gradcheck, finite differences at every point":
-                "as gradcheck, the witnesses named: finite differences measured even "
-                "where the engine and torch agree far inside their tolerances"}
+    what = {**WHAT, "gradcheck": f"every element of vᵀJ, every witness, one point, "
+                                 f"float64, compile included (verdict: "
+                                 f"{', '.join(answer['status'])})"}
+    if "verdicts" in answer["jax"]:
+        what["jax check_grads"] += (f" (verdict: "
+                                    f"{'; '.join(sorted(set(answer['jax']['verdicts'])))})")
     rows = [Row("speed", f"{name}: {k}", sizes, s, what[k], runs[k]) for k, s in secs.items()]
-    over_fast = secs["torch fast_mode"] / secs["gradcheck"]
+    return rows + _ratio_rows(name, sizes, secs, cfg)
+
+
+def _jax_said(jax: dict, label: str, threads_label: str, notes: dict,
+              absent: dict) -> None:
+    """What the child said of JAX: its version and threads to the section's notes, or
+    why its row is absent to ``absent`` (each once)."""
+    if "absent" in jax:
+        # JAX missing is one entry for the section; a form missing or failing, one
+        # for its workload
+        missing = "not importable" in jax["absent"]
+        entry = {"name": "jax check_grads" if missing else f"{label}: jax check_grads",
+                 "reason": jax["absent"]}
+        said = absent["speed"]
+    else:
+        entry = (f"jax check_grads, {threads_label}: JAX {jax['version']} on the same "
+                 "formula written by hand in jax.numpy (gradcheck/cli/bench/jaxforms.py) "
+                 "at the same point, float64, order 1, modes ['rev'], not jitted, timed "
+                 "after one call that compiles each op for these shapes; XLA "
+                 + ("pinned to one thread (XLA_FLAGS)." if jax["pinned"]
+                    else "with its own threads (not pinned)."))
+        said = notes["speed"]
+    if entry not in said:
+        said.append(entry)
+
+
+def _ratio_rows(name: str, sizes: dict, secs: dict, cfg: Config) -> list[Row]:
+    """The targets' ratios: fast_mode's (and JAX's, torch full's where measured)
+    seconds over gradcheck's, gradcheck's over one forward and backward."""
     over_pass = secs["gradcheck"] / secs["torch fwd+bwd"]
-    rows.append(Row("speed", f"{name}: fast_mode / gradcheck", sizes, None,
-                    "gradcheck's speed in units of fast_mode's", ratio=over_fast,
-                    ratio_of="torch fast_mode seconds / gradcheck seconds",
-                    target=f"≥ {TARGET_OVER_FAST_MODE:g}×",
-                    met=None if cfg.quick else over_fast >= TARGET_OVER_FAST_MODE))
+    rows = []
+    for checker, short, its in (("torch fast_mode", "fast_mode", "fast_mode's"),
+                                ("jax check_grads", "jax check_grads", "check_grads'")):
+        if checker not in secs:
+            continue
+        over = secs[checker] / secs["gradcheck"]
+        rows.append(Row("speed", f"{name}: {short} / gradcheck", sizes, None,
+                        f"gradcheck's speed in units of {its}", ratio=over,
+                        ratio_of=f"{checker} seconds / gradcheck seconds",
+                        target=f"≥ {TARGET_OVER_FAST_MODE:g}×",
+                        met=None if cfg.quick else over >= TARGET_OVER_FAST_MODE))
     rows.append(Row("speed", f"{name}: gradcheck / fwd+bwd", sizes, None,
                     "one point's check in forward+backward passes", ratio=over_pass,
                     ratio_of="gradcheck seconds / torch fwd+bwd seconds",
@@ -152,15 +205,17 @@ def _block_rows(cfg: Config) -> list[Row]:
                 met=None if cfg.quick else answer["seconds"] < TARGET_BLOCK_SECONDS)]
 
 
-def speed_workloads(cfg: Config) -> list[Workload]:
+def speed_workloads(cfg: Config, notes: dict, absent: dict) -> list[Workload]:
     """The section's workloads: each layer under each thread setting, and the
-    transformer block (not in ``--quick``)."""
+    transformer block (not in ``--quick``); JAX's version goes to ``notes``, the
+    reason a JAX row is absent to ``absent`` (both by section)."""
     plan = []
     for label, (keys, shapes) in workloads_of(cfg).items():
         for threads_label in THREADS:
             plan.append(Workload("speed", f"{label} ({threads_label})",
                                  lambda label=label, keys=keys, shapes=shapes,
-                                 t=threads_label: _rows(label, keys, shapes, t, cfg)))
+                                 t=threads_label: _rows(label, keys, shapes, t, cfg,
+                                                        notes, absent)))
     if not cfg.quick:
         plan.append(Workload("speed", "transformer block, default settings",
                              lambda: _block_rows(cfg)))

@@ -1,5 +1,8 @@
 """Section (g)'s measurements in the child process (:mod:`gradcheck.cli.bench.child`
-runs them through :mod:`.jobs`; the parent's side, the rows, is :mod:`.speed`)."""
+runs them through :mod:`.jobs`; the parent's side, the rows, is :mod:`.speed`). JAX,
+where importable, is imported here first (no other module of the child imports it), so
+that :func:`.checkers.load_jax` can pin XLA to one thread in the one-thread process;
+its functions are :mod:`.jaxforms`'."""
 
 from __future__ import annotations
 
@@ -16,9 +19,69 @@ def bench_case(name: str, keys: dict, shapes: dict, **more):
                           file="<bench>")
 
 
+def _load_jax(one_thread: bool) -> tuple[object, dict]:
+    """:func:`.checkers.load_jax`'s modules (None where JAX cannot be imported) and what
+    the answer says of them: ``{"version", "pinned"}`` or ``{"absent": reason}``."""
+    from .checkers import load_jax
+
+    try:
+        # pinned to one thread in the one-thread process only (this is the first
+        # import of JAX here: XLA reads its flags as it starts)
+        mods = load_jax(pin=one_thread)
+    except Exception as exc:  # JAX is optional: any failure to import it means "absent"
+        return None, {"absent": f"jax is not importable ({type(exc).__name__}: {exc})"}
+    return mods, {"version": mods[0].__version__, "pinned": mods[3]}
+
+
+def _add_jax_check(fns: dict, job: dict, names: list[str], fixed: dict) -> dict:
+    """Add ``check_grads`` of the workload's JAX form at the point's values (``fixed``:
+    the torch leaves) to ``fns`` as "jax check_grads", after one call (JAX compiles each
+    op per shape on its first call: not measured); returns :func:`_load_jax`'s info and
+    the verdicts of its runs, or ``{"absent": why}`` where the workload has no JAX form
+    or the first call raises other than a mismatch."""
+    from .jaxforms import jax_function
+
+    # (nothing before this imports JAX in the child: the pinning takes effect)
+    mods, info = _load_jax(job["threads"] == 1)
+    if mods is None:
+        return info
+    jnp, check_grads = mods[1], mods[2]
+    values = {n: jnp.asarray(t.detach().numpy(), dtype=jnp.float64)
+              for n, t in fixed.items()}
+    f = jax_function(job["label"], names,
+                     {n: values[n] for n in values if n not in names}, mods)
+    if f is None:
+        return {"absent": "no JAX form of this workload (jaxforms.FORMS)"}
+    args = tuple(values[n] for n in names)
+    verdicts: list[str] = []
+
+    def check():
+        try:
+            check_grads(f, args, order=1, modes=["rev"])
+        except AssertionError as exc:
+            # past its default tolerances (as at the largest sizes, where its central
+            # difference's step along a long u errs by more than rtol 1e-5): the check
+            # did its work, and its time counts; the verdict says what it concluded
+            verdicts.append("failed: " + " ".join(
+                line.strip() for line in str(exc).splitlines()
+                if line.strip().startswith(("Not equal", "Max relative"))))
+        else:
+            verdicts.append("passed")
+
+    try:
+        check()
+    except Exception as exc:  # one checker failing leaves the others' rows standing
+        return {"absent": f"check_grads raised on its first call "
+                          f"({type(exc).__name__}: {str(exc)[:300]})"}
+    fns["jax check_grads"] = check
+    # (filled as the timed runs go: the answer is serialised after them)
+    return {**info, "verdicts": verdicts}
+
+
 def speed_job(job: dict) -> dict:
     """The workload's checkers side by side (see :mod:`.speed`'s docstring);
-    ``{"seconds": {checker: (median, runs)}, "status": gradcheck's verdict}``."""
+    ``{"seconds": {checker: (median, runs)}, "status": gradcheck's verdict, "jax":
+    its version and pinning, or why it is absent}``."""
     import dataclasses
 
     import numpy as np
@@ -69,11 +132,12 @@ def speed_job(job: dict) -> dict:
            "torch fast_mode": lambda: torch.autograd.gradcheck(f, xs, fast_mode=True)}
     if job["full"]:
         fns["torch full"] = lambda: torch.autograd.gradcheck(f, xs)
+    jax_info = _add_jax_check(fns, job, names, fixed)
     gradcheck_one_point()   # (warm-up: imports, first use; not measured)
     cfg = Config(repeat=job["repeat"], quick=job["quick"])
     seconds = side_by_side(fns, cfg, budget=job["budget"], block=1)
     return {"seconds": seconds, "status": sorted(set(status)),
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "jax": jax_info}
 
 
 def block_job(job: dict) -> dict:
