@@ -374,8 +374,6 @@ def test_speed_section_has_every_checker_side_by_side_and_its_ratios(quick):
             assert jax_ratio["target"] == "≥ 1×"
 
 
-
-
 @pytest.mark.parametrize("label", list(workloads_of(replace(QUICK, layer_names=None))))
 def test_each_jax_form_computes_the_workloads_value_and_gradient_as_torch(label):
     """Section (g)'s JAX column checks the same formula as the torch one: each workload's
