@@ -152,27 +152,28 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
     written beyond it: :func:`gradcheck.sampling.overflow.out_of_range`); those left at the end
     go to ``overflow`` as (node, mask, peak), not to the result. A formula that mixes
     elements stops redrawing for them after :data:`RANGE_ROUNDS` (the caller pulls the
-    point in)."""
+    point in), and for the ceiling alone, no kink near, after :data:`CEILING_ROUNDS`
+    rounds that redrew something."""
     from .domains import in_domain
 
     bodies, elementwise = _bodies(case)
     roots = _roots(case)   # (whose own values are compared, and may pass the range)
 
-    def hazards() -> tuple[list, list]:   # (kinks, the ceiling and the range: one pass)
-        found, ranged = [], []
+    def hazards() -> tuple[list, list, bool]:
+        """(kinks and the ceiling, the range, whether any kink is near): one pass."""
+        found, ranged, near_kink = [], [], False
         for b in bodies:
             beyond, passing = [], []
             close = _too_close(b, values, _both(
                 None if limit is None else _over(limit, beyond),
                 None if within is None else out_of_range(within, passing, roots)))
             found += [(b, node, near) for node, near in close + beyond]
-            kinks.extend(close)
+            near_kink = near_kink or bool(close)
             ranged += [(b, *found_) for found_ in passing]   # (node, mask, peak[, where])
-        return found, ranged
+        return found, ranged, near_kink
 
-    kinks: list = []   # (the hazards of the last pass that are kinks, not the ceiling)
-    moved = 0          # (the rounds that redrew something)
-    bad, ranged = hazards()
+    moved = 0   # (the rounds that redrew something)
+    bad, ranged, near_kink = hazards()
     for round_ in range(MAX_ROUNDS):
         outside = {s.name: ~in_domain(values[s.name], s.domain, s.integer) for s in free}
         if not free or (not bad and not ranged and not any(m.any() for m in
@@ -183,7 +184,7 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
         # point keeps a note that says what stays beyond)
         if ranged and not elementwise and round_ >= RANGE_ROUNDS:
             break
-        if bad and not kinks and not elementwise and moved >= CEILING_ROUNDS:
+        if bad and not near_kink and not elementwise and moved >= CEILING_ROUNDS:
             break
         changed = False
         for spec in free:
@@ -197,9 +198,8 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
                 now = np.where(mask, _round(fresh, dtype, spec), values[spec.name])
                 changed |= not np.array_equal(now, values[spec.name])
                 values[spec.name] = now
-        if changed:   # (a redraw that moved nothing, an extreme point's pulled all the
-            kinks = []   # way in, finds what the last pass found: no forward pass again)
-            bad, ranged = hazards()
+        if changed:   # (a redraw that moved no value would find what the last pass found)
+            bad, ranged, near_kink = hazards()
             moved += 1
     if overflow is not None:
         overflow[:] = [found_ for _b, *found_ in ranged]

@@ -142,8 +142,8 @@ def _jax_said(jax: dict, label: str, threads_label: str, notes: dict,
     if "absent" in jax:
         # JAX missing is one entry for the section; a form missing or failing, one
         # for its workload
-        missing = "not importable" in jax["absent"]
-        entry = {"name": "jax check_grads" if missing else f"{label}: jax check_grads",
+        entry = {"name": "jax check_grads" if jax.get("unimportable")
+                 else f"{label}: jax check_grads",
                  "reason": jax["absent"]}
         said = absent["speed"]
     else:

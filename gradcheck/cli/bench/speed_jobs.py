@@ -21,7 +21,8 @@ def bench_case(name: str, keys: dict, shapes: dict, **more):
 
 def _load_jax(one_thread: bool) -> tuple[object, dict]:
     """:func:`.checkers.load_jax`'s modules (None where JAX cannot be imported) and what
-    the answer says of them: ``{"version", "pinned"}`` or ``{"absent": reason}``."""
+    the answer says of them: ``{"version", "pinned"}`` or ``{"absent": reason,
+    "unimportable": True}``."""
     from .checkers import load_jax
 
     try:
@@ -29,7 +30,8 @@ def _load_jax(one_thread: bool) -> tuple[object, dict]:
         # import of JAX here: XLA reads its flags as it starts)
         mods = load_jax(pin=one_thread)
     except Exception as exc:  # JAX is optional: any failure to import it means "absent"
-        return None, {"absent": f"jax is not importable ({type(exc).__name__}: {exc})"}
+        return None, {"absent": f"jax is not importable ({type(exc).__name__}: {exc})",
+                      "unimportable": True}
     return mods, {"version": mods[0].__version__, "pinned": mods[3]}
 
 
