@@ -60,6 +60,10 @@ RANGE_ROUNDS = 8   # redraws of a whole point beyond the dtype's range before pu
 #: range's. A point that has not settled by then stays as it is, noted (not 60 forward
 #: passes of a layer: a transformer block's two extreme points took 20 s for nothing)
 CEILING_ROUNDS = 16
+#: a point pulled in toward the range keeps its values below this fraction of the
+#: dtype's largest (exp's arguments ln 2 below its overflow): room for the dtype's
+#: rounding of what the float64 evaluation computes exactly
+RANGE_ROOM = 0.5
 
 
 @dataclass(frozen=True)
@@ -237,12 +241,15 @@ def _pull_to_range(case, values: dict, free: list, rng, dtype: str, within: floa
     def kept(pull: float) -> bool:
         return not any(_beyond(r, at(pull), cap) for r in roots)
 
-    def fits(pull: float) -> bool:
-        return fits_range(roots, at(pull), within)
+    def fits(pull: float, room: float = 1.0) -> bool:
+        return fits_range(roots, at(pull), within * room)
 
     if not fits(0.0):   # (the point's note that it is not checked says it all)
         return [], passing, ""
-    pull = largest(kept) if kept(0.0) else largest(fits)
+    # the bisection finds the edge of the range as evaluated in float64; the witnesses
+    # round every value on the way in the dtype (float16's matmul to 11.09375 where
+    # float64 has 11.0878, and exp of that is inf): the range's edge is kept at RANGE_ROOM
+    pull = largest(kept) if kept(0.0) else largest(lambda p: fits(p, RANGE_ROOM))
     values.update(at(pull))
     bad = settle(case, values, free, rng, dtype, within=within, overflow=passing,
                  draw=lambda spec, _round_: _toward(spec, _draw(spec, rng, spec.shape),
