@@ -335,20 +335,42 @@ def _passes(monkeypatch) -> list:
     return calls
 
 
-def test_a_mixing_point_past_the_ceiling_stops_redrawing_after_a_few_rounds(monkeypatch):
-    """A formula that mixes elements redraws whole inputs: where its extreme point stays
-    past the ceiling whatever is drawn (softmax of scaled sums of 300 products), the
-    redraws stop after CEILING_ROUNDS, not MAX_ROUNDS forward passes, and the point
-    says what stays beyond."""
+def test_a_mixing_point_past_the_ceiling_even_at_the_bulks_scale_is_drawn_from_the_bulk(
+        monkeypatch):
+    """A formula that mixes elements redraws whole inputs: where its large extreme point
+    passes the ceiling even with every element at the bulk's scale (λ = 0: softmax of
+    scaled sums of 300 products), no draw of the band can keep it. The pull asks λ = 1
+    and λ = 0 (not a bisection of PULL_STEPS passes), the point is drawn from the bulk
+    at once with no ceiling rounds, and its notes say so and what stays beyond."""
     case = make_case("sum(softmax((x @ W) * 100, axis=-1) * (x @ W))",
-                     {"x": [4, 300], "W": [300, 4]},
-                     extreme_points=1)
-    calls = _passes(monkeypatch)
+                     {"x": [4, 300], "W": [300, 4]}, extreme_points=1)
+    calls, pulls = _passes(monkeypatch), []
+    real = sampling._beyond
+    monkeypatch.setattr(sampling, "_beyond", lambda *a: pulls.append(1) or real(*a))
     point = sampling.extreme(case, "float64", 0, case.points)
-    assert sampling.CEILING_ROUNDS < sampling.MAX_ROUNDS
-    # (settle's first pass and its rounds, and the kinks' pass at the end)
-    assert len(calls) <= sampling.CEILING_ROUNDS + 2, len(calls)
+    assert len(pulls) == 2, len(pulls)
+    assert len(calls) <= 2, len(calls)   # (settle's one pass, the kinks' at the end)
+    assert any("drawn from the bulk" in n for n in point.notes), point.notes
     assert any("keeps a value beyond" in n for n in point.notes), point.notes
+    assert 1.0 < np.abs(point.values["x"]).max() <= 2.0     # (a bulk draw: [-2, 2])
+
+
+def test_a_mixing_point_past_the_ceiling_stops_after_one_bulk_draw(monkeypatch):
+    """The small extreme point of a normalised formula sits near sqrt's singularity at
+    every draw of the band (mean(x²) < MARGIN), so its band's rounds all redraw; the
+    first draw from the bulk keeps the kinks away but passes the ceiling (logits of
+    2000). The ceiling is the band's: a bulk point keeps none, so it stops there,
+    not after more bulk draws or MAX_ROUNDS forward passes."""
+    case = make_case("sum(softmax((x @ W) * 100 / sqrt(mean(x ** 2, axis=-1, "
+                     "keepdims=True)), axis=-1))", {"x": [4, 300], "W": [300, 4]},
+                     extreme_points=2)
+    calls = _passes(monkeypatch)
+    point = sampling.extreme(case, "float64", 1, case.points + 1)
+    # settle's first pass, the band's rounds and one bulk round; the kinks' pass at the end
+    assert len(calls) <= sampling.EXTREME_ROUNDS + 3, len(calls)
+    assert sampling.CEILING_ROUNDS == sampling.EXTREME_ROUNDS + 1
+    assert any("keeps a value beyond" in n for n in point.notes), point.notes
+    assert not point.near
 
 
 def test_a_redraw_that_moves_nothing_makes_no_forward_pass(monkeypatch):

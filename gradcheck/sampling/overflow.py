@@ -263,11 +263,14 @@ class Watch:
             self.found = Overflow(node, peak, where)
 
 
-def largest(fits) -> float:
+def largest(fits, none_fits: bool = False) -> float | None:
     """The largest λ in [0, 1] (to 2^-PULL_STEPS) with ``fits(λ)``, by bisection (1 where
-    ``fits(1)``; 0 where nothing larger fits, ``fits(0)`` not asked)."""
+    ``fits(1)``; 0 where nothing larger fits, ``fits(0)`` not asked, but with
+    ``none_fits``: then None where not even ``fits(0)``, one pass, not PULL_STEPS)."""
     if fits(1.0):
         return 1.0
+    if none_fits and not fits(0.0):
+        return None
     lo, hi = 0.0, 1.0
     for _ in range(PULL_STEPS):
         mid = (lo + hi) / 2

@@ -55,11 +55,15 @@ from ..formula.tree import walk
 
 MAX_ROUNDS = 60    # redraws before giving up (the result then says so)
 RANGE_ROUNDS = 8   # redraws of a whole point beyond the dtype's range before pulling in
+EXTREME_ROUNDS = 8     # redraws inside the band before an element is drawn from the bulk
 #: redraws of a whole point (a formula that mixes elements) past the ceiling of its
-#: extreme values, with no kink near: the band's rounds, then the bulk's as many as the
-#: range's. A point that has not settled by then stays as it is, noted (not 60 forward
-#: passes of a layer: a transformer block's two extreme points took 20 s for nothing)
-CEILING_ROUNDS = 16
+#: extreme values, with no kink near: the band's rounds, then one of the bulk's. The
+#: ceiling is the band's (it keeps an extreme draw's gradient finite); a draw from the
+#: bulk is what a bulk point is, and a bulk point keeps no ceiling, so a second bulk
+#: draw is no better than the first (a transformer block's softmax logits pass 355 at
+#: any draw: its two extreme points took 60 forward passes each, 20 s for nothing). A
+#: point that has not settled by then stays as it is, noted.
+CEILING_ROUNDS = EXTREME_ROUNDS + 1
 #: a point pulled in toward the range keeps its values below this fraction of the
 #: dtype's largest (exp's arguments ln 2 below its overflow): room for the dtype's
 #: rounding of what the float64 evaluation computes exactly
@@ -317,26 +321,26 @@ def _blamed(spec, node, near: np.ndarray):
 #   inside the band for EXTREME_ROUNDS rounds, then from the bulk. A formula that mixes
 #   elements (matmul, softmax) is first pulled in as a whole: every distance d from the
 #   anchor becomes home·(d/home)^λ with the largest λ in [0, 1] that keeps the ceiling
-#   (bisection), home being the bulk's scale (an interval's half width).
+#   (bisection), home being the bulk's scale (an interval's half width). Where even
+#   λ = 0 passes it, no draw of the band can keep it: the point is drawn from the bulk
+#   at once, its kinks kept away, the ceiling not (a bulk point keeps none). Its
+#   ceiling stops its whole redraws after CEILING_ROUNDS (the band's, then one bulk's).
 # - range: a point whose ceiling could not be kept, and which passes the dtype's range
 #   as written (gradcheck.sampling.overflow), is pulled in toward its domains' centres as a bulk
 #   point is (:func:`_pull_to_range`).
 # - pinned ``value`` inputs stay as they are; a case whose inputs are all pinned has no
 #   extreme points. The generator depends on (seed, case, dtype, j), not on ``points``.
 
-EXTREME_ROUNDS = 8     # redraws inside the band before an element is drawn from the bulk
-
-
-def _pulled_in(case, values: dict, placed: dict, limit: float) -> float:
+def _pulled_in(case, values: dict, placed: dict, limit: float) -> float | None:
     """The largest λ (to 2^-PULL_STEPS) at which no value of any output of ``case``
-    passes ``limit``; 0 when even λ = 0 does. ``placed[name](λ)`` are the values."""
+    passes ``limit``; None when even λ = 0 does. ``placed[name](λ)`` are the values."""
     roots = _roots(case)
 
     def fits(pull: float) -> bool:
         env = {**values, **{n: f(pull) for n, f in placed.items()}}
         return not any(_beyond(r, env, limit) for r in roots)
 
-    return largest(fits)
+    return largest(fits, none_fits=True)
 
 
 def extreme(case, dtype: str, number: int, index: int) -> Point:
@@ -362,14 +366,20 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
     # elements is pulled in as a whole first, or nearly every redraw would overflow
     bodies, elementwise = _bodies(case)
     pull = 1.0 if elementwise else _pulled_in(case, values, placed, limit)
-    values.update({n: f(pull) for n, f in placed.items()})
+    hopeless = pull is None
+    if hopeless:   # see _hopeless
+        pull = 0.0
+        values.update({s.name: _round(_draw(s, rng, s.shape), dtype, s)
+                       for s in free if s.name in placed})
+    else:
+        values.update({n: f(pull) for n, f in placed.items()})
 
     def redraw(spec, round_: int) -> np.ndarray:
-        if round_ >= EXTREME_ROUNDS or spec.integer:
+        if round_ >= EXTREME_ROUNDS or spec.integer or hopeless:
             return _draw(spec, rng, spec.shape)
         return _placer(spec, rays[spec.name], rng)(pull)
 
-    settle(case, values, free, rng, dtype, draw=redraw, limit=limit)
+    settle(case, values, free, rng, dtype, draw=redraw, limit=None if hopeless else limit)
     # what settle could not fix, told apart: kinks (in settle's body), the ceiling and
     # the dtype's range (in every output; beyond the range, the point is pulled in)
     within, found, passing, notes = _within(case, dtype), [], [], set()
@@ -384,6 +394,7 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
         found = [f for r in _roots(case) for f in _beyond(r, values, limit)]
     kinks = [k for b in bodies for k in _too_close(b, values)]
     over = [n for n, _ in found]
+    notes |= {_hopeless(index, limit)} if hopeless else set()
     notes |= {f"point {index} stays within {MARGIN} of a kink or singularity of {node.op} "
               f"({node!r})" for node, _ in kinks}
     notes |= {f"point {index} keeps a value beyond {limit:.2g} (√ of {dtype}'s largest) "
@@ -393,6 +404,16 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
     return Point(values, (summary, *sorted(notes)),
                  tuple(sorted({node.op for node, _ in kinks})),
                  overflow=first(passing).text() if passing else "")
+
+
+def _hopeless(index: int, limit: float) -> str:
+    """The note of an extreme point of a formula that mixes elements and passes the
+    ceiling even with every element at the bulk's scale (λ = 0: softmax logits that are
+    sums of a layer's products): no draw of the band can keep the ceiling, and whole
+    redraws rarely do, so the point is drawn from the bulk at once, its kinks kept away
+    (where CEILING_ROUNDS forward passes of whole redraws came to a bulk draw too)."""
+    return (f"point {index}: the formula passes {limit:.2g} even with every input at the "
+            f"bulk's scale, so this extreme point is drawn from the bulk")
 
 
 def _extreme_note(index, band, dtype, limit, pull, values, free, rays) -> str:
