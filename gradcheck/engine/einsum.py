@@ -9,9 +9,13 @@ dimensions all come before the left one's); a view drops the summed axes at the 
 or, for one operand, a sum. The engine takes the same steps on the same facts (the
 labels' order, which dimensions have size 1, the operands' layout), so it records the
 same nodes: UnsqueezeBackward0, PermuteBackward0, SumBackward1, ViewBackward0 (or the
-reshape's alias or copy), BmmBackward0 or MulBackward0. Three or more operands are contracted pairwise, left
-to right, as PyTorch does without opt_einsum; no path argument (PyTorch takes
-opt_einsum's path, when it is installed and enabled, only for three or more).
+reshape's alias or copy), BmmBackward0 or MulBackward0. Three or more operands are
+contracted pairwise in PyTorch's order (:func:`gradcheck.rules.composite.einsum.pairs`):
+opt_einsum's path, as torch.einsum computes it (its strategy, the same shapes), where
+torch would take one (opt_einsum installed and ``torch.backends.opt_einsum.enabled``:
+its default), the pair appended after the operands left; else left to right, the pair
+put first. Which of a pair is sumproduct_pair's left decides its permutes and whether
+it swaps, so the order is part of the graph, not only of the rounding.
 
 The sums, products and bmm are the table's rows, applied by ``apply`` (the engine's
 :func:`gradcheck.engine.ops.apply`, passed in: this module does not import the ops).
@@ -22,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..rules import RULES
-from ..rules.composite.einsum import ELLIPSIS, LETTERS, parse
+from ..rules.composite.einsum import ELLIPSIS, LETTERS, pairs, parse
 from .tensor import Tensor
 from .views import _data, _derive, _reshape, _strides, _view
 
@@ -163,8 +167,10 @@ def contract(subscripts: str, operands, apply):
     counts = [0] * total
     ops = [_aligned(op, term, index, ell_index, ell, total, counts)
            for op, term in zip(operands, eq.terms)]
-    while len(ops) > 1:
-        a, b = ops.pop(0), ops.pop(0)
+    for i, j, last in pairs(subscripts, [a.shape for a in operands]):
+        # at::native::einsum: ops[j] erased, then ops[i] (i < j)
+        a, b = ops[i], ops[j]
+        del ops[j], ops[i]
         sum_dims, a_sum, b_sum = [], [], []
         for dim in range(out_dims, total):
             if _size(a, dim) != 1 and _size(b, dim) != 1:
@@ -181,7 +187,7 @@ def contract(subscripts: str, operands, apply):
                     counts[dim] = 0
         a = _sum(apply, a, a_sum) if a_sum else a
         b = _sum(apply, b, b_sum) if b_sum else b
-        ops.insert(0, sumproduct_pair(apply, a, b, sum_dims))
+        ops.insert(len(ops) if last else 0, sumproduct_pair(apply, a, b, sum_dims))
     if total > out_dims:
         summed = list(range(out_dims, total))
         return _drop(ops[0], summed) if len(operands) > 1 else _sum(apply, ops[0], summed,

@@ -24,7 +24,8 @@ VJP's), and its own rounding, from its formula:
 - einsum: multilinear, so |J|e is the einsum with one operand's error and the others'
   magnitudes; its own rounding 2·γ(K)·ua·einsum(|a|, |b|), K the terms summed (PyTorch
   sums labels one operand has alone first, then contracts: γ(K₁) + γ(K₂) ≤ 2γ(K₁K₂)).
-  Three or more operands are contracted pairwise, left to right: each step's rounding,
+  Three or more operands are contracted pairwise, in torch's order (``einsum.pairs``:
+  opt_einsum's path where torch takes one, else left to right): each step's rounding,
   carried through the later steps' |operands|, is at most 2·γ(Kₛ)·ua·einsum(|a|, |b|,
   ...) plus u for rounding its result, Kₛ the terms that step sums (``einsum.steps``).
   A VJP goes back through the chain's contractions (``einsum.back_steps``), each

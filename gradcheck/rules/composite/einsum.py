@@ -5,17 +5,19 @@ the output's cotangent with the other operands, Laue et al.).
 ``"bij,bjk->bik"``: one term of labels (letters) per operand, ``->`` and the output's
 labels; without ``->`` the output is every label that appears once, sorted (NumPy's and
 PyTorch's implicit mode); ``...`` stands for the same leading dimensions in each operand
-that has it. Any number of operands: PyTorch contracts three or more pairwise, left to
-right (the engine does the same; with opt_einsum installed and
-``torch.backends.opt_einsum.enabled`` PyTorch follows opt_einsum's path instead, which
-the engine does not: its grad_fn chain is then compared only for one or two operands).
-Not taken: a label repeated within one operand (a diagonal), ellipsis dimensions that
-differ between operands (broadcasting).
+that has it. Any number of operands: PyTorch contracts three or more pairwise, in the
+order :func:`pairs` states (opt_einsum's path where torch would take one, else left to
+right); the engine's einsum and the rounding bound's :func:`steps` and
+:func:`back_steps` follow that order. Not taken: a label repeated within one operand
+(a diagonal), ellipsis dimensions that differ between operands (broadcasting).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import string
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -184,15 +186,77 @@ def adjoint(subscripts: str, shapes, k: int, batched: bool = False):
     return text(terms, lead + kept), others, missing
 
 
+@functools.lru_cache(maxsize=None)
+def _installed_opt_einsum():
+    """opt_einsum, or None where it does not import (asked once: a failed import
+    searches the path each time)."""
+    try:
+        import opt_einsum
+    except ImportError:
+        return None
+    return opt_einsum
+
+
+def _path_finder():
+    """(opt_einsum, strategy) as torch.einsum would use them, or None where it contracts
+    left to right. Read from torch's own flags (``torch.backends.opt_einsum``: enabled,
+    is_available(), strategy, get_opt_einsum()) where torch is loaded; where it is not,
+    torch's defaults, which importing it would set: enabled exactly when opt_einsum
+    imports, strategy "auto". This module imports no torch (the engine runs without it),
+    and the defaults make the order the same before torch is imported as after, unless
+    the user changes the flags, which takes torch."""
+    flags = getattr(getattr(sys.modules.get("torch"), "backends", None), "opt_einsum", None)
+    if flags is None:
+        found = _installed_opt_einsum()
+        return None if found is None else (found, "auto")
+    if not (flags.enabled and flags.is_available()):
+        return None
+    return flags.get_opt_einsum(), flags.strategy
+
+
+def pairs(subscripts: str, shapes) -> list[tuple[int, int, bool]]:
+    """torch.einsum's pairwise contractions, in order: per step ``(i, j, last)``: the
+    i-th and j-th of the operands left (i < j; the i-th is sumproduct_pair's left) are
+    taken out and their contraction put last (``last``) or first.
+
+    torch/functional.py einsum: three or more operands, with opt_einsum enabled and
+    available, take ``opt_einsum.contract_path(equation, *operands,
+    optimize=strategy)[0]``, flattened; at::native::einsum (Linear.cpp) reads it two
+    indices at a time, swaps them so that i < j, erases ops[j] then ops[i] and appends
+    the result. Otherwise it contracts ops[0] with ops[1] and puts the result first:
+    left to right. The two differ even for a path of (0, 1)s: appended, the result is
+    the right operand of the next step, not the left."""
+    n = len(shapes)
+    finder = _path_finder() if n > 2 else None
+    if finder is None:
+        return [(0, 1, False)] * (n - 1)
+    module, strategy = finder
+    # the path depends on the equation and the shapes alone: zero-stride stand-ins of
+    # the operands' shapes (no memory, any opt_einsum version reads .shape)
+    stand_ins = [np.broadcast_to(np.empty(()), tuple(s)) for s in shapes]
+    path = module.contract_path(subscripts, *stand_ins, optimize=strategy)[0]
+    flat = list(itertools.chain.from_iterable(path))
+    if len(flat) != 2 * (n - 1):
+        raise ShapeError(f"opt_einsum's path {path} is not {n - 1} pairs")
+    out = []
+    for step in range(n - 1):
+        i, j = sorted(flat[2 * step: 2 * step + 2])
+        if i == j or i < 0 or j >= n - step:
+            raise ShapeError(f"opt_einsum's path {path} names no pair at step {step}")
+        out.append((i, j, True))
+    return out
+
+
 def steps(subscripts: str, shapes) -> list[int]:
-    """The number of terms each stage of PyTorch's left-to-right contraction sums, one
-    per pairwise step (one operand: its one sum): a step sums the labels of its pair
-    that neither a later operand nor the output has (sums of a label one operand has
-    alone included: their terms multiply)."""
+    """The number of terms each stage of PyTorch's pairwise contraction (in the order of
+    :func:`pairs`) sums, one per step (one operand: its one sum): a step sums the labels
+    of its pair that neither another operand left nor the output has (sums of a label
+    one operand has alone included: their terms multiply)."""
     eq = parse(subscripts, shapes).explicit()
     if len(eq.terms) == 1:
         return [contracted(subscripts, shapes)]
-    return [_terms(eq, pair - kept) for pair, kept in _chain(eq)]
+    return [_terms(eq, (a | b) - kept)
+            for (a, _), (b, _), kept in _chain(eq, pairs(subscripts, shapes))]
 
 
 def _terms(eq: Equation, labels) -> int:
@@ -202,28 +266,32 @@ def _terms(eq: Equation, labels) -> int:
     return n
 
 
-def _chain(eq: Equation) -> list[tuple[set, set]]:
-    """Per pairwise step: (the labels of its pair, the labels its result keeps)."""
-    out, left = [], set(eq.terms[0])
-    for j in range(1, len(eq.terms)):
-        pair = left | set(eq.terms[j])
-        left = pair & set(eq.output).union(*eq.terms[j + 1:])
-        out.append((pair, left))
+def _chain(eq: Equation, order) -> list[tuple]:
+    """Per pairwise step of ``order`` (:func:`pairs`): ((its left's labels, the operands
+    it holds), the same of its right, the labels its result keeps: those the output or
+    another operand left has)."""
+    ops = [(set(t), {k}) for k, t in enumerate(eq.terms)]
+    out = []
+    for i, j, last in order:
+        a, b = ops[i], ops[j]
+        del ops[j], ops[i]
+        kept = (a[0] | b[0]) & set(eq.output).union(*(labels for labels, _ in ops))
+        out.append((a, b, kept))
+        ops.insert(len(ops) if last else 0, (kept, a[1] | b[1]))
     return out
 
 
 def back_steps(subscripts: str, shapes, k: int) -> list[int]:
-    """Operand ``k``'s gradient through PyTorch's left-to-right chain: the terms each
-    contraction on its way back sums. Back through step s (T_s from T_{s-1} and operand s): T_{s-1}'s gradient
-    sums ḡ_s times operand s over the labels T_{s-1} lacks, operand s's sums ḡ_s times
-    T_{s-1} over the labels operand s lacks."""
+    """Operand ``k``'s gradient through PyTorch's pairwise contractions (:func:`pairs`):
+    the terms each contraction on its way back sums, from the last step down to the
+    operand. Back through a step T = contract(A, B) whose operand A holds operand k:
+    A's gradient sums ḡ_T times B over the labels A lacks ((T's labels ∪ B's) − A's)."""
     eq = parse(subscripts, shapes).explicit()
-    chain = _chain(eq)
-    lefts = [set(eq.terms[0])] + [kept for _, kept in chain]
     grad, out = set(eq.output), []
-    for s in range(len(chain), max(k, 1) - 1, -1):
-        other, target = (lefts[s - 1], set(eq.terms[s])) if s == k else (
-            set(eq.terms[s]), lefts[s - 1])
+    for a, b, _ in reversed(_chain(eq, pairs(subscripts, shapes))):
+        if k not in a[1] | b[1]:
+            continue
+        (target, _), (other, _) = (a, b) if k in a[1] else (b, a)
         out.append(_terms(eq, (grad | other) - target))
         grad = target
     return out
