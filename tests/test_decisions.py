@@ -29,6 +29,13 @@ SWEPT = ("sum(sort(elu(x) * sin(y), axis=-1) * elu(x) * sin(y))",
          {"x": [512], "y": {"shape": [512], "domain": [-0.5, 0.5]}})
 
 
+# keys that float32 rounds to exactly 0 while their exact values differ: 1 + exp(x) is 1
+# below x = -16.6, so log(1 + exp(x)) is a tie of 32 zeros, ordered by the engine's
+# stable sort and by torch's sort of more than 16 elements, which is not stable
+ZEROS = ("sum(sort(log(1 + exp(x)), axis=-1) * y)",
+         {"x": {"shape": [2, 32], "domain": [-30, -18]}, "y": [2, 32]})
+
+
 def _decided(result) -> list[str]:
     return [n for n in result.notes if "decisions in" in n]
 
@@ -175,3 +182,42 @@ def test_tie_break_orders_equal_keys_as_the_witness_did():
     assert np.max(np.abs(out - w)) <= 2 * np.spacing(2.0)
     down = _tie_broken(w, np.array([[4, 2, 0, 3, 1]]), 1, descending=True)
     assert np.array_equal(np.argsort(-down, axis=1, kind="stable"), [[4, 2, 0, 3, 1]])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_keys_rounded_to_equal_zeros_are_judged_in_the_witness_order(dtype):
+    # the judge pins the sort's keys to the witness's, tie-broken by a few spacings of
+    # 0; pinned as a + (w - a) that break was lost (a ≈ 1e-9 rounds it away) and the
+    # judge's own sort ordered the zeros: the engine and torch failed in float32
+    result = check(*ZEROS, dtype=dtype)
+    assert result.status == "passed", result.message
+
+
+def test_a_wrong_permutation_among_equal_zeros_still_fails(monkeypatch):
+    rule = RULES["sort"]
+    right = rule.engine.vjps[0]
+
+    def reversed_vjp(g, ans, x, axis, descending):
+        return right(np.flip(g, axis[0]), ans, x, axis, descending)
+
+    monkeypatch.setitem(RULES, "sort", dataclasses.replace(
+        rule, engine=dataclasses.replace(rule.engine, vjps=(reversed_vjp,))))
+    assert check(*ZEROS, dtype="float32").witness("engine").status == "failed"
+
+
+def test_pinned_arguments_take_the_pinned_values_to_the_bit():
+    # (a - ā) + w is w exactly, with ∂/∂a = 1; a + (w - a) was not, at |a| ≫ |w|
+    import torch
+
+    from gradcheck.witnesses.drive import _pinned
+
+    a = torch.tensor([1e-9, 3e-11, 2.0], dtype=torch.float64, requires_grad=True)
+    w = np.array([0.0, 5e-324, 2.0 + 2 ** -51])
+    node = object()
+    pinned = _pinned(lambda n, args: args[0], {id(node): [w]},
+                     lambda x: torch.tensor(x, dtype=torch.float64),
+                     lambda t: t.detach().numpy())
+    out = pinned(node, [a])
+    assert np.array_equal(out.detach().numpy(), w)
+    out.sum().backward()
+    assert np.array_equal(a.grad.numpy(), np.ones(3))

@@ -8,7 +8,8 @@ An elementwise node t = f(a₁, ..., aₙ) errs by E(t) = Σₖ |∂f/∂aₖ|·
 |∂f/∂aₖ| read off the VJP at ḡ = 1; its VJP into argument k (c) by |vjp|(E(ḡ)) (the
 cotangent's own error), plus how far c moves when the forward's values move by their
 errors (a probe per value the VJP reads: each moved by s·E in the direction of its sign,
-|Δc| / s), plus (2ρ + 1)·(u·|c| + η) for the formula's own operations.
+|Δc| / s), plus (2ρ + 1)·(u·|c| + η) for the formula's own operations, plus |c| where
+the factor c/ḡ is below the smallest normal λ (it may be flushed to 0: :func:`_flushed`).
 
 Each term at an element is a function of the operands at that element alone (broadcast
 to it; for a reduction, of the reduced slice it lies in), but for the probe's scale s:
@@ -365,6 +366,8 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
     own += _underflow(b.eta, g, np.shape(own)) if rule.family == ELEMENTWISE and \
         np.shape(g) == np.shape(own) else b.eta
     own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η·max(1, |ḡ|))
+    if rule.family == ELEMENTWISE and np.shape(g) == np.shape(own):
+        own += _flushed(b.flush, g, c)
     if through_fwd is None:   # (no probe: through_g + 0, the same bits where the shapes are)
         through_fwd = _zeros_like(c) if np.shape(through_g) != np.shape(c) else 0.0
     return plus(plus(through_g, through_fwd), own)
@@ -372,6 +375,20 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
 
 def _zeros_like(c) -> np.ndarray:
     return np.zeros(np.shape(c))
+
+
+def _flushed(flush: float, g, c):
+    """|c| where the factor c/ḡ lies below ``flush``, the smallest normal of the format
+    the factor is computed in; 0 elsewhere. Such a factor may come out as 0: flushed,
+    or the reciprocal of an overflowed intermediate (sigmoid as 1/(1 + exp(-x)) in
+    float32 is 0 below x = -88.7, where exp(-x) passes float32's largest, although
+    σ(x) is a subnormal down to x = -103.3). Higham's underflow model with flush to
+    zero: fl(f) = f(1 + δ) + η, |η| ≤ |f| for |f| < λ; times ḡ, |ḡ|·|f| = |c|. Once
+    per element, not per operation: a factor that is 0 stays 0 (no (2ρ + 1)), and at a
+    factor ≥ λ nothing changes (|c| < λ·|ḡ| is the test, no division)."""
+    size = np.abs(c)
+    return np.where(size < flush * np.abs(np.broadcast_to(g, np.shape(size))),
+                    size, 0.0)
 
 
 def _underflow(eta: float, g, shape: tuple[int, ...]):

@@ -51,7 +51,8 @@ from typing import Any
 import numpy as np
 
 from ..base.arrays import unbroadcast
-from ..base.dtypes import accumulator_roundoff, round_to, smallest_normal, unit_roundoff
+from ..base.dtypes import (accumulator_roundoff, info, round_to, smallest_normal,
+                           unit_roundoff)
 from ..formula.tree import Node, ordered, twins
 from ..rules import AXIS, RULES
 from ..rules.row import ELEMENTWISE
@@ -98,7 +99,9 @@ class RoundingModel:
     protocol, and through nothing else:
 
     - ``dtype``, ``device``; ``u``, ``u_acc``, ``eta``: the unit roundoffs of storage
-      and of accumulation, and the underflow η (:func:`_units`);
+      and of accumulation, and the underflow η (:func:`_units`); ``flush``: the
+      smallest normal of the format values are computed in, below which an elementwise
+      VJP's factor may come out as 0;
     - ``val``, ``err``: each node's value and bound by ``id(node)``, as the forward
       left them; ``lead``: ``(n,)`` where the backward carries n cotangents along a
       leading axis, else ``()``; ``spare``: arrays to write over
@@ -119,6 +122,10 @@ class RoundingModel:
         # dropped after the forward (a test turns it off: the bounds must be the same)
         self.skip_unread = skip_unread
         self.u, self.u_acc, self.eta = _units(dtype)   # (η: underflow, see _units)
+        # λ of the format values are computed in (float32 for the half precisions, as
+        # torch's CPU kernels compute them): a factor below it may come out as 0
+        # (gradcheck.bounds.elementwise._flushed)
+        self.flush = smallest_normal(info(dtype).accumulator)
         self.lead: tuple[int, ...] = ()   # (n,): the backward carries n cotangents
         self.val: dict[int, Any] = {}
         self.err: dict[int, np.ndarray] = {}

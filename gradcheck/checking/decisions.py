@@ -17,8 +17,9 @@ within the witness's own error of its switch (the distance of the exact argument
 the row's hazard, no more than how far the witness's arguments are from the exact ones),
 the point is evaluated again in float64 by the *other* autograd library (the engine for
 torch, torch for the engine: no witness judges itself) with each such row's arguments
-pinned to the witness's values: ``a + (w - a)`` with ``w - a`` a constant, so the value is
-the witness's and the derivative flows to ``a`` as before. A sort or topk is pinned to the
+pinned to the witness's values: ``(a - ā) + w`` with ``ā`` a constant of ``a``'s value, so
+the value is the witness's to the bit and the derivative flows to ``a`` as before
+(:func:`gradcheck.witnesses.drive._pinned`). A sort or topk is pinned to the
 witness's own permutation as well (torch's sort is not stable: exactly equal keys are
 ordered as it chose, and a gradient routes by that order), by a tie-break far below any
 gap between distinct keys. The witness passes at that point when it agrees with that

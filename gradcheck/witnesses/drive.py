@@ -94,12 +94,17 @@ def drive(case, leaves: dict, apply: Callable, tensor: Callable, v: np.ndarray,
 
 def _pinned(apply: Callable, pins: dict, tensor: Callable, to_numpy: Callable) -> Callable:
     """``apply`` where each pinned row's float arguments take the pinned values:
-    ``a + c``, c = pinned - a a constant (no gradient), so the derivative still flows to
-    ``a``."""
+    ``(a - ā) + w``, ā a constant of a's own value (no gradient), so the derivative still
+    flows to ``a`` (∂/∂a = 1) and the value is w to the bit: a - ā is an exact 0 (finite
+    a; the judge runs in float64, where ā holds a exactly) and 0 + w is w. Not
+    ``a + (w - a)``: that rounds twice at a's scale, and a sort's tie-break, a few
+    spacings of w (:func:`gradcheck.checking.decisions._tie_broken`), is lost where
+    |a| ≫ |w| (keys rounded to 0 in float32, a ≈ 1e-11: both pinned to 0, a tie
+    again, which the judge's own sort then orders)."""
     def pinned(node, args):
         given = pins.get(id(node))
         if given is not None:
-            args = [a + tensor(w - to_numpy(a)) if _float_tensor(a)
+            args = [(a - tensor(to_numpy(a))) + tensor(w) if _float_tensor(a)
                     and isinstance(w, np.ndarray) else a for a, w in zip(args, given)]
         return apply(node, args)
 
