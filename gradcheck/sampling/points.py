@@ -366,13 +366,10 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
     # elements is pulled in as a whole first, or nearly every redraw would overflow
     bodies, elementwise = _bodies(case)
     pull = 1.0 if elementwise else _pulled_in(case, values, placed, limit)
-    hopeless = pull is None
-    if hopeless:   # see _hopeless
-        pull = 0.0
-        values.update({s.name: _round(_draw(s, rng, s.shape), dtype, s)
-                       for s in free if s.name in placed})
-    else:
-        values.update({n: f(pull) for n, f in placed.items()})
+    hopeless, pull = pull is None, pull or 0.0   # (hopeless: see _hopeless)
+    values.update({s.name: _round(_draw(s, rng, s.shape), dtype, s) for s in free
+                   if s.name in placed} if hopeless else
+                  {n: f(pull) for n, f in placed.items()})
 
     def redraw(spec, round_: int) -> np.ndarray:
         if round_ >= EXTREME_ROUNDS or spec.integer or hopeless:
