@@ -49,3 +49,29 @@ def test_leaving_out_the_zero_terms_changes_no_bit(monkeypatch, expr, shapes, le
     assert left_out.keys() == every.keys()
     for name in every:
         np.testing.assert_array_equal(left_out[name], every[name])
+
+
+def test_an_exact_operand_takes_one_product_per_cotangent(monkeypatch):
+    """tanh(x @ W) @ V with x, W and V inputs (exact): the cotangents into x and W
+    of x @ W sum E(ḡ) and γ·u_acc·|ḡ| in one product with the other operand's
+    magnitudes, two VJPs each (the cotangent and its bound), not three; the bounds
+    are those of the three-product form to float64's rounding of the bound."""
+    from gradcheck.bounds.model import RoundingModel
+
+    shapes = {"x": [6, 5], "W": [5, 7], "V": [7, 3]}
+    case = _case("tanh(x @ W) @ V", shapes)
+    rng = np.random.default_rng(4)
+    point = {n: rng.standard_normal(s) for n, s in shapes.items()}
+    v = rng.standard_normal(case.output.shape)
+    calls = []
+    real = RoundingModel.call
+    monkeypatch.setattr(RoundingModel, "call", lambda self, node, *a: calls.append(
+        node.op) or real(self, node, *a))
+    one = error_bounds(case, point, v, "float32", at=PointBounds())
+    assert calls.count("matmul") == 8, calls    # 2 + 2 into x @ W's, 2 + 2 into (·) @ V
+    calls.clear()
+    monkeypatch.setattr(bilinear, "_through_g", lambda ge, e: False)   # the other form
+    two = error_bounds(case, point, v, "float32", at=PointBounds())
+    assert calls.count("matmul") == 10, calls
+    for name in one:
+        np.testing.assert_allclose(one[name], two[name], rtol=1e-14, atol=0)

@@ -74,28 +74,51 @@ def cotangent(b, node, rule, k: int, g, ge):
     abs_t = np.abs(t)
     # (a term whose bound operand is 0 everywhere, the root's ḡ or an input's, is 0 and
     # left out: _nothing)
-    through_g = None if _nothing(ge, *absargs) else \
-        np.abs(b.call(node, rule, k, ge, abs_t, absargs))
-    # The terms are summed as they come, in place (plus), each dropped once added: at a
-    # layer's size (attention's [16, 256, 256] cotangent) five arrays of c's size fewer
-    # at once. The VJP is linear in the other operand, so |vjp|(|ḡ|, E(other)) +
-    # γ·u_acc·|vjp|(|ḡ|, |other|) is one product, |vjp|(|ḡ|, E(other) + γ·u_acc·|other|)
-    # (a matmul fewer per cotangent; nonnegative operands, so no |·| is lost)
+    g_exact, other_exact = _nothing(ge, *absargs), _nothing(errs[1 - k], *absargs)
     gamma = accumulation(terms(node, k)) * b.u_acc
-    other = list(absargs)
-    other[1 - k] = absargs[1 - k] * gamma
-    if not _nothing(errs[1 - k], *absargs):
-        other[1 - k] = plus(other[1 - k], errs[1 - k])
     abs_g = np.abs(g)
-    # through_g + (through_args + γ·u_acc·full), then the rounding into the dtype and η
-    own = np.abs(b.call(node, rule, k, abs_g, abs_t, other))
-    del other, abs_g, abs_t, absargs
-    own = _sum(through_g, own)
-    del through_g
+    # The map is linear in each operand, so terms that share one are one product (a
+    # matmul fewer each; nonnegative operands, so no |·| is lost): with the other
+    # operand exact (an input's: a layer's x @ W, into x, and into W where x is an
+    # input), |vjp|(E(ḡ)) + γ·u_acc·|vjp|(|ḡ|, |other|) = |vjp|(E(ḡ) + γ·u_acc·|ḡ|,
+    # |other|); else |vjp|(|ḡ|, E(other)) + γ·u_acc·|vjp|(|ḡ|, |other|) = |vjp|(|ḡ|,
+    # E(other) + γ·u_acc·|other|). The terms are summed as they come, in place (plus),
+    # each dropped once added: at a layer's size (attention's [16, 256, 256]
+    # cotangent) five arrays of c's size fewer at once.
+    if _through_g(ge, errs[1 - k]):
+        scaled = abs_g * gamma
+        own = np.abs(b.call(node, rule, k, plus(scaled, ge), abs_t, absargs))
+        del scaled
+        if not other_exact:
+            own = plus(own, np.abs(b.call(node, rule, k, abs_g, abs_t,
+                                          [np.broadcast_to(errs[1 - k], np.shape(a))
+                                           if i == 1 - k else a
+                                           for i, a in enumerate(absargs)])))
+        del abs_g
+    else:
+        through_g = None if g_exact else np.abs(b.call(node, rule, k, ge, abs_t, absargs))
+        other = list(absargs)
+        other[1 - k] = absargs[1 - k] * gamma
+        if not other_exact:
+            other[1 - k] = plus(other[1 - k], errs[1 - k])
+        own = np.abs(b.call(node, rule, k, abs_g, abs_t, other))
+        del other, abs_g
+        own = _sum(through_g, own)
+        del through_g
+    del abs_t, absargs
     # rounding into the dtype: once (u·|c|), or where torch adds parts in it
     own = plus(own, conv_rounding(b, node, k, g, args, c) if node.op in CONVOLUTIONS
                else b.u * np.abs(c))
     return c, plus(own, b.eta)
+
+
+def _through_g(ge, e_other) -> bool:
+    """Whether a cotangent's bound takes γ·u_acc·|ḡ| with E(ḡ) (ḡ has an error, the
+    other operand none) rather than with the other operand's error. Chosen by where the
+    errors are, not by :func:`_nothing`, which also asks that the sizes be finite: the
+    term that form leaves out is then |vjp|(|ḡ|, 0), +0, or NaN where |ḡ| holds an inf
+    (kept), and the bound is the same to the bit with every term computed."""
+    return any_error(ge) and not any_error(e_other)
 
 
 def _nothing(e, *sizes) -> bool:
