@@ -52,3 +52,6 @@ def test_the_flush_term_is_the_cotangent_where_the_factor_is_subnormal_only():
     g = np.array([2.0, 2.0, 0.5, 0.0])
     c = g * np.array([tiny / 2, tiny, tiny / 4, tiny / 8])
     assert np.array_equal(_flushed(tiny, g, c), [abs(c[0]), 0.0, abs(c[2]), 0.0])
+    # no factor below λ anywhere: nothing to add (None), not an array of zeros
+    assert _flushed(tiny, np.full(3, 2.0), np.full(3, 2 * tiny)) is None
+    assert _flushed(tiny, np.float64(3.0), np.array([3 * tiny, 1.0])) is None

@@ -367,7 +367,9 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
         np.shape(g) == np.shape(own) else b.eta
     own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η·max(1, |ḡ|))
     if rule.family == ELEMENTWISE and np.shape(g) == np.shape(own):
-        own += _flushed(b.flush, g, c)
+        flushed = _flushed(b.flush, g, c)
+        if flushed is not None:
+            own += flushed
     if through_fwd is None:   # (no probe: through_g + 0, the same bits where the shapes are)
         through_fwd = _zeros_like(c) if np.shape(through_g) != np.shape(c) else 0.0
     return plus(plus(through_g, through_fwd), own)
@@ -387,8 +389,14 @@ def _flushed(flush: float, g, c):
     per element, not per operation: a factor that is 0 stays 0 (no (2ρ + 1)), and at a
     factor ≥ λ nothing changes (|c| < λ·|ḡ| is the test, no division)."""
     size = np.abs(c)
-    return np.where(size < flush * np.abs(np.broadcast_to(g, np.shape(size))),
-                    size, 0.0)
+    # (no element below λ·max|ḡ|, none below λ·|ḡ|: nothing to add, and nothing
+    # computed at full size past this test, as nearly always outside float32's tails;
+    # a NaN in ḡ compares False in both tests)
+    below = size < flush * np.max(np.abs(g), initial=0.0)
+    if not below.any():
+        return None
+    below &= size < flush * np.abs(np.broadcast_to(g, np.shape(size)))
+    return np.where(below, size, 0.0)
 
 
 def _underflow(eta: float, g, shape: tuple[int, ...]):
