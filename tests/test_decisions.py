@@ -158,10 +158,14 @@ def test_a_wrong_branch_in_the_torch_column_still_fails(monkeypatch, name, dtype
         assert result.witness("numeric").status == "passed", (name, dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_a_wrong_permutation_in_the_engine_column_still_fails(monkeypatch, dtype):
+@pytest.mark.parametrize("case, dtype", [
+    pytest.param(SORT, "float64", id="sort-float64"),
+    pytest.param(SORT, "float32", id="sort-float32"),
+    pytest.param(ZEROS, "float32", id="zeros-float32")])
+def test_a_wrong_permutation_in_the_engine_column_still_fails(monkeypatch, case, dtype):
     # the engine's sort VJP routes ḡ by the reversed permutation: the engine fails, and
-    # torch (judged by the engine where its decisions flipped) is not made to fail
+    # torch (judged by the engine where its decisions flipped) is not made to fail;
+    # among keys float32 rounds to equal zeros too (ZEROS), where the judge pins them
     rule = RULES["sort"]
     right = rule.engine.vjps[0]
 
@@ -170,7 +174,7 @@ def test_a_wrong_permutation_in_the_engine_column_still_fails(monkeypatch, dtype
 
     monkeypatch.setitem(RULES, "sort", dataclasses.replace(
         rule, engine=dataclasses.replace(rule.engine, vjps=(reversed_vjp,))))
-    result = check(*SORT, dtype=dtype)
+    result = check(*case, dtype=dtype)
     assert result.witness("engine").status == "failed"
 
 
@@ -191,18 +195,6 @@ def test_keys_rounded_to_equal_zeros_are_judged_in_the_witness_order(dtype):
     # judge's own sort ordered the zeros: the engine and torch failed in float32
     result = check(*ZEROS, dtype=dtype)
     assert result.status == "passed", result.message
-
-
-def test_a_wrong_permutation_among_equal_zeros_still_fails(monkeypatch):
-    rule = RULES["sort"]
-    right = rule.engine.vjps[0]
-
-    def reversed_vjp(g, ans, x, axis, descending):
-        return right(np.flip(g, axis[0]), ans, x, axis, descending)
-
-    monkeypatch.setitem(RULES, "sort", dataclasses.replace(
-        rule, engine=dataclasses.replace(rule.engine, vjps=(reversed_vjp,))))
-    assert check(*ZEROS, dtype="float32").witness("engine").status == "failed"
 
 
 def test_pinned_arguments_take_the_pinned_values_to_the_bit():
