@@ -344,12 +344,16 @@ def test_a_mixing_point_past_the_ceiling_even_at_the_bulks_scale_is_drawn_from_t
     at once with no ceiling rounds, and its notes say so and what stays beyond."""
     case = make_case("sum(softmax((x @ W) * 100, axis=-1) * (x @ W))",
                      {"x": [4, 300], "W": [300, 4]}, extreme_points=1)
-    calls, pulls = _passes(monkeypatch), []
-    real = sampling._beyond
+    calls, pulls, evaluations = _passes(monkeypatch), [], []
+    real, evaluate = sampling._beyond, sampling.evaluate
     monkeypatch.setattr(sampling, "_beyond", lambda *a: pulls.append(1) or real(*a))
+    monkeypatch.setattr(sampling, "evaluate",
+                        lambda *a, **k: evaluations.append(1) or evaluate(*a, **k))
     point = sampling.extreme(case, "float64", 0, case.points)
     assert len(pulls) == 2, len(pulls)
-    assert len(calls) <= 2, len(calls)   # (settle's one pass, the kinks' at the end)
+    # settle's one pass, which also reads what it could not fix (the ceiling, the
+    # range, the kinks): no pass of their own after it (there were two)
+    assert len(calls) == 1 and not evaluations, (len(calls), len(evaluations))
     assert any("drawn from the bulk" in n for n in point.notes), point.notes
     assert any("keeps a value beyond" in n for n in point.notes), point.notes
     assert 1.0 < np.abs(point.values["x"]).max() <= 2.0     # (a bulk draw: [-2, 2])
@@ -357,7 +361,8 @@ def test_a_mixing_point_past_the_ceiling_even_at_the_bulks_scale_is_drawn_from_t
 
 def test_a_mixing_point_past_the_ceiling_stops_after_one_bulk_draw(monkeypatch):
     """The small extreme point of a normalised formula sits near sqrt's singularity at
-    every draw of the band (mean(x²) < MARGIN), so its band's rounds all redraw; the
+    every draw of the band (mean(x²) < MARGIN, at every row): two passes in a row
+    that find it so send the redraws to the bulk (not EXTREME_ROUNDS of them); the
     first draw from the bulk keeps the kinks away but passes the ceiling (logits of
     2000). The ceiling is the band's: a bulk point keeps none, so it stops there,
     not after more bulk draws or MAX_ROUNDS forward passes."""
@@ -366,11 +371,35 @@ def test_a_mixing_point_past_the_ceiling_stops_after_one_bulk_draw(monkeypatch):
                      extreme_points=2)
     calls = _passes(monkeypatch)
     point = sampling.extreme(case, "float64", 1, case.points + 1)
-    # settle's first pass, the band's rounds and one bulk round; the kinks' pass at the end
-    assert len(calls) <= sampling.EXTREME_ROUNDS + 3, len(calls)
+    # settle's first pass, one band round and one bulk round (there were 11 passes)
+    assert len(calls) <= 3, len(calls)
     assert sampling.CEILING_ROUNDS == sampling.EXTREME_ROUNDS + 1
     assert any("keeps a value beyond" in n for n in point.notes), point.notes
     assert not point.near
+
+
+def test_the_band_gives_way_to_the_bulk_only_where_every_element_stays_near_twice():
+    """_band_rounds: a kink near every element of one node in two passes in a row (a
+    new round between them) ends the band's redraws, for good; near at every element
+    once, or at some elements only, does not; an elementwise formula, fixed element
+    by element, keeps the band for EXTREME_ROUNDS whatever its passes find."""
+    case = make_case("sum(sqrt(x))", {"x": [3]})
+    node = case.output.args[0]
+    every, some = np.ones(3, dtype=bool), np.array([True, False, True])
+    seen = {"kinks": [(node, every)]}
+    banded = sampling._band_rounds(seen, elementwise=False)
+    assert banded(0) and banded(0)            # (once: a draw's chance, perhaps)
+    seen["kinks"] = [(node, some)]
+    assert banded(1)
+    seen["kinks"] = [(node, every)]
+    assert banded(2)
+    assert not banded(3) and seen["from_bulk"]   # (every element, twice in a row)
+    seen["kinks"] = []
+    assert not banded(4)                      # (for good)
+    elementwise = {"kinks": [(node, every)]}
+    banded = sampling._band_rounds(elementwise, elementwise=True)
+    assert all(banded(r) for r in range(sampling.EXTREME_ROUNDS))
+    assert not banded(sampling.EXTREME_ROUNDS) and not elementwise.get("from_bulk")
 
 
 def test_a_redraw_that_moves_nothing_makes_no_forward_pass(monkeypatch):

@@ -30,9 +30,7 @@ points of a formula that never passes the range are drawn exactly as without the
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
@@ -42,11 +40,13 @@ from ..process.heap import HEAP_ELEMENTS, reused_allocations
 from . import kinks
 # (REACH, STRATIFIED, EXPONENTIAL, PERIODIC, PERIODIC_REACH: named here as well, where
 # they were defined before domains.py and overflow.py held them)
-from .domains import (LARGE, RANGES, REACH, SMALL, STRATIFIED, Modulus, draw_modulus,
-                      largest_extreme, modulus, pairs, placer as _placer, rays as _rays, reach,
-                      toward as _toward)
+from .domains import (LARGE, RANGES, REACH, SMALL, STRATIFIED, largest_extreme, pairs,
+                      placer as _placer, rays as _rays, reach, toward as _toward)
 from .overflow import (EXPONENTIAL, PERIODIC, PERIODIC_REACH, beyond as _beyond, ceiling, first,
                        fits_range, largest, limit as range_limit, out_of_range, over as _over)
+# (Point, case_rng, _draw and _round: defined here before draws.py held them)
+from .draws import Point, case_rng, draw as _draw, rounded as _round
+from .notes import extreme_note, hopeless_note
 # (MARGIN and the helpers below were defined here before kinks.py needed them too)
 from .margins import (MARGIN, bodies as _bodies, culprits as _culprits, roots as _roots,
                       too_close as _too_close, within as _within)
@@ -68,55 +68,6 @@ CEILING_ROUNDS = EXTREME_ROUNDS + 1
 #: dtype's largest (exp's arguments ln 2 below its overflow): room for the dtype's
 #: rounding of what the float64 evaluation computes exactly
 RANGE_ROOM = 0.5
-
-
-@dataclass(frozen=True)
-class Point:
-    """One sampled point: float64 arrays already rounded to the run's dtype."""
-
-    values: dict[str, np.ndarray]
-    notes: tuple[str, ...] = ()
-    #: the ops whose kinks or singularities the point stays within MARGIN of (sampling
-    #: could not keep away: a sort of a thousand elements has neighbours 0.004 apart)
-    near: tuple[str, ...] = ()
-    #: what of the formula as written passes the dtype's range at the point, after its
-    #: redraws and pulling in ("" where nothing does): no witness of the dtype is
-    #: checked there (gradcheck.sampling.overflow)
-    overflow: str = ""
-
-
-def case_rng(case, dtype: str, index: int, salt: str = "point") -> np.random.Generator:
-    """A generator that depends only on (seed, case name, dtype, index, salt).
-
-    Filtering cases with ``-k`` or reordering files never changes a case's points.
-    """
-    key = f"{case.name}\0{dtype}\0{index}\0{salt}".encode()
-    digest = int.from_bytes(hashlib.sha256(key).digest()[:8], "little")
-    return np.random.default_rng([case.seed, digest])
-
-
-def _draw(spec, rng: np.random.Generator, shape) -> np.ndarray:
-    domain = spec.domain
-    if spec.dtype == "bool":
-        return rng.integers(0, 2, shape).astype(bool)
-    if spec.dtype is not None:    # an integer input: uniform in [lo, hi)
-        return rng.integers(domain[0], domain[1], shape, dtype=np.dtype(spec.dtype))
-    if domain == "nonzero":
-        return rng.uniform(0.1, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
-    if isinstance(domain, Modulus):
-        return draw_modulus(domain, rng, shape)
-    lo, hi = RANGES[domain] if isinstance(domain, str) else domain
-    return rng.uniform(lo, hi, shape)
-
-
-def _round(x: np.ndarray, dtype: str, spec=None) -> np.ndarray:
-    # float64 values the run's dtype holds exactly (bfloat16 through ml_dtypes); an
-    # integer or boolean input keeps its own dtype: it is exact as it is
-    from ..base.dtypes import round_to
-
-    if spec is not None and spec.dtype is not None:
-        return np.asarray(x, dtype=np.dtype(spec.dtype))
-    return round_to(x, dtype)
 
 
 def sample(case, dtype: str, index: int,
@@ -148,7 +99,8 @@ def sample(case, dtype: str, index: int,
 # long: one loop of redraws, its hazards (kinks, the ceiling, the range) read in one pass
 def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str, *,
            draw: Callable | None = None, limit: float | None = None,
-           within: float | None = None, overflow: list | None = None) -> list:
+           within: float | None = None, overflow: list | None = None,
+           seen: dict | None = None) -> list:
     """Redraw the elements of the ``free`` inputs (in place in ``values``) that sit within
     MARGIN of a kink or singularity, or outside their domain after rounding; returns the
     hazards still too close after MAX_ROUNDS as (node, mask) pairs.
@@ -161,23 +113,39 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
     go to ``overflow`` as (node, mask, peak), not to the result. A formula that mixes
     elements stops redrawing for them after :data:`RANGE_ROUNDS` (the caller pulls the
     point in), and for the ceiling alone, no kink near, after :data:`CEILING_ROUNDS`
-    rounds that redrew something."""
+    rounds that redrew something.
+
+    ``seen``: a ceiling and a range (``seen["limit"]``, ``seen["within"]``, either None)
+    each pass also looks for without redrawing for them; what the last pass found, at
+    the values settle leaves, is put in it: ``"kinks"`` (node, mask), ``"beyond"``
+    (node, mask) past its limit, ``"passing"`` its range's (node, mask, peak) (each
+    over the bodies: the roots themselves where the formula mixes elements).
+    ``seen["from_bulk"]``, set by ``draw``: its draws are the bulk's already, so that
+    the ceiling alone ends the redraws at once, as after :data:`CEILING_ROUNDS`."""
     from .domains import in_domain
 
     bodies, elementwise = _bodies(case)
     roots = _roots(case)   # (whose own values are compared, and may pass the range)
+    seen = {} if seen is None else seen
+    look = (limit if limit is not None else seen.get("limit"),
+            within if within is not None else seen.get("within"))
 
     def hazards() -> tuple[list, list, bool]:
         """(kinks and the ceiling, the range, whether any kink is near): one pass."""
         found, ranged, near_kink = [], [], False
+        seen.update(kinks=[], beyond=[], passing=[])
         for b in bodies:
             beyond, passing = [], []
             close = _too_close(b, values, _both(
-                None if limit is None else _over(limit, beyond),
-                None if within is None else out_of_range(within, passing, roots)))
-            found += [(b, node, near) for node, near in close + beyond]
+                None if look[0] is None else _over(look[0], beyond),
+                None if look[1] is None else out_of_range(look[1], passing, roots)))
+            found += [(b, node, near) for node, near in
+                      close + (beyond if limit is not None else [])]
             near_kink = near_kink or bool(close)
-            ranged += [(b, *found_) for found_ in passing]   # (node, mask, peak[, where])
+            if within is not None:   # (node, mask, peak[, where])
+                ranged += [(b, *found_) for found_ in passing]
+            for key, got in zip(("kinks", "beyond", "passing"), (close, beyond, passing)):
+                seen[key] += got
         return found, ranged, near_kink
 
     moved = 0   # (the rounds that redrew something)
@@ -192,7 +160,8 @@ def settle(case, values: dict, free: list, rng: np.random.Generator, dtype: str,
         # point keeps a note that says what stays beyond)
         if ranged and not elementwise and round_ >= RANGE_ROUNDS:
             break
-        if bad and not near_kink and not elementwise and moved >= CEILING_ROUNDS:
+        if bad and not near_kink and not elementwise and (
+                moved >= CEILING_ROUNDS or seen.get("from_bulk")):
             break
         changed = False
         for spec in free:
@@ -366,70 +335,82 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
     # elements is pulled in as a whole first, or nearly every redraw would overflow
     bodies, elementwise = _bodies(case)
     pull = 1.0 if elementwise else _pulled_in(case, values, placed, limit)
-    hopeless, pull = pull is None, pull or 0.0   # (hopeless: see _hopeless)
+    hopeless, pull = pull is None, pull or 0.0   # (hopeless: see .notes.hopeless_note)
     values.update({s.name: _round(_draw(s, rng, s.shape), dtype, s) for s in free
                    if s.name in placed} if hopeless else
                   {n: f(pull) for n, f in placed.items()})
 
+    within = _within(case, dtype)
+    seen = {"limit": limit, "within": within}
+    banded = _band_rounds(seen, elementwise)
+
     def redraw(spec, round_: int) -> np.ndarray:
-        if round_ >= EXTREME_ROUNDS or spec.integer or hopeless:
+        if spec.integer or hopeless or not banded(round_):
             return _draw(spec, rng, spec.shape)
         return _placer(spec, rays[spec.name], rng)(pull)
 
-    settle(case, values, free, rng, dtype, draw=redraw, limit=None if hopeless else limit)
-    # what settle could not fix, told apart: kinks (in settle's body), the ceiling and
-    # the dtype's range (in every output; beyond the range, the point is pulled in)
-    within, found, passing, notes = _within(case, dtype), [], [], set()
-    for r in _roots(case):
-        evaluate(r, values, on_node=_both(_over(limit, found), None if within is None
-                                          else out_of_range(within, passing,
-                                                            _roots(case))))
-    if passing:
-        _, passing, pulled = _pull_to_range(case, values, free, rng, dtype, within, index,
-                                            passing)
-        notes |= {pulled} - {""}
-        found = [f for r in _roots(case) for f in _beyond(r, values, limit)]
-    kinks = [k for b in bodies for k in _too_close(b, values)]
+    settle(case, values, free, rng, dtype, draw=redraw, limit=None if hopeless else limit,
+           seen=seen)
+    found, passing, kinks, notes = _left(case, values, free, rng, dtype, index, seen)
     over = [n for n, _ in found]
-    notes |= {_hopeless(index, limit)} if hopeless else set()
+    notes |= {hopeless_note(index, limit)} if hopeless else set()
     notes |= {f"point {index} stays within {MARGIN} of a kink or singularity of {node.op} "
               f"({node!r})" for node, _ in kinks}
     notes |= {f"point {index} keeps a value beyond {limit:.2g} (√ of {dtype}'s largest) "
               f"or an exponential's argument beyond {math.log(limit):.3g} at {node.op} "
               f"({node!r})" for node in over}
-    summary = _extreme_note(index, band, dtype, limit, pull, values, free, rays)
+    summary = extreme_note(index, band, dtype, limit, pull, values, free, rays)
     return Point(values, (summary, *sorted(notes)),
                  tuple(sorted({node.op for node, _ in kinks})),
                  overflow=first(passing).text() if passing else "")
 
 
-def _hopeless(index: int, limit: float) -> str:
-    """The note of an extreme point of a formula that mixes elements and passes the
-    ceiling even with every element at the bulk's scale (λ = 0: softmax logits that are
-    sums of a layer's products): no draw of the band can keep the ceiling, and whole
-    redraws rarely do, so the point is drawn from the bulk at once, its kinks kept away
-    (where CEILING_ROUNDS forward passes of whole redraws came to a bulk draw too)."""
-    return (f"point {index}: the formula passes {limit:.2g} even with every input at the "
-            f"bulk's scale, so this extreme point is drawn from the bulk")
+def _band_rounds(seen: dict, elementwise: bool) -> Callable[[int], bool]:
+    """Whether settle's round ``round_`` of an extreme point still redraws inside the
+    band: for :data:`EXTREME_ROUNDS` rounds, but in a formula that mixes elements not
+    once a kink was near at every element of one node in two passes in a row, a draw
+    of the band between them (``seen["kinks"]``, settle's last pass). Such a hazard is
+    the band's, not a draw's: small inputs give a layer norm's every row a variance
+    within MARGIN of sqrt's 0, and the band's eight whole redraws of a transformer
+    block were eight forward passes for nothing (the bulk's first draw settles it)."""
+    state = {"round": -1, "full": set(), "bulk": False}
+
+    def banded(round_: int) -> bool:
+        if round_ >= EXTREME_ROUNDS:
+            return False
+        if not elementwise and round_ != state["round"]:   # (a new pass was made)
+            full = {id(node) for node, near in seen.get("kinks", ()) if near.all()}
+            state.update(bulk=state["bulk"] or bool(full & state["full"]), full=full,
+                         round=round_)
+            seen["from_bulk"] = state["bulk"]   # (settle's ceiling then stops at once)
+        return not state["bulk"]
+
+    return banded
 
 
-def _extreme_note(index, band, dtype, limit, pull, values, free, rays) -> str:
-    """What extreme point ``index`` sampled: per input, the range of its elements'
-    distances from the band's anchors (|x| where the anchor is 0)."""
-    parts = []
-    for spec in (s for s in free if not s.integer):
-        anchors = sorted({r.anchor for r in rays[spec.name]})
-        by_modulus = isinstance(spec.domain, Modulus)   # (its rays run along |z|)
-        x = modulus(values[spec.name]) if by_modulus else values[spec.name]
-        d = np.min([np.abs(x - a) for a in anchors], axis=0)
-        span = f"{np.min(d):.2g} to {np.max(d):.2g}"
-        who = f"|{spec.name}|" if by_modulus or anchors == [0.0] else spec.name
-        parts.append(f"{who} {span}" if anchors == [0.0] else
-                     f"{who} {span} from {' and '.join(f'{a:g}' for a in anchors)}")
-    how = (f"values of the formula kept below {limit:.2g}, √ of {dtype}'s largest, and "
-           f"arguments of exponentials below {math.log(limit):.3g}"
-           + (f"; pulled in to λ = {pull:.3g}" if pull < 1 else ""))
-    return f"point {index} is an extreme point, {band}: {'; '.join(parts)} ({how})"
+def _left(case, values: dict, free: list, rng, dtype: str, index: int, seen: dict):
+    """What settle could not fix at an extreme point, told apart: (the ceiling's (node,
+    mask) in every output, the dtype's range's, the kinks in settle's bodies, the notes
+    of a point pulled in toward the range, which it then is). Read from settle's own
+    last pass (``seen``) where its bodies are the outputs, a formula that mixes
+    elements: two forward passes of a layer fewer."""
+    bodies, roots = _bodies(case)[0], _roots(case)
+    limit, within, notes = seen["limit"], seen["within"], set()
+    if [id(b) for b in bodies] == [id(r) for r in roots]:
+        found, passing, kinks = seen["beyond"], seen["passing"], seen["kinks"]
+    else:
+        found, passing, kinks = [], [], None
+        for r in roots:
+            evaluate(r, values, on_node=_both(_over(limit, found), None if within is None
+                                              else out_of_range(within, passing, roots)))
+    if passing:   # beyond the range: the point is pulled in
+        _, passing, pulled = _pull_to_range(case, values, free, rng, dtype, within, index,
+                                            passing)
+        notes |= {pulled} - {""}
+        found, kinks = [f for r in roots for f in _beyond(r, values, limit)], None
+    if kinks is None:
+        kinks = [k for b in bodies for k in _too_close(b, values)]
+    return found, passing, kinks, notes
 
 
 def case_points(case, dtype: str) -> Iterator[Point]:
