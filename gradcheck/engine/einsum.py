@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..rules import RULES
-from ..rules.composite.einsum import ELLIPSIS, LETTERS, pairs, parse
+from ..rules.composite.einsum import ELLIPSIS, LETTERS, pairs, parse, replay
 from .tensor import Tensor
 from .views import _data, _derive, _reshape, _strides, _view
 
@@ -167,10 +167,8 @@ def contract(subscripts: str, operands, apply):
     counts = [0] * total
     ops = [_aligned(op, term, index, ell_index, ell, total, counts)
            for op, term in zip(operands, eq.terms)]
-    for i, j, last in pairs(subscripts, [a.shape for a in operands]):
-        # at::native::einsum: ops[j] erased, then ops[i] (i < j)
-        a, b = ops[i], ops[j]
-        del ops[j], ops[i]
+
+    def pair(a, b, _left):   # (sums of a label one side has alone first, as torch does)
         sum_dims, a_sum, b_sum = [], [], []
         for dim in range(out_dims, total):
             if _size(a, dim) != 1 and _size(b, dim) != 1:
@@ -187,9 +185,10 @@ def contract(subscripts: str, operands, apply):
                     counts[dim] = 0
         a = _sum(apply, a, a_sum) if a_sum else a
         b = _sum(apply, b, b_sum) if b_sum else b
-        ops.insert(len(ops) if last else 0, sumproduct_pair(apply, a, b, sum_dims))
+        return sumproduct_pair(apply, a, b, sum_dims)
+
+    out = replay(pairs(subscripts, [a.shape for a in operands]), ops, pair)
     if total > out_dims:
         summed = list(range(out_dims, total))
-        return _drop(ops[0], summed) if len(operands) > 1 else _sum(apply, ops[0], summed,
-                                                                   False)
-    return ops[0]
+        return _drop(out, summed) if len(operands) > 1 else _sum(apply, out, summed, False)
+    return out

@@ -351,7 +351,8 @@ def extreme(case, dtype: str, number: int, index: int) -> Point:
 
     settle(case, values, free, rng, dtype, draw=redraw, limit=None if hopeless else limit,
            seen=seen)
-    found, passing, kinks, notes = _left(case, values, free, rng, dtype, index, seen)
+    found, passing, kinks, notes = _left(case, bodies, values, free, rng, dtype, index,
+                                         seen)
     over = [n for n, _ in found]
     notes |= {hopeless_note(index, limit)} if hopeless else set()
     notes |= {f"point {index} stays within {MARGIN} of a kink or singularity of {node.op} "
@@ -388,13 +389,14 @@ def _band_rounds(seen: dict, elementwise: bool) -> Callable[[int], bool]:
     return banded
 
 
-def _left(case, values: dict, free: list, rng, dtype: str, index: int, seen: dict):
+def _left(case, bodies: list, values: dict, free: list, rng, dtype: str, index: int,
+          seen: dict):
     """What settle could not fix at an extreme point, told apart: (the ceiling's (node,
-    mask) in every output, the dtype's range's, the kinks in settle's bodies, the notes
-    of a point pulled in toward the range, which it then is). Read from settle's own
-    last pass (``seen``) where its bodies are the outputs, a formula that mixes
+    mask) in every output, the dtype's range's, the kinks in settle's ``bodies``, the
+    notes of a point pulled in toward the range, which it then is). Read from settle's
+    own last pass (``seen``) where its bodies are the outputs, a formula that mixes
     elements: two forward passes of a layer fewer."""
-    bodies, roots = _bodies(case)[0], _roots(case)
+    roots = _roots(case)
     limit, within, notes = seen["limit"], seen["within"], set()
     if [id(b) for b in bodies] == [id(r) for r in roots]:
         found, passing, kinks = seen["beyond"], seen["passing"], seen["kinks"]

@@ -255,6 +255,17 @@ def _path_pairs(subscripts: str, shapes: tuple, module, strategy) -> tuple:
     return tuple(out)
 
 
+def replay(order, ops: list, combine):
+    """``ops`` (a list, emptied to one in place) contracted in ``order`` (:func:`pairs`),
+    as at::native::einsum does: per step ops[j] then ops[i] erased (i < j) and
+    ``combine(a, b, ops)`` (``ops``: those left) put last or first; the one left."""
+    for i, j, last in order:
+        a, b = ops[i], ops[j]
+        del ops[j], ops[i]
+        ops.insert(len(ops) if last else 0, combine(a, b, ops))
+    return ops[0]
+
+
 def steps(subscripts: str, shapes) -> list[int]:
     """The number of terms each stage of PyTorch's pairwise contraction (in the order of
     :func:`pairs`) sums, one per step (one operand: its one sum): a step sums the labels
@@ -278,14 +289,14 @@ def _chain(eq: Equation, order) -> list[tuple]:
     """Per pairwise step of ``order`` (:func:`pairs`): ((its left's labels, the operands
     it holds), the same of its right, the labels its result keeps: those the output or
     another operand left has)."""
-    ops = [(set(t), {k}) for k, t in enumerate(eq.terms)]
     out = []
-    for i, j, last in order:
-        a, b = ops[i], ops[j]
-        del ops[j], ops[i]
-        kept = (a[0] | b[0]) & set(eq.output).union(*(labels for labels, _ in ops))
+
+    def step(a, b, left):
+        kept = (a[0] | b[0]) & set(eq.output).union(*(labels for labels, _ in left))
         out.append((a, b, kept))
-        ops.insert(len(ops) if last else 0, (kept, a[1] | b[1]))
+        return kept, a[1] | b[1]
+
+    replay(order, [(set(t), {k}) for k, t in enumerate(eq.terms)], step)
     return out
 
 
