@@ -51,22 +51,35 @@ def _assert_same(monkeypatch, case, dtype: str, block: int) -> None:
             np.testing.assert_array_equal(cut[q], whole[q], err_msg=f"{q}, {dtype}")
 
 
+#: the probes of the integer input k (its product's VJP reads it) take one scale from
+#: its largest move over the whole: two passes over the slabs; without that product,
+#: one (k is read only through a comparison, whose 0/1 no probe moves)
+BODIES = {"two passes": " - 0.1 * k * x", "one pass": " - 0.1 * x"}
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
 @pytest.mark.parametrize("top", ["sum({})", "mean({})", "{}", "sum({}, axis=1)",
                                  "mean({}, axis=0, keepdims=True)"])
-def test_a_formula_by_slabs_has_the_bounds_of_the_whole(monkeypatch, dtype, top):
+@pytest.mark.parametrize("passes", sorted(BODIES))
+def test_a_formula_by_slabs_has_the_bounds_of_the_whole(monkeypatch, dtype, top, passes):
     """A let retained and read twice, an integer input, a where over a comparison,
     constants; under a sum or a mean (of every element, or along an axis), or none (a
     random gradient); slabs of one row and of three, the last one shorter; the bulk
-    point and the extreme ones."""
+    point and the extreme ones; in one pass over the slabs or, where an integer input
+    is probed, two (counted)."""
+    firsts = []
+    first = slab_bounds._Slabs.first_pass
+    monkeypatch.setattr(slab_bounds._Slabs, "first_pass",
+                        lambda self: firsts.append(1) or first(self))
     case = make_case(top.format("log(1 + exp(h)) * tanh(x) + where(k > 1, h * h, "
-                                "sigmoid(x) ** 2) - 0.1 * k * x"),
+                                "sigmoid(x) ** 2)" + BODIES[passes]),
                      {"x": [7, 5], "k": {"shape": [7, 5], "dtype": "int64",
                                          "domain": [0, 3]}},
                      let={"h": "x * 1.5 - 0.25"}, retain_grad=["h"], gradient="random",
                      extreme_points=2)
     for block in (5, 15):
         _assert_same(monkeypatch, case, dtype, block)
+    assert bool(firsts) == (passes == "two passes")
 
 
 def test_random_elementwise_formulas_by_slabs_have_the_bounds_of_the_whole(monkeypatch):
@@ -129,8 +142,11 @@ def test_only_small_partials_are_kept_between_forwards():
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_the_second_forward_bounds_only_what_the_backward_reads(monkeypatch, dtype):
     """A slab's second forward leaves out the bounds no probe reads (the final add's and
-    the product's here) and gets the bounds it gets with every node bounded."""
-    case = make_case("sum(sin(x) * exp(-x**2) + tanh(x))", {"x": [12, 5]})
+    the product's here) and gets the bounds it gets with every node bounded (two passes:
+    the integer input k is probed)."""
+    case = make_case("sum(sin(x) * exp(-x**2) + tanh(x) * k)",
+                     {"x": [12, 5], "k": {"shape": [12, 5], "dtype": "int64",
+                                          "domain": [0, 3]}})
     monkeypatch.setattr(blocks, "BLOCK_ELEMENTS", 15)
     point = next(case_points(case, dtype)).values
     kept = []

@@ -182,7 +182,8 @@ def cotangent(b, node, rule, k: int, g, ge, t, args, errs, read):
     bounds = [b.err.get(id(node))] + list(errs)
     scales = probe_scales(b, [(j, node if j is None else node.args[j], values[_at(j)],
                                bounds[_at(j)])
-                              for j in [None] + list(range(len(args))) if read(j)])
+                              for j in [None] + list(range(len(args))) if read(j)],
+                          own=rule.family == ELEMENTWISE)
     shape = _blocked_shape(b, node, rule)
     blocks = None if shape is None else row_blocks(shape)
     if blocks is None:
@@ -270,7 +271,7 @@ def own_scales(value, e, u: float) -> tuple[np.ndarray, np.ndarray]:
         return np.divide(PERTURBATION, rel, out=rel), ep
 
 
-def probe_scales(b, probes) -> list[tuple[int | None, float]]:
+def probe_scales(b, probes, own: bool = False) -> list[tuple[int | None, float]]:
     """For each probe ``(j, node, value, E)`` whose moved value differs from the value
     somewhere, ``(j, s)``: one scale s for the whole probe (a reduction's factor mixes
     elements), so that each element moves by at most PERTURBATION of its magnitude, or
@@ -278,10 +279,19 @@ def probe_scales(b, probes) -> list[tuple[int | None, float]]:
     a - y cancelled to 1e-9 with an error of 1e-2, or an exact 0). Taken over the whole
     value, a block of rows at a time (:func:`block_tops`); where the bounds ``b`` run
     over one slab of a larger formula (:mod:`gradcheck.bounds.slab`), from the whole
-    value's tops it was given (``b.tops``, by the ``id`` of the node read)."""
+    value's tops it was given (``b.tops``, by the ``id`` of the node read).
+
+    ``own``: the reader is an elementwise row, whose probe of a float value moves each
+    element by its own scale (:func:`own_scales`, in :func:`_cotangent_bound`): the top
+    is not read, and it is not taken where no tops are given (a pass over the whole
+    value); its only say, whether the probe runs, changes no bit: a value that moves
+    nowhere (0 and bound 0 everywhere) moves by 0, and its probe adds 0."""
     out = []
     given = b.tops
     for j, node, value, e in probes:
+        if own and given is None and np.asarray(value).dtype.kind == "f":
+            out.append((j, 1.0))   # (a placeholder: own_scales gives the scales)
+            continue
         top = given.get(id(node)) if given is not None else whole_top(b, value, e)
         if top is not None:
             out.append((j, PERTURBATION / max(float(top), PERTURBATION * b.u)))

@@ -34,7 +34,7 @@ import numpy as np
 from .blocks import piece, row_blocks
 from .elementwise import block_tops, top_of
 from ..rules import RULES
-from ..rules.row import COMPOSITE, ELEMENTWISE
+from ..rules.row import COMPARISON, COMPOSITE, ELEMENTWISE
 from ..formula.tree import Node, elementwise_split, ordered, twins, walk
 
 
@@ -168,40 +168,119 @@ class _Slabs:
         """The final sum or mean of the body's value and its VJP on the whole arrays,
         as the whole backward takes them: (the root's value and bound, the body's
         cotangent and its bound)."""
+        g, ge = self.reduced_cotangent(v)
+        t, e = self.reduced_value()
+        return t, e, g, ge
+
+    def reduced_cotangent(self, v):
+        """The VJP of the final sum or mean at ``v`` and its bound, on the whole arrays:
+        it reads its operand's shape, never its values (the body's are not given), so
+        it comes before any slab's forward."""
         reduction, body = self.reduction, self.body
         b = self.b_of()
-        b.val[id(body)], b.err[id(body)] = self.body_bounds
-        self.body_bounds = None
-        t, e = b.node_value(reduction, self.point)
-        # (what a sum or mean's VJP reads of its operand is its shape, not its values)
-        b.val = {id(reduction): t}
-        b.err = {id(reduction): e}
+        t = np.broadcast_to(0.0, reduction.shape)   # (read for its shape alone)
         grad: dict = {}
         gerr: dict = {}
         c, ce = b.cotangent(reduction, RULES[reduction.op], 0,
                             np.asarray(np.broadcast_to(v, np.shape(t)), dtype=float),
                             np.zeros(np.shape(t)))
         b.accumulate(grad, gerr, body, c, ce)
-        return t, e, grad[id(body)], gerr[id(body)]
+        return grad[id(body)], _one_number(gerr[id(body)])
+
+    def reduced_value(self):
+        """The final sum or mean's value and bound, from the body's whole value and
+        bound (:attr:`body_bounds`, dropped here: the only reference)."""
+        b = self.b_of()
+        b.val[id(self.body)], b.err[id(self.body)] = self.body_bounds
+        self.body_bounds = None
+        return b.node_value(self.reduction, self.point)
+
+    def one_pass(self, g, ge, names: list[str]) -> dict[str, np.ndarray] | None:
+        """:meth:`first_pass` and :meth:`second_pass` in one pass, where no probe needs
+        a whole value's top: each slab's forward, bounding every node (the body's value
+        and bound go to :attr:`body_bounds`), then its backward from ``g`` (bound
+        ``ge``). An elementwise row's probe of a float value takes each element's own
+        scale (:func:`gradcheck.bounds.elementwise.own_scales`), not the top; the top
+        only says whether the probe runs, and a probe of a value that moves nowhere
+        (0, bound 0, everywhere) changes no bit. A comparison's 0/1 is never probed
+        (bound 0). None, having done one slab, where a probed value is an integer or
+        boolean input's, whose probe scale is the whole value's: :meth:`first_pass`
+        then, as before."""
+        last = self._last()
+        value, bound = np.empty(self.shape), np.empty(self.shape)
+        found: dict[str, np.ndarray] = {}
+        moved: set[int] | None = None
+        for rows in self.blocks:
+            b, slab, nodes = self.forward(rows)
+            value[rows], bound[rows] = b.val[id(slab)], b.err[id(slab)]
+            if moved is None:
+                moved = _float_probes(b, nodes)
+                if moved is None:
+                    return None
+            b.tops = {id(nodes[k]): 1.0 for k in moved}   # (a top not read: own scales)
+            self._backward(b, slab, nodes, rows, g, ge, names, last, found)
+        self.body_bounds = [value, bound]
+        return found
+
+    def _last(self) -> dict[str, int]:
+        """The position in the order of the node error_bounds reads for each input
+        and ``let`` name: the last."""
+        return {node.name: k for k, node in enumerate(ordered(self.body))
+                if node.op in ("input", "let")}
+
+    def _backward(self, b, slab, nodes, rows, g, ge, names, last, found) -> None:
+        """One slab's backward from ``g`` (bound ``ge``, None: exact); the bounds of
+        ``names`` written into ``found``'s whole arrays."""
+        n = len(self.shape)
+        _, gerr = b.backward(slab, piece(g, n, rows), release=True,
+                             v_bound=None if ge is None else piece(ge, n, rows))
+        for name in names:
+            key = id(nodes[last[name]]) if name in last else None
+            if key in gerr:
+                found.setdefault(name, np.empty(self.shape))[rows] = gerr[key]
 
     def second_pass(self, tops: dict, g, ge, names: list[str]) -> dict[str, np.ndarray]:
         """Each slab's forward and backward from the body's cotangent ``g`` (bound
         ``ge``, None: exact), the probes' scales from ``tops``: the bounds of the inputs
         and lets ``names``, as whole arrays (those the backward reaches)."""
-        n = len(self.shape)
-        # (the node error_bounds reads for a name: the last in the order)
-        last = {node.name: k for k, node in enumerate(ordered(self.body))
-                if node.op in ("input", "let")}
+        last = self._last()
         found: dict[str, np.ndarray] = {}
         for rows in self.blocks:
             b, slab, nodes = self.forward(rows, tops)
-            _, gerr = b.backward(slab, piece(g, n, rows), release=True,
-                                 v_bound=None if ge is None else piece(ge, n, rows))
-            for name in names:
-                key = id(nodes[last[name]]) if name in last else None
-                if key in gerr:
-                    found.setdefault(name, np.empty(self.shape))[rows] = gerr[key]
+            self._backward(b, slab, nodes, rows, g, ge, names, last, found)
         return found
+
+
+def _one_number(a):
+    """``a``, or a view of its first element where every element has its bits (a sum's
+    or a mean's cotangent bound at one v: no memory beside the body's whole value and
+    bound, which :meth:`_Slabs.one_pass` holds while its slabs run)."""
+    a = np.asarray(a)
+    if a.ndim and a.dtype == np.float64 and a.size:
+        bits = a.view(np.uint64) if a.flags.c_contiguous else None
+        if bits is not None and (bits == bits.flat[0]).all():
+            return np.broadcast_to(a.flat[0], a.shape)
+    return a
+
+
+def _float_probes(b, nodes: tuple[Node, ...]) -> set[int] | None:
+    """The positions of the values a VJP of the slab reads (:func:`probed`) whose
+    probes run: the float ones; a comparison's 0/1 (bound 0: exact) left out. None
+    where an integer or boolean input (or a ``let`` of it) is read: its probe's scale
+    is its largest move over the whole value."""
+    out = set()
+    for k in probed(b, nodes):
+        if k not in range(len(nodes)) or id(nodes[k]) not in b.val:
+            continue
+        if np.asarray(b.val[id(nodes[k])]).dtype.kind == "f":
+            out.add(k)
+            continue
+        source = nodes[k]
+        while source.op == "let":
+            source = source.args[0]
+        if source.op in ("input", "let", "const") or RULES[source.op].family != COMPARISON:
+            return None
+    return out
 
 
 def slab_error_bounds(b_of, case, split, point: dict, v: np.ndarray):
@@ -210,14 +289,19 @@ def slab_error_bounds(b_of, case, split, point: dict, v: np.ndarray):
     :class:`gradcheck.bounds.model.RoundingModel` of the dtype. Returns (the bounds by
     quantity, as error_bounds names them; the root's value)."""
     slabs = _Slabs(b_of, split, point)
-    tops = slabs.first_pass()
-    if slabs.reduction is None:
-        (t, e), g, ge = slabs.body_bounds, np.broadcast_to(np.asarray(v, float),
-                                                           slabs.shape), None
-    else:
-        t, e, g, ge = slabs.through_reduction(v)
     retained = list(getattr(case, "retain_grad", ()))
-    found = slabs.second_pass(tops, g, ge, [s.name for s in case.inputs] + retained)
+    names = [s.name for s in case.inputs] + retained
+    v = np.asarray(v, float)
+    g, ge = (np.broadcast_to(v, slabs.shape), None) if slabs.reduction is None else \
+        slabs.reduced_cotangent(v)
+    found = slabs.one_pass(g, ge, names)
+    if found is None:   # (an integer input is probed: its top first, then the slabs)
+        tops = slabs.first_pass()
+        found = slabs.second_pass(tops, g, ge, names)
+    if slabs.reduction is None:
+        t, e = slabs.body_bounds
+    else:
+        t, e = slabs.reduced_value()
     out = {"value": e}
     for spec in case.inputs:
         out[f"{spec.name}.grad"] = found.get(spec.name, np.zeros(tuple(spec.shape)))
