@@ -8,20 +8,24 @@ backward reads, then the cotangents: at 10⁶ elements of ``sum(log(1 + exp(x)) 
 of one shape, no broadcasting; :func:`gradcheck.formula.tree.elementwise_split`) bounds each
 element from that element alone, but for one number per probe of the backward: its
 scale, from the largest relative move over the whole value
-(:func:`gradcheck.bounds.elementwise.probe_scales`). So the work is two passes over the
-slabs, which are the row blocks the whole arrays' bounds are cut into
-(:func:`gradcheck.bounds.blocks.row_blocks`):
+(:func:`gradcheck.bounds.elementwise.probe_scales`). An elementwise row's probe of a
+float value takes each element's own scale instead, so where every probed value is a
+float (or a comparison's 0/1, never moved) the work is one pass over the slabs, which
+are the row blocks the whole arrays' bounds are cut into
+(:func:`gradcheck.bounds.blocks.row_blocks`): the final sum or mean's VJP first (it reads
+its operand's shape alone), then each slab's forward, its value and bound kept whole
+(what the final reduction reduces, and the numeric witness's forward), and its backward
+(:meth:`_Slabs.one_pass`). Where an integer or boolean input is probed, two:
 
 1. the forward of each slab: each probed value's largest moves per block, and the
-   body's value and bound, kept whole (what a final sum or mean reduces, and the
-   numeric witness's forward);
-2. the final sum or mean, if any, and its VJP on the whole arrays; then for each slab
-   its forward again and its backward from that cotangent, the probes' scales taken
-   from pass 1; each slab's input and ``let`` bounds written into whole arrays.
+   body's value and bound, kept whole;
+2. each slab's forward again and its backward from the body's cotangent, the probes'
+   scales taken from pass 1; each slab's input and ``let`` bounds written into whole
+   arrays.
 
 Each element then gets the arithmetic the whole arrays give it (tested bit for bit,
-``tests/test_slab_bounds.py``), for one forward more, and the bounds hold about five
-arrays of the full size at once instead of nineteen.
+``tests/test_slab_bounds.py``), and the bounds hold about five arrays of the full size
+at once instead of nineteen.
 """
 
 from __future__ import annotations
@@ -148,7 +152,7 @@ class _Slabs:
     def first_pass(self) -> dict:
         """Each probed value's top over the whole, by position in the order (the values
         no probe moves left out); the body's value and bound, whole arrays, go to
-        :attr:`body_bounds` (the only reference: :meth:`through_reduction` drops them)."""
+        :attr:`body_bounds` (the only reference: :meth:`reduced_value` drops them)."""
         value, bound = np.empty(self.shape), np.empty(self.shape)
         runs: dict[int, bool] = {}
         largest: dict[int, list] = {}
@@ -163,14 +167,6 @@ class _Slabs:
         self.body_bounds = [value, bound]
         tops = {k: top_of(largest[k]) for k in largest if runs[k]}
         return {k: t for k, t in tops.items() if t is not None}
-
-    def through_reduction(self, v):
-        """The final sum or mean of the body's value and its VJP on the whole arrays,
-        as the whole backward takes them: (the root's value and bound, the body's
-        cotangent and its bound)."""
-        g, ge = self.reduced_cotangent(v)
-        t, e = self.reduced_value()
-        return t, e, g, ge
 
     def reduced_cotangent(self, v):
         """The VJP of the final sum or mean at ``v`` and its bound, on the whole arrays:
