@@ -18,6 +18,33 @@ def test_the_largest_are_what_a_stable_sort_gives(flat):
     assert list(top_indices(flat, WORST_KEPT)) == list(want)
 
 
+@pytest.mark.parametrize("k", [1, WORST_KEPT])
+def test_the_largest_found_past_a_samples_cut_are_what_a_stable_sort_gives(monkeypatch, k):
+    """Above worst.SAMPLED entries the partition runs over those at or above a sample's
+    k-th largest: ties (few distinct values), NaNs, infinities, the largest in one
+    place or many; the same indices in the same order as a stable sort of all."""
+    from gradcheck.checking import worst
+
+    monkeypatch.setattr(worst, "SAMPLED", 16)
+    monkeypatch.setattr(worst, "SAMPLE", 4)
+    rng = np.random.default_rng(k)
+    cut = []
+    partition = np.partition
+    monkeypatch.setattr(worst.np, "partition", lambda a, kth: cut.append(a.size) or
+                        partition(a, kth))
+    for trial in range(400):
+        n = int(rng.integers(17, 300))
+        flat = rng.choice([0.0, 1.0, 2.5, np.inf, np.nan, -1.0, 3.0, -np.inf], n,
+                          p=[.3, .2, .1, .01, .05, .2, .13, .01])
+        if trial % 4 == 0:
+            flat = rng.standard_normal(n)
+        keyed = np.where(np.isnan(flat), -np.inf, flat)
+        most = np.nan if np.isnan(flat).any() else flat.max()
+        want = np.argsort(-keyed, kind="stable")[:k]
+        assert list(top_indices(flat, k, most)) == list(want), (trial, flat)
+    assert cut and min(cut) < 17       # (the sample's partition ran: cut short)
+
+
 @pytest.mark.parametrize("shape", [(70_000,), (3, 200, 150), (2, 70_000), (5,), ()])
 def test_a_comparison_slab_by_slab_is_the_comparison_of_every_element(monkeypatch, shape):
     """Large quantities are compared in slabs (compare.COMPARED elements): the counts,
