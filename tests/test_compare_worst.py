@@ -21,8 +21,9 @@ def test_the_largest_are_what_a_stable_sort_gives(flat):
 @pytest.mark.parametrize("k", [1, WORST_KEPT])
 def test_the_largest_found_past_a_samples_cut_are_what_a_stable_sort_gives(monkeypatch, k):
     """Above worst.SAMPLED entries the partition runs over those at or above a sample's
-    k-th largest: ties (few distinct values), NaNs, infinities, the largest in one
-    place or many; the same indices in the same order as a stable sort of all."""
+    k-th largest (and the caller's bar): ties (few distinct values), NaNs, infinities,
+    the largest in one place or many, bars below, among and above the entries; the
+    same indices in the same order as a stable sort of all."""
     from gradcheck.checking import worst
 
     monkeypatch.setattr(worst, "SAMPLED", 16)
@@ -40,8 +41,9 @@ def test_the_largest_found_past_a_samples_cut_are_what_a_stable_sort_gives(monke
             flat = rng.standard_normal(n)
         keyed = np.where(np.isnan(flat), -np.inf, flat)
         most = np.nan if np.isnan(flat).any() else flat.max()
-        want = np.argsort(-keyed, kind="stable")[:k]
-        assert list(top_indices(flat, k, most)) == list(want), (trial, flat)
+        bar = rng.choice([-np.inf, -1.0, 0.0, 1.0, 2.5, 3.0, np.inf])
+        want = [i for i in np.argsort(-keyed, kind="stable") if keyed[i] >= bar][:k]
+        assert list(top_indices(flat, k, most, at_least=bar)) == want, (trial, bar, flat)
     assert cut and min(cut) < 17       # (the sample's partition ran: cut short)
 
 

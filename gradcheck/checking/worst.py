@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 WORST_KEPT = 5       # worst elements a result keeps for its report
-SAMPLED = 1 << 16    # above this many entries, top_indices first cuts at a sample's
+SAMPLED = 1 << 14    # above this many entries, top_indices first cuts at a sample's
 SAMPLE = 1 << 12     # k-th largest, a sample of about this many
 
 
@@ -27,14 +27,16 @@ def top_indices(flat: np.ndarray, k: int, most: float = np.nan,
     comparison where they are few, not a partition of every entry."""
     if most != most:
         flat = np.where(np.isnan(flat), -np.inf, flat)   # NaN last, as the sort puts it
-    if at_least == -np.inf and flat.size > SAMPLED:
+    if flat.size > SAMPLED:
         # the k-th largest of every stride-th entry is at most the k-th largest of all
         # (a subset's k-th largest cannot pass the whole's): a threshold that keeps all
         # k, found in a sample, so the partition runs over the few entries at or above
-        # it (about k·stride) instead of every one (the same indices, the same order)
+        # it (about k·stride) instead of every one (the same indices, the same order;
+        # and with a bar, the k largest are at or above both, or those at or above the
+        # bar are fewer than k and all of them lie at or above the sample's cut too)
         sample = flat[::max(1, flat.size // SAMPLE)]
         if sample.size >= k:
-            at_least = np.partition(sample, sample.size - k)[sample.size - k]
+            at_least = max(at_least, np.partition(sample, sample.size - k)[sample.size - k])
     index = None
     if at_least > -np.inf:
         index = np.flatnonzero(flat >= at_least)   # (increasing: ties stay in order)
