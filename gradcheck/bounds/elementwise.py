@@ -369,20 +369,42 @@ def _cotangent_bound(b, node, rule, k, g, ge, values, bounds, scales, c):
                                delta)
     # |c|, or the size of the terms the VJP's formula adds (an elementwise row's Terms)
     own = vjp_size(rule, k, g, t, args, node.params, c)
+    elementwise = rule.family == ELEMENTWISE and np.shape(g) == np.shape(own)
+    quiet = elementwise and _quiet(b, rule, k, g, own)
     own *= b.u
     # an elementwise VJP is ḡ times its factor, whose intermediates may fall into the
     # subnormals (erf's 2/√π·exp(-x²) at x = -10 is 9 spacings in float32) before ḡ
-    # multiplies them: η·max(1, |ḡ|), not η
-    own += _underflow(b.eta, g, np.shape(own)) if rule.family == ELEMENTWISE and \
-        np.shape(g) == np.shape(own) else b.eta
+    # multiplies them: η·max(1, |ḡ|), not η (nothing where it changes no bit: _quiet)
+    if not quiet:
+        own += _underflow(b.eta, g, np.shape(own)) if elementwise else b.eta
     own *= 2 * rho(rule) + 1          # (2ρ + 1)·(u·|c| + η·max(1, |ḡ|))
-    if rule.family == ELEMENTWISE and np.shape(g) == np.shape(own):
+    if elementwise and not quiet:
         flushed = _flushed(b.flush, g, c)
         if flushed is not None:
             own += flushed
     if through_fwd is None:   # (no probe: through_g + 0, the same bits where the shapes are)
         through_fwd = _zeros_like(c) if np.shape(through_g) != np.shape(c) else 0.0
     return plus(plus(through_g, through_fwd), own)
+
+
+def _quiet(b, rule, k: int, g, size) -> bool:
+    """Whether, at an elementwise VJP ``c`` whose own rounding is relative to |c| (no
+    Terms) and ``size`` = |c|, neither the underflow term nor the flushed factors change
+    a bit (read-only passes: the least |c| and the largest |ḡ|, instead of the terms'
+    arrays). No factor lies below λ where min|c| ≥ λ·max|ḡ| (:func:`_flushed`'s own
+    test, taken at the extremes); and adding x = η·max(1, |ḡ|) ≤ η·max(1, max|ḡ|) to
+    y = u·|c| leaves y where x is below half of y's spacing, which exceeds y·2⁻⁵⁴ for
+    a normal y: so where max x < u·min|c|·2⁻⁵⁵ (the factor 2 covers that product's own
+    rounding where it is subnormal; a NaN anywhere, a 0 or a subnormal y: False, and
+    the terms are added as they are)."""
+    sizes = getattr(rule.rounding, "vjps", ())
+    if (k < len(sizes) and sizes[k] is not None) or not np.size(size):
+        return False
+    with np.errstate(all="ignore"):
+        largest = float(np.max(np.abs(g), initial=0.0))
+        least = float(np.min(size))
+        return least >= b.flush * largest and \
+            b.eta * max(1.0, largest) < least * b.u * 2.0 ** -55
 
 
 def _zeros_like(c) -> np.ndarray:
