@@ -195,25 +195,18 @@ class _Slabs:
         """:meth:`first_pass` and :meth:`second_pass` in one pass, where no probe needs
         a whole value's top: each slab's forward, bounding every node (the body's value
         and bound go to :attr:`body_bounds`), then its backward from ``g`` (bound
-        ``ge``). An elementwise row's probe of a float value takes each element's own
-        scale (:func:`gradcheck.bounds.elementwise.own_scales`), not the top; the top
-        only says whether the probe runs, and a probe of a value that moves nowhere
-        (0, bound 0, everywhere) changes no bit. A comparison's 0/1 is never probed
-        (bound 0). None, having done one slab, where a probed value is an integer or
-        boolean input's, whose probe scale is the whole value's: :meth:`first_pass`
-        then, as before."""
+        ``ge``). No tops are given: an elementwise row's probe of a float value takes
+        each element's own scale (``probe_scales(own=True)``), and a comparison's 0/1
+        (bound 0) is never probed. None, having done one slab, where an integer or
+        boolean input is probed (:func:`_whole_scaled`): :meth:`first_pass` then."""
         last = self._last()
         value, bound = np.empty(self.shape), np.empty(self.shape)
         found: dict[str, np.ndarray] = {}
-        moved: set[int] | None = None
         for rows in self.blocks:
             b, slab, nodes = self.forward(rows)
+            if rows is self.blocks[0] and _whole_scaled(b, nodes):
+                return None
             value[rows], bound[rows] = b.val[id(slab)], b.err[id(slab)]
-            if moved is None:
-                moved = _float_probes(b, nodes)
-                if moved is None:
-                    return None
-            b.tops = {id(nodes[k]): 1.0 for k in moved}   # (a top not read: own scales)
             self._backward(b, slab, nodes, rows, g, ge, names, last, found)
         self.body_bounds = [value, bound]
         return found
@@ -259,24 +252,20 @@ def _one_number(a):
     return a
 
 
-def _float_probes(b, nodes: tuple[Node, ...]) -> set[int] | None:
-    """The positions of the values a VJP of the slab reads (:func:`probed`) whose
-    probes run: the float ones; a comparison's 0/1 (bound 0: exact) left out. None
-    where an integer or boolean input (or a ``let`` of it) is read: its probe's scale
-    is its largest move over the whole value."""
-    out = set()
+def _whole_scaled(b, nodes: tuple[Node, ...]) -> bool:
+    """Whether a value some VJP of the slab reads (:func:`probed`) is neither a float
+    nor a comparison's 0/1: an integer or boolean input (or a ``let`` of it), whose
+    probe takes one scale from its largest move over the whole value, not the slab."""
     for k in probed(b, nodes):
-        if k not in range(len(nodes)) or id(nodes[k]) not in b.val:
-            continue
-        if np.asarray(b.val[id(nodes[k])]).dtype.kind == "f":
-            out.add(k)
+        if id(nodes[k]) not in b.val or \
+                np.asarray(b.val[id(nodes[k])]).dtype.kind == "f":
             continue
         source = nodes[k]
         while source.op == "let":
             source = source.args[0]
-        if source.op in ("input", "let", "const") or RULES[source.op].family != COMPARISON:
-            return None
-    return out
+        if source.op in ("input", "const") or RULES[source.op].family != COMPARISON:
+            return True
+    return False
 
 
 def slab_error_bounds(b_of, case, split, point: dict, v: np.ndarray):

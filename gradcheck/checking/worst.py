@@ -28,15 +28,9 @@ def top_indices(flat: np.ndarray, k: int, most: float = np.nan,
     if most != most:
         flat = np.where(np.isnan(flat), -np.inf, flat)   # NaN last, as the sort puts it
     if flat.size > SAMPLED:
-        # the k-th largest of every stride-th entry is at most the k-th largest of all
-        # (a subset's k-th largest cannot pass the whole's): a threshold that keeps all
-        # k, found in a sample, so the partition runs over the few entries at or above
-        # it (about k·stride) instead of every one (the same indices, the same order;
-        # and with a bar, the k largest are at or above both, or those at or above the
-        # bar are fewer than k and all of them lie at or above the sample's cut too)
-        sample = flat[::max(1, flat.size // SAMPLE)]
-        if sample.size >= k:
-            at_least = max(at_least, np.partition(sample, sample.size - k)[sample.size - k])
+        # (with a bar, the k largest are at or above both, or those at or above the bar
+        # are fewer than k and all of them lie at or above the sample's cut too)
+        at_least = max(at_least, sample_cut(flat, k))
     index = None
     if at_least > -np.inf:
         index = np.flatnonzero(flat >= at_least)   # (increasing: ties stay in order)
@@ -48,3 +42,15 @@ def top_indices(flat: np.ndarray, k: int, most: float = np.nan,
         chosen = np.flatnonzero(flat >= cut)
         out = chosen[np.argsort(-flat[chosen], kind="stable")][:k]
     return out if index is None else index[out]
+
+
+def sample_cut(flat: np.ndarray, k: int) -> float:
+    """A threshold at or below the k-th largest of ``flat`` (no NaN): the k-th largest
+    of about :data:`SAMPLE` entries at an even stride, since a subset's k-th largest
+    cannot pass the whole's; -inf where the sample is shorter than k. The partition
+    of :func:`top_indices` then runs over the few entries at or above it (about k
+    times the stride) instead of every one."""
+    sample = flat[::max(1, flat.size // SAMPLE)]
+    if sample.size < k:
+        return -np.inf
+    return float(np.partition(sample, sample.size - k)[sample.size - k])
